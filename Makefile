@@ -1,0 +1,84 @@
+# luxd build. `make run` and `make test` install what is missing first
+# (deps/install.sh), so a fresh Debian machine needs nothing else.
+
+LLHTTP_SRC ?= /usr/share/llhttp
+LLHTTP_INC ?= /usr/share/include/llhttp
+PKGS       := libuv luajit libpcre2-8
+BUILD      ?= build
+
+CC        ?= cc
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+# The hardening a distribution builds with.
+HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
+CPPFLAGS_ALL = -D_GNU_SOURCE -Isrc -I$(BUILD)/gen -I$(LLHTTP_INC) $(PKG_CFLAGS)
+LDFLAGS_ALL  = -pie -Wl,-z,relro,-z,now -Wl,--as-needed
+
+SRCS    := $(sort $(wildcard src/*.c src/*/*.c))
+OBJS    := $(SRCS:%.c=$(BUILD)/%.o)
+LL_OBJS := $(BUILD)/llhttp/llhttp.o $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o
+LUA_MODS := $(sort $(wildcard lua/luxd/*.lua))
+UNIT_SRCS := $(wildcard t/unit/test_*.c)
+UNITS   := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/unit/%)
+PROVE_FILES = t/*.t $(UNITS) $(wildcard t/lua/*.lua)
+
+.PHONY: all deps deps-test run test asan unit clean format
+all: $(BUILD)/luxd
+
+deps:
+	@sh deps/install.sh build
+
+deps-test:
+	@sh deps/install.sh build test
+
+$(BUILD)/luxd: $(OBJS) $(LL_OBJS) $(BUILD)/gen/lua_embed.o
+	$(CC) $(CFLAGS) $(LDFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	@echo "built $@"
+
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(HARDEN) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+# llhttp is compiled in from node-llhttp's C sources, not vendored.
+$(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(HARDEN) -w -I$(LLHTTP_INC) -c -o $@ $<
+
+$(BUILD)/gen/lua_embed.c: $(LUA_MODS) src/config/embed.sh
+	@mkdir -p $(dir $@)
+	sh src/config/embed.sh $@ $(LUA_MODS)
+
+$(BUILD)/gen/lua_embed.o: $(BUILD)/gen/lua_embed.c
+	$(CC) $(CFLAGS) $(HARDEN) -Isrc -c -o $@ $<
+
+# Unit tests link only the module they test.
+$(BUILD)/unit/test_%: t/unit/test_%.c src/http/%.c t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_$*.c src/http/$*.c
+
+unit: $(UNITS)
+
+run: deps all
+	@mkdir -p logs
+	@echo "luxd: serving conf/luxd.lua on http://127.0.0.1:8080/ (Ctrl-C stops)"
+	exec $(BUILD)/luxd -c conf/luxd.lua
+
+test: deps-test all unit
+	prove -It/lib $(PROVE_FILES)
+
+# The whole suite against an AddressSanitizer + UBSan build.
+asan: deps-test
+	$(MAKE) BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all unit
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LUXD_BIN=build/asan/luxd prove -It/lib t/*.t $(UNITS:$(BUILD)/%=build/asan/%) $(wildcard t/lua/*.lua)
+
+format:
+	clang-format -i $(SRCS) $(wildcard src/*.h src/*/*.h) $(UNIT_SRCS) t/unit/tap.h
+
+clean:
+	rm -rf build
+
+-include $(OBJS:.o=.d)

@@ -1,0 +1,113 @@
+/* The compiled configuration: one immutable, refcounted generation built from
+ * the Lua description. Runtime code reads only these structs; nothing here
+ * holds a lua_State (DESIGN.md: config parsing apart from runtime). */
+#ifndef LX_CONFIG_H
+#define LX_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "../arena.h"
+#include "../lx.h"
+#include "../http/mime.h"
+
+/* Serving settings of a vhost or of one of its locations. A location starts as
+ * a copy of its vhost's site and overrides the keys it names. */
+typedef struct lx_site_s {
+    const char *root;          /**< absolute document root, no trailing slash; NULL: none */
+    size_t root_len;           /**< strlen(root) */
+    const char **index;        /**< index file names tried for a path ending in '/' */
+    size_t nindex;             /**< entries in index */
+    const char *cache_control; /**< Cache-Control value, or NULL */
+    const char *headers;       /**< pre-built "Name: value\r\n" lines added to every response */
+    size_t headers_len;        /**< bytes in headers */
+    unsigned etag : 1;         /**< send ETag and honour If-None-Match */
+    unsigned last_modified : 1; /**< send Last-Modified and honour If-Modified-Since */
+    unsigned gzip_static : 1;  /**< serve FILE.gz to clients that accept gzip */
+    unsigned dir_listing : 1;  /**< list directories that have no index file */
+    uint32_t id;               /**< unique within a generation; part of the file cache key */
+} lx_site_t;
+
+typedef struct lx_vhost_s {
+    const char *name;  /**< lower-case primary name */
+    int is_default;    /**< serves requests whose Host matches no vhost */
+    lx_site_t site;    /**< the vhost's own settings */
+    const char *file;  /**< config file that declared it */
+    int line;          /**< line of the declaration */
+} lx_vhost_t;
+
+typedef struct {
+    char text[80];               /**< as written in the config, for messages */
+    struct sockaddr_storage addr; /**< resolved numeric address */
+    socklen_t addrlen;           /**< length of addr */
+} lx_listen_t;
+
+typedef struct {
+    const char *path;   /**< absolute path of the access log */
+    const char *format; /**< "combined", "common", "json" or a template */
+} lx_access_log_conf_t;
+
+typedef struct {
+    lx_listen_t *listen;         /**< addresses to listen on */
+    size_t nlisten;              /**< entries in listen */
+    int workers;                 /**< event loops; resolved from "auto" */
+    const char *user;            /**< drop privileges to this user, or NULL */
+    const char *pid_file;        /**< or NULL */
+    const char *error_log;       /**< path or "stderr" */
+    int error_log_level;         /**< LX_LOG_* */
+    lx_access_log_conf_t access_log; /**< path NULL: off */
+    size_t access_log_buffer;    /**< bytes buffered per loop before a write */
+    uint32_t keepalive_timeout;  /**< ms; 0 disables keep-alive */
+    uint32_t keepalive_requests; /**< requests per connection */
+    uint32_t header_timeout;     /**< ms for the whole request header */
+    uint32_t body_timeout;       /**< ms between two reads of a body */
+    uint32_t send_timeout;       /**< ms between two writes of a response */
+    uint32_t drain_timeout;      /**< ms a graceful stop waits for requests */
+    size_t max_header_bytes;     /**< request line plus headers */
+    uint64_t max_body_bytes;     /**< request body */
+    uint32_t max_connections;    /**< per server, split across loops */
+    int tcp_nodelay;             /**< TCP_NODELAY on accepted sockets */
+    int defer_accept;            /**< TCP_DEFER_ACCEPT on listeners */
+} lx_server_conf_t;
+
+/* One slot of the host-name hash. */
+typedef struct {
+    const char *name;  /**< lower-case name, or ".suffix" for "*.suffix" */
+    size_t len;        /**< strlen(name) */
+    lx_vhost_t *vhost; /**< NULL: empty slot */
+} lx_host_slot_t;
+
+typedef struct lx_gen_s {
+    uint64_t id;             /**< generation number, 1 for the first */
+    int refs;                /**< atomic: loops and requests holding it */
+    lx_arena_t arena;        /**< owns everything below */
+    const char *file;        /**< main config file */
+    lx_server_conf_t srv;    /**< server {} */
+    lx_mime_t *mime;         /**< built-in table plus mime {} */
+    lx_vhost_t *vhosts;      /**< in declaration order */
+    size_t nvhosts;          /**< entries in vhosts */
+    lx_host_slot_t *hosts;   /**< exact names and wildcard suffixes */
+    size_t hosts_mask;       /**< slots - 1 (a power of two) */
+    lx_vhost_t *default_vhost; /**< or NULL */
+} lx_gen_t;
+
+/* Runs the config file in a fresh Lua state and compiles it. On success
+ * returns 0 and a generation with one reference; on failure returns a negative
+ * errno and writes "file:line: what is wrong" into err. `prefix` is the
+ * directory relative paths are resolved against. */
+int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t **out, char *err,
+                   size_t errlen);
+
+void lx_gen_ref(lx_gen_t *g);
+void lx_gen_unref(lx_gen_t *g);
+
+/* The vhost for a Host value (port already stripped, any case), or the
+ * default vhost, or NULL. */
+lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len);
+
+/* Prints the compiled tables (luxd -T). */
+void lx_gen_dump(const lx_gen_t *g, FILE *out);
+
+#endif

@@ -1,0 +1,491 @@
+/* Runs the Lua config and turns its description into a generation.
+ *
+ * The DSL (lua/luxd/config.lua) does the user-facing validation and returns a
+ * plain table with defaults filled in; this file reads that table into C
+ * structs and checks what only C can (addresses, header bytes). Every error
+ * names the file and line the description recorded. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <glob.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "../log.h"
+#include "lua_embed.h"
+
+typedef struct {
+    lua_State *L;
+    lx_gen_t *g;
+    char *err;
+    size_t errlen;
+    const char *file; /* where the table being read was declared */
+    int line;
+} loader_t;
+
+/* Records "file:line: message" for the table on top of the stack. */
+static int fail(loader_t *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(loader_t *ld, const char *fmt, ...) {
+    int n = snprintf(ld->err, ld->errlen, "%s:%d: ", ld->file ? ld->file : "?", ld->line);
+    if (n < 0 || (size_t)n >= ld->errlen)
+        return -EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ld->err + n, ld->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* Sets ld->file/line from the _file/_line fields of the table at idx. */
+static void locate(loader_t *ld, int idx) {
+    lua_getfield(ld->L, idx, "_file");
+    if (lua_isstring(ld->L, -1))
+        ld->file = lx_arena_strdup(&ld->g->arena, lua_tostring(ld->L, -1));
+    lua_pop(ld->L, 1);
+    lua_getfield(ld->L, idx, "_line");
+    if (lua_isnumber(ld->L, -1))
+        ld->line = (int)lua_tointeger(ld->L, -1);
+    lua_pop(ld->L, 1);
+}
+
+static const char *get_str(loader_t *ld, int idx, const char *key, const char *def) {
+    lua_getfield(ld->L, idx, key);
+    const char *v = def;
+    if (lua_type(ld->L, -1) == LUA_TSTRING)
+        v = lx_arena_strdup(&ld->g->arena, lua_tostring(ld->L, -1));
+    lua_pop(ld->L, 1);
+    return v;
+}
+
+static double get_num(loader_t *ld, int idx, const char *key, double def) {
+    lua_getfield(ld->L, idx, key);
+    double v = lua_type(ld->L, -1) == LUA_TNUMBER ? lua_tonumber(ld->L, -1) : def;
+    lua_pop(ld->L, 1);
+    return v;
+}
+
+static int get_bool(loader_t *ld, int idx, const char *key, int def) {
+    lua_getfield(ld->L, idx, key);
+    int v = lua_type(ld->L, -1) == LUA_TBOOLEAN ? lua_toboolean(ld->L, -1) : def;
+    lua_pop(ld->L, 1);
+    return v;
+}
+
+static uint32_t get_ms(loader_t *ld, int idx, const char *key, double def_s) {
+    double s = get_num(ld, idx, key, def_s);
+    return s <= 0 ? 0 : s * 1000 > 4e9 ? 4000000000u : (uint32_t)(s * 1000);
+}
+
+static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {
+    const char *host = get_str(ld, idx, "host", "");
+    int port = (int)get_num(ld, idx, "port", 0);
+    if (port < 1 || port > 65535)
+        return fail(ld, "listen: port %d out of range", port);
+    snprintf(l->text, sizeof(l->text), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    memset(&l->addr, 0, sizeof(l->addr));
+    if (*host == '\0') {
+        /* "all addresses": IPv6 any, dual-stack, so one socket serves both
+         * families (worker.c clears IPV6_V6ONLY for it). */
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&l->addr;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_addr = in6addr_any;
+        a6->sin6_port = htons((uint16_t)port);
+        l->addrlen = sizeof(*a6);
+        return 0;
+    }
+    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res;
+    char portstr[8];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int r = getaddrinfo(host, portstr, &hints, &res);
+    if (r != 0)
+        return fail(ld, "listen \"%s\": %s", l->text, gai_strerror(r));
+    memcpy(&l->addr, res->ai_addr, res->ai_addrlen);
+    l->addrlen = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+static int read_server(loader_t *ld, int idx) {
+    lua_State *L = ld->L;
+    lx_server_conf_t *s = &ld->g->srv;
+    locate(ld, idx);
+    lua_getfield(L, idx, "listen");
+    size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+    s->listen = lx_arena_calloc(&ld->g->arena, (n ? n : 1) * sizeof(*s->listen));
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, (int)i + 1);
+        int r = parse_listen(ld, lua_gettop(L), &s->listen[i]);
+        lua_pop(L, 1);
+        if (r < 0)
+            return r;
+    }
+    s->nlisten = n;
+    lua_pop(L, 1);
+    if (n == 0)
+        return fail(ld, "server: no listen address");
+
+    s->workers = (int)get_num(ld, idx, "workers", 0);
+    if (s->workers <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        s->workers = cpus > 0 ? (int)cpus : 1;
+    }
+    s->user = get_str(ld, idx, "user", NULL);
+    s->pid_file = get_str(ld, idx, "pid_file", NULL);
+    s->error_log = get_str(ld, idx, "error_log", "stderr");
+    const char *level = get_str(ld, idx, "error_log_level", "info");
+    s->error_log_level = lx_log_level_parse(level);
+    if (s->error_log_level < 0)
+        return fail(ld, "server: unknown error_log_level \"%s\"", level);
+
+    lua_getfield(L, idx, "access_log");
+    if (lua_istable(L, -1)) {
+        s->access_log.path = get_str(ld, lua_gettop(L), "path", NULL);
+        s->access_log.format = get_str(ld, lua_gettop(L), "format", "combined");
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+        s->access_log.path = lx_arena_strdup(&ld->g->arena, lua_tostring(L, -1));
+        s->access_log.format = "combined";
+    }
+    lua_pop(L, 1);
+    s->access_log_buffer = (size_t)get_num(ld, idx, "access_log_buffer", 65536);
+    if (s->access_log_buffer < 4096)
+        s->access_log_buffer = 4096;
+
+    s->keepalive_timeout = get_ms(ld, idx, "keepalive_timeout", 30);
+    s->keepalive_requests = (uint32_t)get_num(ld, idx, "keepalive_requests", 1000);
+    s->header_timeout = get_ms(ld, idx, "header_timeout", 10);
+    s->body_timeout = get_ms(ld, idx, "body_timeout", 30);
+    s->send_timeout = get_ms(ld, idx, "send_timeout", 60);
+    s->drain_timeout = get_ms(ld, idx, "drain_timeout", 30);
+    s->max_header_bytes = (size_t)get_num(ld, idx, "max_header_bytes", 8192);
+    if (s->max_header_bytes < 256)
+        return fail(ld, "server: max_header_bytes must be at least 256");
+    s->max_body_bytes = (uint64_t)get_num(ld, idx, "max_body_bytes", 1048576);
+    s->max_connections = (uint32_t)get_num(ld, idx, "max_connections", 10000);
+    s->tcp_nodelay = get_bool(ld, idx, "tcp_nodelay", 1);
+    s->defer_accept = get_bool(ld, idx, "defer_accept", 1);
+    return 0;
+}
+
+static int is_token_char(unsigned char c) {
+    return c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c);
+}
+
+/* Appends "Name: value\r\n" to buf, refusing what would split a header. */
+static int add_header(loader_t *ld, char **buf, size_t *len, size_t *cap, const char *name,
+                      const char *value) {
+    for (const char *p = name; *p; p++)
+        if (!is_token_char((unsigned char)*p))
+            return fail(ld, "header name \"%s\" is not an HTTP token", name);
+    if (*name == '\0')
+        return fail(ld, "empty header name");
+    for (const char *p = value; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\t')
+            return fail(ld, "header \"%s\": value contains a control character", name);
+    size_t need = strlen(name) + strlen(value) + 4;
+    if (*len + need + 1 > *cap) {
+        size_t ncap = (*cap + need) * 2;
+        char *nb = realloc(*buf, ncap);
+        if (nb == NULL)
+            return -ENOMEM;
+        *buf = nb;
+        *cap = ncap;
+    }
+    *len += (size_t)sprintf(*buf + *len, "%s: %s\r\n", name, value);
+    return 0;
+}
+
+/* Reads the serving keys of a vhost or location table into site, starting
+ * from the values already there (a location inherits its vhost's). */
+static int read_site(loader_t *ld, int idx, lx_site_t *site, uint32_t id) {
+    lua_State *L = ld->L;
+    site->id = id;
+    lua_getfield(L, idx, "root");
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        size_t len;
+        const char *root = lua_tolstring(L, -1, &len);
+        while (len > 1 && root[len - 1] == '/')
+            len--;
+        site->root = lx_arena_strndup(&ld->g->arena, root, len);
+        site->root_len = len;
+    }
+    lua_pop(L, 1);
+
+    lua_getfield(L, idx, "index");
+    if (lua_istable(L, -1)) {
+        size_t n = lua_objlen(L, -1);
+        site->index = lx_arena_alloc(&ld->g->arena, (n ? n : 1) * sizeof(char *));
+        site->nindex = n;
+        for (size_t i = 0; i < n; i++) {
+            lua_rawgeti(L, -1, (int)i + 1);
+            const char *name = lua_tostring(L, -1);
+            if (name == NULL || *name == '\0' || strchr(name, '/'))
+                return fail(ld, "index entries must be file names");
+            site->index[i] = lx_arena_strdup(&ld->g->arena, name);
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+
+    site->etag = (unsigned)get_bool(ld, idx, "etag", site->etag);
+    site->last_modified = (unsigned)get_bool(ld, idx, "last_modified", site->last_modified);
+    site->gzip_static = (unsigned)get_bool(ld, idx, "gzip_static", site->gzip_static);
+    site->dir_listing = (unsigned)get_bool(ld, idx, "dir_listing", site->dir_listing);
+    site->cache_control = get_str(ld, idx, "cache_control", site->cache_control);
+
+    /* Headers are pre-built once here so a response copies one string. */
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int r = 0;
+    if (site->cache_control)
+        r = add_header(ld, &buf, &len, &cap, "Cache-Control", site->cache_control);
+    lua_getfield(L, idx, "headers");
+    int own = lua_istable(L, -1);
+    if (!own && site->headers_len) {
+        /* Inherited: keep the parent's lines after our Cache-Control, minus
+         * the parent's own Cache-Control line, which we just replaced. */
+        const char *h = site->headers;
+        size_t hl = site->headers_len;
+        if (strncmp(h, "Cache-Control: ", 15) == 0) {
+            const char *eol = strstr(h, "\r\n");
+            hl -= (size_t)(eol + 2 - h);
+            h = eol + 2;
+        }
+        if (r == 0 && hl && (buf = realloc(buf, len + hl + 1)) != NULL) {
+            memcpy(buf + len, h, hl);
+            len += hl;
+            buf[len] = '\0';
+        }
+    }
+    for (size_t i = 1; r == 0 && own && i <= lua_objlen(L, -1); i++) {
+        lua_rawgeti(L, -1, (int)i);
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        const char *name = lua_tostring(L, -2), *value = lua_tostring(L, -1);
+        r = name && value ? add_header(ld, &buf, &len, &cap, name, value)
+                          : fail(ld, "headers: entries must be strings");
+        lua_pop(L, 3);
+    }
+    lua_pop(L, 1);
+    if (r == 0) {
+        site->headers = len ? lx_arena_strndup(&ld->g->arena, buf, len) : "";
+        site->headers_len = len;
+    }
+    free(buf);
+    return r;
+}
+
+static int host_insert(loader_t *ld, const char *name, lx_vhost_t *vh) {
+    lx_gen_t *g = ld->g;
+    size_t len = strlen(name);
+    uint64_t h = lx_hash(name, len, 0);
+    for (size_t i = h & g->hosts_mask;; i = (i + 1) & g->hosts_mask) {
+        lx_host_slot_t *s = &g->hosts[i];
+        if (s->vhost == NULL) {
+            s->name = name;
+            s->len = len;
+            s->vhost = vh;
+            return 0;
+        }
+        if (s->len == len && memcmp(s->name, name, len) == 0)
+            return fail(ld, "vhost \"%s\": name \"%s\" is already used by vhost \"%s\" (%s:%d)",
+                        vh->name, *name == '.' ? name - 1 : name, s->vhost->name,
+                        s->vhost->file, s->vhost->line);
+    }
+}
+
+/* "*.example.org" is stored as ".example.org"; lookups try each suffix. */
+static int add_name(loader_t *ld, const char *name, lx_vhost_t *vh) {
+    char *lower = lx_arena_strdup(&ld->g->arena, name);
+    for (char *p = lower; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p |= 0x20;
+    return host_insert(ld, lower[0] == '*' && lower[1] == '.' ? lower + 1 : lower, vh);
+}
+
+static int read_vhosts(loader_t *ld, int idx) {
+    lua_State *L = ld->L;
+    lx_gen_t *g = ld->g;
+    size_t n = lua_objlen(L, idx), names = 0;
+    for (size_t i = 1; i <= n; i++) {
+        lua_rawgeti(L, idx, (int)i);
+        lua_getfield(L, -1, "aliases");
+        names += 1 + (lua_istable(L, -1) ? lua_objlen(L, -1) : 0);
+        lua_pop(L, 2);
+    }
+    size_t slots = 16;
+    while (slots < names * 2)
+        slots <<= 1;
+    g->hosts = lx_arena_calloc(&g->arena, slots * sizeof(*g->hosts));
+    g->hosts_mask = slots - 1;
+    g->vhosts = lx_arena_calloc(&g->arena, (n ? n : 1) * sizeof(*g->vhosts));
+    g->nvhosts = n;
+
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, (int)i + 1);
+        int t = lua_gettop(L);
+        lx_vhost_t *vh = &g->vhosts[i];
+        locate(ld, t);
+        vh->file = ld->file;
+        vh->line = ld->line;
+        vh->name = get_str(ld, t, "name", "");
+        vh->is_default = get_bool(ld, t, "default", 0);
+        vh->site.etag = vh->site.last_modified = 1;
+        int r = read_site(ld, t, &vh->site, (uint32_t)i * 1024);
+        if (r == 0)
+            r = add_name(ld, vh->name, vh);
+        lua_getfield(L, t, "aliases");
+        for (size_t j = 1; r == 0 && lua_istable(L, -1) && j <= lua_objlen(L, -1); j++) {
+            lua_rawgeti(L, -1, (int)j);
+            r = add_name(ld, lua_tostring(L, -1), vh);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 2);
+        if (r < 0)
+            return r;
+        if (vh->is_default) {
+            if (g->default_vhost)
+                return fail(ld, "vhost \"%s\": default = true, but vhost \"%s\" (%s:%d) is "
+                                "already the default",
+                            vh->name, g->default_vhost->name, g->default_vhost->file,
+                            g->default_vhost->line);
+            g->default_vhost = vh;
+        }
+    }
+    return 0;
+}
+
+static int read_mime(loader_t *ld, int idx) {
+    lua_State *L = ld->L;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+            const char *ext = lua_tostring(L, -2);
+            if (lx_mime_add(ld->g->mime, ext, lua_tostring(L, -1)) < 0) {
+                lua_pop(L, 2);
+                return fail(ld, "mime: bad extension \"%s\" (it must start with a dot)", ext);
+            }
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+static int convert(loader_t *ld, int desc) {
+    lua_State *L = ld->L;
+    int r = 0;
+    ld->file = ld->g->file;
+    ld->line = 0;
+    lua_getfield(L, desc, "server");
+    if (lua_istable(L, -1))
+        r = read_server(ld, lua_gettop(L));
+    else
+        r = fail(ld, "no server {} block");
+    lua_pop(L, 1);
+    if (r == 0) {
+        lua_getfield(L, desc, "mime");
+        if (lua_istable(L, -1))
+            r = read_mime(ld, lua_gettop(L));
+        lua_pop(L, 1);
+    }
+    if (r == 0) {
+        lua_getfield(L, desc, "vhosts");
+        if (lua_istable(L, -1))
+            r = read_vhosts(ld, lua_gettop(L));
+        lua_pop(L, 1);
+    }
+    return r;
+}
+
+/* host.glob(pattern): sorted matches, for include "conf.d/NAME.lua" globs. */
+static int l_glob(lua_State *L) {
+    const char *pattern = luaL_checkstring(L, 1);
+    glob_t gl;
+    int r = glob(pattern, 0, NULL, &gl);
+    lua_newtable(L);
+    if (r == 0) {
+        for (size_t i = 0; i < gl.gl_pathc; i++) {
+            lua_pushstring(L, gl.gl_pathv[i]);
+            lua_rawseti(L, -2, (int)i + 1);
+        }
+    }
+    if (r != GLOB_NOSPACE)
+        globfree(&gl);
+    return 1;
+}
+
+static void install_modules(lua_State *L) {
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "preload");
+    for (const lx_lua_module_t *m = lx_lua_modules; m->name; m++) {
+        if (luaL_loadbuffer(L, (const char *)m->code, m->size, m->name) == 0)
+            lua_setfield(L, -2, m->name);
+        else
+            lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+}
+
+int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t **out, char *err,
+                   size_t errlen) {
+    lx_gen_t *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return -ENOMEM;
+    lx_arena_init(&g->arena, 64 * 1024);
+    g->id = id;
+    g->refs = 1;
+    g->file = lx_arena_strdup(&g->arena, path);
+    g->mime = lx_mime_new();
+    lua_State *L = luaL_newstate();
+    if (L == NULL || g->mime == NULL) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        if (L)
+            lua_close(L);
+        lx_gen_unref(g);
+        return -ENOMEM;
+    }
+    luaL_openlibs(L);
+    install_modules(L);
+
+    /* require("luxd.config").load(path, host): Lua errors come back as
+     * "file:line: message" strings, ready for the operator. */
+    int r = -EINVAL;
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "luxd.config");
+    int lua_failed = lua_pcall(L, 1, 1, 0);
+    if (!lua_failed) {
+        lua_getfield(L, -1, "load");
+        lua_pushstring(L, path);
+        lua_newtable(L);
+        lua_pushstring(L, prefix);
+        lua_setfield(L, -2, "prefix");
+        lua_pushcfunction(L, l_glob);
+        lua_setfield(L, -2, "glob");
+        lua_failed = lua_pcall(L, 2, 1, 0);
+    }
+    if (lua_failed) {
+        const char *msg = lua_tostring(L, -1);
+        snprintf(err, errlen, "%s", msg ? msg : "config error");
+    } else if (!lua_istable(L, -1)) {
+        snprintf(err, errlen, "%s: the config loader returned no description", path);
+    } else {
+        loader_t ld = {.L = L, .g = g, .err = err, .errlen = errlen};
+        r = convert(&ld, lua_gettop(L));
+    }
+    lua_close(L);
+    if (r < 0) {
+        lx_gen_unref(g);
+        return r;
+    }
+    *out = g;
+    return 0;
+}

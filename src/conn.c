@@ -1,0 +1,808 @@
+/* The connection state machine: read -> llhttp -> request -> write ->
+ * keep-alive. One request is answered at a time; bytes of pipelined requests
+ * wait in the read buffer until the response before them is queued. */
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "io/filecache.h"
+#include "log.h"
+
+enum { TO_NONE, TO_HEADER, TO_BODY, TO_SEND, TO_IDLE, TO_LINGER };
+
+/* How long a half-closed connection may keep sending before we close it. */
+#define LINGER_MS 2000
+/* Bytes sendfile moves per call: large enough to amortise the syscall, small
+ * enough that one big download does not starve the loop's other clients. */
+#define SENDFILE_CHUNK (512 * 1024)
+
+static const llhttp_settings_t *parser_settings(void);
+static void conn_process(lx_conn_t *c);
+static void conn_flush(lx_conn_t *c);
+static void on_poll(uv_poll_t *p, int status, int events);
+
+/* ---- deadlines ------------------------------------------------------ */
+
+static void on_timer(uv_timer_t *t);
+
+/* Moving a deadline later costs nothing: the timer fires at the old time and
+ * re-arms itself. Only an earlier deadline restarts the timer. */
+static void set_deadline(lx_conn_t *c, int kind, uint32_t ms) {
+    uint64_t now = uv_now(&c->w->loop);
+    uint64_t due = now + ms;
+    c->timeout_kind = kind;
+    if (kind == TO_NONE || ms == 0) {
+        c->timeout_kind = TO_NONE;
+        return;
+    }
+    int active = uv_is_active((uv_handle_t *)&c->timer);
+    if (!active || due < c->deadline)
+        uv_timer_start(&c->timer, on_timer, ms, 0);
+    else if (active && c->deadline > due)
+        uv_timer_start(&c->timer, on_timer, ms, 0);
+    c->deadline = due;
+}
+
+static void on_timer(uv_timer_t *t) {
+    lx_conn_t *c = container_of(t, lx_conn_t, timer);
+    uint64_t now = uv_now(&c->w->loop);
+    if (c->timeout_kind == TO_NONE)
+        return;
+    if (now < c->deadline) {
+        uv_timer_start(&c->timer, on_timer, c->deadline - now, 0);
+        return;
+    }
+    switch (c->timeout_kind) {
+    case TO_HEADER:
+    case TO_BODY:
+        /* Tell the client why, if it is listening, then close (408). */
+        if (!c->req.responded && c->out_n == 0) {
+            c->req.keepalive = 0;
+            c->closing = 1;
+            c->linger = 1;
+            lx_resp_error(&c->req, 408);
+            lx_resp_done(&c->req);
+            set_deadline(c, TO_SEND, 1000);
+            return;
+        }
+        lx_conn_close(c);
+        return;
+    default:
+        lx_conn_close(c);
+    }
+}
+
+/* ---- poll interest -------------------------------------------------- */
+
+static void want(lx_conn_t *c, int events) {
+    if (c->closed || events == c->events)
+        return;
+    c->events = events;
+    if (events)
+        uv_poll_start(&c->poll, events, on_poll);
+    else
+        uv_poll_stop(&c->poll);
+}
+
+/* ---- lifetime ------------------------------------------------------- */
+
+static void on_handle_closed(uv_handle_t *h) {
+    lx_conn_t *c = h->data;
+    if (--c->handles > 0 || c->pending > 0)
+        return;
+    lx_arena_free(&c->arena);
+    free(c->rbuf);
+    free(c->obuf);
+    free(c);
+}
+
+static void drop_output(lx_conn_t *c) {
+    while (c->out_n) {
+        lx_out_t *o = &c->out[c->out_head];
+        if (o->file)
+            lx_file_unref(o->file);
+        c->out_head = (c->out_head + 1) % LX_OUT_MAX;
+        c->out_n--;
+    }
+    c->olen = 0;
+}
+
+void lx_conn_close(lx_conn_t *c) {
+    if (c->closed)
+        return;
+    c->closed = 1;
+    drop_output(c);
+    lx_worker_t *w = c->w;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    w->nconns--;
+    extern void lx_worker_conn_closed(lx_worker_t * w);
+    lx_worker_conn_closed(w);
+    close(c->fd);
+    c->handles = 2;
+    uv_close((uv_handle_t *)&c->poll, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
+    lx_conn_t *c = calloc(1, sizeof(*c));
+    const lx_server_conf_t *s = &w->gen->srv;
+    if (c == NULL) {
+        close(fd);
+        return;
+    }
+    c->rcap = s->max_header_bytes + 4096;
+    c->rbuf = malloc(c->rcap);
+    if (c->rbuf == NULL || uv_poll_init(&w->loop, &c->poll, fd) < 0) {
+        free(c->rbuf);
+        free(c);
+        close(fd);
+        return;
+    }
+    uv_timer_init(&w->loop, &c->timer);
+    c->poll.data = c->timer.data = c;
+    c->fd = fd;
+    c->w = w;
+    if (peer->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->peer, sizeof(c->peer));
+    else if (peer->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->peer,
+                  sizeof(c->peer));
+    else
+        strcpy(c->peer, "-");
+    if (s->tcp_nodelay) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    lx_arena_init(&c->arena, 4096);
+    llhttp_init(&c->parser, HTTP_REQUEST, parser_settings());
+    c->parser.data = c;
+    c->next = w->conns;
+    if (w->conns)
+        w->conns->prev = c;
+    w->conns = c;
+    w->nconns++;
+    /* With TCP_DEFER_ACCEPT the request is usually already here: try to read
+     * it now instead of waiting a loop iteration for readiness. */
+    set_deadline(c, TO_HEADER, s->header_timeout);
+    want(c, UV_READABLE);
+    on_poll(&c->poll, 0, UV_READABLE);
+}
+
+void lx_conn_drain(lx_conn_t *c) {
+    if (c->closed)
+        return;
+    if (!c->in_request && c->out_n == 0 && !c->waiting && c->rpos == c->rlen)
+        lx_conn_close(c);
+    else
+        c->req.keepalive = 0; /* the response in progress says Connection: close */
+}
+
+/* ---- output --------------------------------------------------------- */
+
+char *lx_conn_obuf_reserve(lx_conn_t *c, size_t n) {
+    if (c->olen + n > c->ocap) {
+        size_t cap = c->ocap ? c->ocap : 1024;
+        while (cap < c->olen + n)
+            cap *= 2;
+        char *b = realloc(c->obuf, cap);
+        if (b == NULL)
+            return NULL;
+        c->obuf = b;
+        c->ocap = cap;
+    }
+    return c->obuf + c->olen;
+}
+
+static lx_out_t *out_push(lx_conn_t *c) {
+    lx_out_t *last = c->out_n ? &c->out[(c->out_head + c->out_n - 1) % LX_OUT_MAX] : NULL;
+    (void)last;
+    if (c->out_n == LX_OUT_MAX)
+        return NULL;
+    lx_out_t *o = &c->out[(c->out_head + c->out_n) % LX_OUT_MAX];
+    c->out_n++;
+    memset(o, 0, sizeof(*o));
+    return o;
+}
+
+void lx_conn_queue_obuf(lx_conn_t *c, size_t from) {
+    if (c->olen == from)
+        return;
+    /* Extend the previous obuf piece when it ends where this one starts. */
+    if (c->out_n) {
+        lx_out_t *last = &c->out[(c->out_head + c->out_n - 1) % LX_OUT_MAX];
+        if (last->in_obuf && last->off + last->len == from) {
+            last->len += c->olen - from;
+            return;
+        }
+    }
+    lx_out_t *o = out_push(c);
+    if (o == NULL) {
+        c->closing = 1; /* cannot happen with the pipelining bound; be safe */
+        return;
+    }
+    o->in_obuf = 1;
+    o->off = from;
+    o->len = c->olen - from;
+}
+
+void lx_conn_queue_mem(lx_conn_t *c, lx_file_t *f, const char *p, size_t len) {
+    if (len == 0)
+        return;
+    lx_out_t *o = out_push(c);
+    if (o == NULL) {
+        c->closing = 1;
+        return;
+    }
+    o->file = f;
+    if (f)
+        lx_file_ref(f);
+    o->ptr = p;
+    o->len = len;
+}
+
+void lx_conn_queue_file(lx_conn_t *c, lx_file_t *f, uint64_t off, uint64_t len) {
+    if (len == 0)
+        return;
+    lx_out_t *o = out_push(c);
+    if (o == NULL) {
+        c->closing = 1;
+        return;
+    }
+    o->file = f;
+    lx_file_ref(f);
+    o->off = off;
+    o->len = len;
+}
+
+static void out_consume(lx_conn_t *c, size_t n) {
+    while (n && c->out_n) {
+        lx_out_t *o = &c->out[c->out_head];
+        size_t take = n < o->len ? n : (size_t)o->len;
+        o->len -= take;
+        o->off += take;
+        if (o->ptr)
+            o->ptr += take;
+        n -= take;
+        if (o->len == 0) {
+            if (o->file)
+                lx_file_unref(o->file);
+            c->out_head = (c->out_head + 1) % LX_OUT_MAX;
+            c->out_n--;
+        }
+    }
+    if (c->out_n == 0)
+        c->olen = 0;
+}
+
+/* Data for sendfile must be in the page cache, or sendfile blocks the loop.
+ * Probe the chunk's first and last byte without blocking; a miss sends the
+ * read to the thread pool, which pulls the chunk in, then resumes us. */
+typedef struct {
+    uv_work_t work;
+    lx_conn_t *c;
+    int fd;
+    uint64_t off, len;
+} readahead_t;
+
+static void readahead_work(uv_work_t *w) {
+    readahead_t *ra = container_of(w, readahead_t, work);
+    char buf[64 * 1024];
+    uint64_t off = ra->off, end = ra->off + ra->len;
+    while (off < end) {
+        size_t n = end - off < sizeof(buf) ? (size_t)(end - off) : sizeof(buf);
+        ssize_t r = pread(ra->fd, buf, n, (off_t)off);
+        if (r <= 0)
+            break;
+        off += (uint64_t)r;
+    }
+}
+
+static void readahead_done(uv_work_t *w, int status) {
+    readahead_t *ra = container_of(w, readahead_t, work);
+    lx_conn_t *c = ra->c;
+    (void)status;
+    free(ra);
+    c->pending--;
+    if (c->closed) {
+        if (c->pending == 0 && c->handles == 0) {
+            c->handles = 1;
+            on_handle_closed((uv_handle_t *)&c->poll);
+        }
+        return;
+    }
+    conn_flush(c);
+}
+
+static int in_page_cache(int fd, uint64_t off, uint64_t len) {
+    char b;
+    struct iovec iov = {&b, 1};
+    if (preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0 && errno == EAGAIN)
+        return 0;
+    if (len > 1 && preadv2(fd, &iov, 1, (off_t)(off + len - 1), RWF_NOWAIT) < 0 &&
+        errno == EAGAIN)
+        return 0;
+    return 1;
+}
+
+/* Writes what the socket takes. Returns 0 when all is written, -EAGAIN when
+ * the socket is full or a read-ahead is pending, another error to close. */
+static int write_out(lx_conn_t *c) {
+    while (c->out_n) {
+        lx_out_t *o = &c->out[c->out_head];
+        if (o->file && o->ptr == NULL) {
+            size_t n = o->len < SENDFILE_CHUNK ? (size_t)o->len : SENDFILE_CHUNK;
+            if (!in_page_cache(o->file->fd, o->off, n)) {
+                readahead_t *ra = malloc(sizeof(*ra));
+                if (ra == NULL)
+                    return -ENOMEM;
+                ra->c = c;
+                ra->fd = o->file->fd;
+                ra->off = o->off;
+                ra->len = n;
+                if (uv_queue_work(&c->w->loop, &ra->work, readahead_work, readahead_done) < 0) {
+                    free(ra);
+                    return -EIO;
+                }
+                c->pending++;
+                want(c, 0);
+                return -EAGAIN;
+            }
+            off_t off = (off_t)o->off;
+            ssize_t r = sendfile(c->fd, o->file->fd, &off, n);
+            if (r < 0)
+                return errno == EAGAIN ? -EAGAIN : -errno;
+            if (r == 0)
+                return -EIO; /* the file shrank under us: the length is a lie now */
+            out_consume(c, (size_t)r);
+            continue;
+        }
+        struct iovec iov[16];
+        int n = 0;
+        size_t total = 0;
+        int more = 0;
+        for (unsigned i = 0; i < c->out_n && n < 16; i++) {
+            lx_out_t *p = &c->out[(c->out_head + i) % LX_OUT_MAX];
+            if (p->file && p->ptr == NULL) {
+                more = 1; /* a file follows: let the headers ride with it */
+                break;
+            }
+            iov[n].iov_base = (void *)(p->in_obuf ? c->obuf + p->off : p->ptr);
+            iov[n].iov_len = (size_t)p->len;
+            total += (size_t)p->len;
+            n++;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t r = sendmsg(c->fd, &mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+        if (r < 0)
+            return errno == EAGAIN ? -EAGAIN : -errno;
+        out_consume(c, (size_t)r);
+        if ((size_t)r < total)
+            return -EAGAIN;
+    }
+    return 0;
+}
+
+static void conn_flush(lx_conn_t *c) {
+    int r = write_out(c);
+    if (r == -EAGAIN) {
+        if (c->pending == 0 || !c->waiting)
+            if (c->out_n && !(c->events & UV_WRITABLE)) {
+                set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
+                want(c, UV_WRITABLE);
+            }
+        return;
+    }
+    if (r < 0) {
+        lx_conn_close(c);
+        return;
+    }
+    /* Everything is written. */
+    if (c->closing) {
+        if (c->linger) {
+            /* Half-close, then read and discard what the client still sends,
+             * so our close does not reset the connection and destroy the
+             * response in flight (nginx's lingering close). */
+            shutdown(c->fd, SHUT_WR);
+            set_deadline(c, TO_LINGER, LINGER_MS);
+            want(c, UV_READABLE);
+            return;
+        }
+        lx_conn_close(c);
+        return;
+    }
+    want(c, UV_READABLE);
+    conn_process(c);
+}
+
+/* ---- input ---------------------------------------------------------- */
+
+static void linger_read(lx_conn_t *c) {
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(c->fd, buf, sizeof(buf));
+        if (n > 0)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        lx_conn_close(c);
+        return;
+    }
+}
+
+static void on_poll(uv_poll_t *p, int status, int events) {
+    lx_conn_t *c = container_of(p, lx_conn_t, poll);
+    if (status < 0) {
+        lx_conn_close(c);
+        return;
+    }
+    if (events & UV_WRITABLE) {
+        conn_flush(c);
+        return;
+    }
+    if (c->closing) {
+        if (c->linger && c->out_n == 0)
+            linger_read(c);
+        return;
+    }
+    if (c->rlen == c->rcap) {
+        want(c, 0); /* full: resumes when the request ahead is answered */
+        return;
+    }
+    ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR)
+            lx_conn_close(c);
+        return;
+    }
+    if (n == 0) {
+        /* The client closed its side. A request in progress cannot finish. */
+        lx_conn_close(c);
+        return;
+    }
+    c->rlen += (size_t)n;
+    conn_process(c);
+}
+
+/* Answers a request that could not be parsed: the framing is in doubt, so
+ * the connection closes after the response. */
+static void parse_error(lx_conn_t *c, int status) {
+    lx_req_t *r = &c->req;
+    if (r->gen == NULL)
+        r->gen = c->w->gen;
+    r->keepalive = 0;
+    c->closing = 1;
+    c->linger = 1;
+    if (r->arena == NULL)
+        r->arena = &c->arena;
+    lx_resp_error(r, status);
+    lx_resp_done(r);
+    lx_log_debug("%s: bad request (%d): %s", c->peer, status,
+                 llhttp_get_error_reason(&c->parser) ? llhttp_get_error_reason(&c->parser)
+                                                     : "limit");
+    conn_flush(c);
+}
+
+static void request_begin(lx_conn_t *c) {
+    const lx_server_conf_t *s = &c->w->gen->srv;
+    /* Make sure a whole header fits behind this request's first byte. */
+    if (c->rcap - c->rpos < s->max_header_bytes + 1 && c->rpos > 0) {
+        memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+        c->rlen -= c->rpos;
+        c->rpos = 0;
+    }
+    lx_arena_reset(&c->arena);
+    memset(&c->req, 0, sizeof(c->req));
+    c->req.conn = c;
+    c->req.gen = c->w->gen;
+    c->req.arena = &c->arena;
+    c->req_start = c->rpos;
+    c->body_base = 0;
+    c->in_request = 1;
+    c->in_url = 1;
+    c->headers_done = 0;
+    c->message_done = 0;
+    c->err_status = 0;
+    c->cur_header = NULL;
+    c->last_end = NULL;
+    c->nreq++;
+    if (c->timeout_kind != TO_HEADER)
+        set_deadline(c, TO_HEADER, s->header_timeout);
+}
+
+static void conn_process(lx_conn_t *c) {
+    const lx_server_conf_t *s = &c->w->gen->srv;
+    while (!c->closed && !c->closing && !c->waiting) {
+        /* Answer pipelined requests only while their output stays small. */
+        if (c->out_n > LX_OUT_MAX / 2 || c->olen > 64 * 1024)
+            break;
+        if (!c->in_request) {
+            if (c->rpos == c->rlen) {
+                c->rpos = c->rlen = 0;
+                if (c->out_n == 0)
+                    set_deadline(c, TO_IDLE, s->keepalive_timeout);
+                break;
+            }
+            request_begin(c);
+        }
+        const char *start = c->rbuf + c->rpos;
+        llhttp_errno_t e = llhttp_execute(&c->parser, start, (size_t)(c->rlen - c->rpos));
+        if (e == HPE_OK) {
+            c->rpos = c->rlen;
+            if (!c->headers_done) {
+                if (c->rlen - c->req_start > s->max_header_bytes) {
+                    parse_error(c, c->in_url ? 414 : 431);
+                    return;
+                }
+            } else {
+                /* Body bytes are discarded: read the rest into the same space. */
+                if (c->body_base == 0)
+                    c->body_base = c->rlen;
+                c->rlen = c->rpos = c->body_base;
+                set_deadline(c, TO_BODY, s->body_timeout);
+            }
+            if (c->out_n == 0)
+                want(c, UV_READABLE);
+            break;
+        }
+        if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+            c->rpos = (size_t)(llhttp_get_error_pos(&c->parser) - c->rbuf);
+            if (e == HPE_PAUSED_UPGRADE) {
+                /* luxd speaks no other protocol: answer, then close. */
+                c->req.keepalive = 0;
+                c->upgrade = 1;
+            } else {
+                llhttp_resume(&c->parser);
+            }
+            c->in_request = 0;
+            lx_request_run(&c->req);
+            continue;
+        }
+        int status = c->err_status ? c->err_status : 400;
+        if (e == HPE_INVALID_METHOD && c->parser.method == 0)
+            status = 400;
+        parse_error(c, status);
+        return;
+    }
+    if (!c->closed && c->out_n && !c->waiting)
+        conn_flush(c);
+}
+
+void lx_conn_request_done(lx_conn_t *c) {
+    lx_req_t *r = &c->req;
+    if (!r->keepalive) {
+        c->closing = 1;
+        /* Unread body or pipelined bytes: half-close rather than reset. */
+        c->linger = c->rpos != c->rlen || !c->message_done;
+    }
+    /* The fast path: the response is queued, conn_process writes it when
+     * the pipeline is exhausted, so pipelined answers share one write. */
+}
+
+void lx_conn_resume(lx_conn_t *c) {
+    c->pending--;
+    if (c->closed) {
+        if (c->pending == 0 && c->handles == 0) {
+            c->handles = 1;
+            on_handle_closed((uv_handle_t *)&c->poll);
+        }
+        return;
+    }
+    c->waiting = 0;
+    lx_request_resume(&c->req);
+    if (!c->waiting && !c->closed)
+        conn_process(c);
+}
+
+/* ---- llhttp callbacks ------------------------------------------------- */
+
+#define CONN(p) ((lx_conn_t *)(p)->data)
+
+static int on_url(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+    if (c->req.target.p == NULL)
+        c->req.target.p = at;
+    c->req.target.len = (size_t)(at + len - c->req.target.p);
+    return 0;
+}
+
+static int on_url_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    c->in_url = 0;
+    if (c->req.target.len > c->w->gen->srv.max_header_bytes) {
+        c->err_status = 414;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+    lx_req_t *r = &c->req;
+    lx_header_t *h = c->cur_header;
+    if (h == NULL || h->value.p != NULL) {
+        if (r->headers == NULL) {
+            r->headers = lx_arena_alloc(&c->arena, LX_MAX_HEADERS * sizeof(lx_header_t));
+            if (r->headers == NULL)
+                return -1;
+        }
+        if (r->nheaders == LX_MAX_HEADERS) {
+            c->err_status = 431;
+            return -1;
+        }
+        h = c->cur_header = &r->headers[r->nheaders++];
+        h->name.p = at;
+        h->name.len = 0;
+        h->value.p = NULL;
+        h->value.len = 0;
+    }
+    h->name.len = (size_t)(at + len - h->name.p);
+    c->last_end = at + len;
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+    lx_header_t *h = c->cur_header;
+    if (h->value.p == NULL) {
+        h->value.p = at;
+    } else if (at != c->last_end) {
+        /* A second piece that does not continue the first: llhttp accepted
+         * an obs-fold line, which RFC 9112 5.2 lets us reject. */
+        return -1;
+    }
+    h->value.len = (size_t)(at + len - h->value.p);
+    c->last_end = at + len;
+    return 0;
+}
+
+static int is_tchar(unsigned char ch) {
+    static const char *const sep = "\"(),/:;<=>?@[\\]{} \t";
+    return ch > 0x20 && ch < 0x7f && !strchr(sep, ch);
+}
+
+/* Names of the headers the request path looks at, lower case. */
+static const struct {
+    const char *name;
+    size_t len;
+    int id;
+} known_headers[] = {
+    {"host", 4, LX_H_HOST},
+    {"connection", 10, LX_H_CONNECTION},
+    {"if-none-match", 13, LX_H_IF_NONE_MATCH},
+    {"if-modified-since", 17, LX_H_IF_MODIFIED_SINCE},
+    {"range", 5, LX_H_RANGE},
+    {"if-range", 8, LX_H_IF_RANGE},
+    {"accept-encoding", 15, LX_H_ACCEPT_ENCODING},
+    {"user-agent", 10, LX_H_USER_AGENT},
+    {"referer", 7, LX_H_REFERER},
+    {"expect", 6, LX_H_EXPECT},
+    {"transfer-encoding", 17, LX_H_TRANSFER_ENCODING},
+};
+
+static int on_header_value_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    lx_req_t *r = &c->req;
+    lx_header_t *h = c->cur_header;
+    if (h->value.p == NULL) {
+        h->value.p = c->last_end;
+        h->value.len = 0;
+    }
+    /* llhttp lets "Name :" through; RFC 9112 5.1 says no whitespace before
+     * the colon, and such a name is how request smuggling starts. */
+    for (size_t i = 0; i < h->name.len; i++)
+        if (!is_tchar((unsigned char)h->name.p[i]))
+            return -1;
+    while (h->value.len && (h->value.p[h->value.len - 1] == ' ' ||
+                            h->value.p[h->value.len - 1] == '\t'))
+        h->value.len--;
+    for (size_t i = 0; i < LX_ARRAY_SIZE(known_headers); i++) {
+        if (lx_str_ieq(h->name, known_headers[i].name, known_headers[i].len)) {
+            int id = known_headers[i].id;
+            if (id == LX_H_HOST && r->hosts++ > 0)
+                return -1; /* two Host headers: which one is meant? */
+            r->known[id] = h->value;
+            break;
+        }
+    }
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    lx_req_t *r = &c->req;
+    const lx_server_conf_t *s = &c->w->gen->srv;
+    c->headers_done = 1;
+    if (c->last_end && (size_t)(c->last_end - (c->rbuf + c->req_start)) > s->max_header_bytes) {
+        c->err_status = 431;
+        return -1;
+    }
+    if (p->http_major != 1) {
+        c->err_status = 505;
+        return -1;
+    }
+    r->http_minor = p->http_minor;
+    r->method = p->method;
+    r->head = p->method == HTTP_HEAD;
+    if (r->http_minor >= 1 && r->hosts == 0)
+        return -1; /* RFC 9112 3.2: a 1.1 request without Host gets 400 */
+    if ((p->flags & F_TRANSFER_ENCODING) && r->http_minor == 0)
+        return -1; /* RFC 9112 6.1: Transfer-Encoding in 1.0 is a framing fault */
+    r->chunked = (p->flags & F_CHUNKED) != 0;
+    if (p->flags & F_CONTENT_LENGTH) {
+        r->content_length = p->content_length;
+        if (r->content_length > s->max_body_bytes) {
+            c->err_status = 413;
+            return -1;
+        }
+    }
+    if (r->known[LX_H_EXPECT].len && (r->chunked || r->content_length)) {
+        if (lx_str_ieq(r->known[LX_H_EXPECT], "100-continue", 12)) {
+            static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            size_t from = c->olen;
+            char *b = lx_conn_obuf_reserve(c, sizeof(cont) - 1);
+            if (b) {
+                memcpy(b, cont, sizeof(cont) - 1);
+                c->olen += sizeof(cont) - 1;
+                lx_conn_queue_obuf(c, from);
+                write_out(c);
+            }
+        } else {
+            c->err_status = 417;
+            return -1;
+        }
+    }
+    r->keepalive = llhttp_should_keep_alive(p) && s->keepalive_timeout > 0 &&
+                   c->nreq < s->keepalive_requests && c->w->stop == 0;
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+    lx_req_t *r = &c->req;
+    if (c->body_base == 0)
+        c->body_base = (size_t)(at - c->rbuf);
+    r->body_read += len;
+    if (r->body_read > c->w->gen->srv.max_body_bytes) {
+        c->err_status = 413;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    c->message_done = 1;
+    return HPE_PAUSED;
+}
+
+static const llhttp_settings_t *parser_settings(void) {
+    static llhttp_settings_t s;
+    static int init;
+    if (!init) {
+        llhttp_settings_init(&s);
+        s.on_url = on_url;
+        s.on_url_complete = on_url_complete;
+        s.on_header_field = on_header_field;
+        s.on_header_value = on_header_value;
+        s.on_header_value_complete = on_header_value_complete;
+        s.on_headers_complete = on_headers_complete;
+        s.on_body = on_body;
+        s.on_message_complete = on_message_complete;
+        init = 1;
+    }
+    return &s;
+}

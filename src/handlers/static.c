@@ -1,0 +1,315 @@
+/* The static file handler: index files, conditional requests, ranges and
+ * pre-compressed variants, answered from the loop's file cache. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../conn.h"
+#include "../http/date.h"
+#include "../http/range.h"
+#include "../io/filecache.h"
+#include "../lx.h"
+#include "handler.h"
+#include "llhttp.h"
+
+/* Fetches root + path (+ suffix) from the cache. Returns 0 with *f set, or
+ * -EAGAIN when the request must wait for the thread pool. */
+static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix, lx_file_t **f) {
+    const lx_site_t *s = r->site;
+    size_t slen = suffix ? strlen(suffix) : 0;
+    size_t n = s->root_len + len + slen;
+    char *full = lx_arena_alloc(r->arena, n + 1);
+    if (full == NULL)
+        return -ENOMEM;
+    memcpy(full, s->root, s->root_len);
+    memcpy(full + s->root_len, path, len);
+    if (slen)
+        memcpy(full + s->root_len + len, suffix, slen);
+    full[n] = '\0';
+    return lx_filecache_get(r->conn->w->cache, s, full, n, r->conn, f);
+}
+
+/* Is `tag` in the comma-separated If-None-Match list? Weak comparison
+ * (RFC 9110 13.1.2): W/ prefixes are ignored on both sides. */
+static int etag_listed(lx_str_t list, const char *tag) {
+    if (tag[0] == '\0')
+        return 0;
+    size_t tlen = strlen(tag);
+    const char *p = list.p, *end = list.p + list.len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        if (p < end && *p == '*')
+            return 1;
+        if (end - p > 2 && p[0] == 'W' && p[1] == '/')
+            p += 2;
+        const char *s = p;
+        if (p < end && *p == '"') {
+            p++;
+            while (p < end && *p != '"')
+                p++;
+            if (p < end)
+                p++;
+        } else {
+            while (p < end && *p != ',')
+                p++;
+        }
+        if ((size_t)(p - s) == tlen && memcmp(s, tag, tlen) == 0)
+            return 1;
+        while (p < end && *p != ',')
+            p++;
+    }
+    return 0;
+}
+
+static int not_modified(lx_req_t *r, const lx_file_t *f) {
+    lx_str_t inm = r->known[LX_H_IF_NONE_MATCH];
+    if (inm.len)
+        return etag_listed(inm, f->etag);
+    lx_str_t ims = r->known[LX_H_IF_MODIFIED_SINCE];
+    time_t t;
+    if (ims.len && f->last_modified[0] && lx_http_date_parse(ims.p, ims.len, &t) == 0)
+        return f->mtime.tv_sec <= t;
+    return 0;
+}
+
+/* If-Range (RFC 9110 13.1.5): a strong ETag match or the exact date. */
+static int if_range_ok(lx_req_t *r, const lx_file_t *f) {
+    lx_str_t v = r->known[LX_H_IF_RANGE];
+    if (v.len == 0)
+        return 1;
+    if (v.p[0] == '"')
+        return f->etag[0] && v.len == strlen(f->etag) && memcmp(v.p, f->etag, v.len) == 0;
+    if (v.len > 1 && v.p[0] == 'W' && v.p[1] == '/')
+        return 0;
+    time_t t;
+    return f->last_modified[0] && lx_http_date_parse(v.p, v.len, &t) == 0 &&
+           t == f->mtime.tv_sec;
+}
+
+/* Does Accept-Encoding allow gzip? "gzip;q=0" says no. */
+static int accepts_gzip(lx_str_t ae) {
+    const char *p = ae.p, *end = ae.p + ae.len;
+    int star = 0;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        const char *tok = p;
+        while (p < end && *p != ',' && *p != ';' && *p != ' ' && *p != '\t')
+            p++;
+        lx_str_t name = {tok, (size_t)(p - tok)};
+        int q0 = 0;
+        while (p < end && *p != ',') {
+            if (*p == 'q' && p + 1 < end && p[1] == '=') {
+                const char *v = p + 2;
+                q0 = v < end && *v == '0';
+                for (v++; q0 && v < end && *v != ',' && *v != ';' && *v != ' '; v++)
+                    if (*v != '.' && *v != '0')
+                        q0 = 0;
+            }
+            p++;
+        }
+        if (lx_str_ieq(name, "gzip", 4) || lx_str_ieq(name, "x-gzip", 6))
+            return !q0;
+        if (lx_str_eq(name, "*", 1))
+            star = !q0;
+    }
+    return star;
+}
+
+static void queue_body(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
+    if (r->head || len == 0)
+        return;
+    if (f->data)
+        lx_conn_queue_mem(r->conn, f, f->data + off, (size_t)len);
+    else
+        lx_conn_queue_file(r->conn, f, off, len);
+    r->body_bytes += len;
+}
+
+/* Headers shared by 206 and 304: validators and the site's own headers. */
+static void validators(lx_req_t *r, const lx_file_t *f) {
+    if (f->last_modified[0])
+        lx_resp_headerf(r, "Last-Modified: %s\r\n", f->last_modified);
+    if (f->etag[0])
+        lx_resp_headerf(r, "ETag: %s\r\n", f->etag);
+    if (r->site->gzip_static)
+        lx_resp_header(r, "Vary: Accept-Encoding\r\n", 23);
+    if (f->site_id & 1)
+        lx_resp_header(r, "Content-Encoding: gzip\r\n", 24);
+    lx_resp_header(r, r->site->headers, r->site->headers_len);
+}
+
+static void serve_ranges(lx_req_t *r, lx_file_t *f, const lx_range_t *rg, int n) {
+    if (n == 1) {
+        lx_resp_start(r, 206);
+        lx_resp_headerf(r,
+                        "Content-Type: %s\r\nContent-Length: %" PRIu64
+                        "\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n",
+                        f->ctype, rg[0].last - rg[0].first + 1, rg[0].first, rg[0].last, f->size);
+        validators(r, f);
+        lx_resp_end_headers(r);
+        queue_body(r, f, rg[0].first, rg[0].last - rg[0].first + 1);
+        return;
+    }
+    /* multipart/byteranges (RFC 9110 14.6): each part's head is formatted
+     * twice, once to count the length, once into the output. */
+    static const char boundary[] = "LUXD_BYTERANGES_7c1f3a9e5d2b";
+    char part[512];
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        total += (uint64_t)snprintf(part, sizeof(part),
+                                    "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %" PRIu64
+                                    "-%" PRIu64 "/%" PRIu64 "\r\n\r\n",
+                                    boundary, f->ctype, rg[i].first, rg[i].last, f->size);
+        total += rg[i].last - rg[i].first + 1;
+    }
+    total += sizeof(boundary) - 1 + 8; /* "\r\n--" boundary "--\r\n" */
+    lx_resp_start(r, 206);
+    lx_resp_headerf(r,
+                    "Content-Type: multipart/byteranges; boundary=%s\r\nContent-Length: %" PRIu64
+                    "\r\n",
+                    boundary, total);
+    validators(r, f);
+    lx_resp_end_headers(r);
+    if (r->head)
+        return;
+    for (int i = 0; i < n; i++) {
+        int len = snprintf(part, sizeof(part),
+                           "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %" PRIu64
+                           "-%" PRIu64 "/%" PRIu64 "\r\n\r\n",
+                           boundary, f->ctype, rg[i].first, rg[i].last, f->size);
+        lx_resp_body_copy(r, part, (size_t)len);
+        queue_body(r, f, rg[i].first, rg[i].last - rg[i].first + 1);
+    }
+    int len = snprintf(part, sizeof(part), "\r\n--%s--\r\n", boundary);
+    lx_resp_body_copy(r, part, (size_t)len);
+}
+
+static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
+    if (not_modified(r, f)) {
+        lx_resp_start(r, 304);
+        validators(r, f);
+        lx_resp_end_headers(r);
+        return LX_DONE;
+    }
+    lx_str_t range = r->known[LX_H_RANGE];
+    if (range.len && r->method == HTTP_GET && if_range_ok(r, f)) {
+        lx_range_t rg[LX_RANGE_MAX];
+        int n = lx_range_parse(range.p, range.len, f->size, rg, LX_RANGE_MAX);
+        if (n == -ERANGE) {
+            char cr[64];
+            snprintf(cr, sizeof(cr), "Content-Range: bytes */%" PRIu64 "\r\n", f->size);
+            lx_resp_error_with(r, 416, cr);
+            return LX_DONE;
+        }
+        if (n > 0) {
+            serve_ranges(r, f, rg, n);
+            return LX_DONE;
+        }
+    }
+    /* The common case: one copy of the pre-built headers. */
+    lx_resp_start(r, 200);
+    lx_resp_header(r, f->hdr, f->hdr_len);
+    lx_resp_end_headers(r);
+    queue_body(r, f, 0, f->size);
+    return LX_DONE;
+}
+
+/* Maps a cache entry's error to a status. */
+static int error_status(int err) {
+    return err == -ENOENT || err == -ENOTDIR || err == -ENAMETOOLONG ? 404
+           : err == -EACCES || err == -EPERM                          ? 403
+                                                                      : 500;
+}
+
+/* Serves a regular file entry, or its .gz sibling when the client takes it. */
+static lx_rc_t serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t len) {
+    if (r->site->gzip_static && accepts_gzip(r->known[LX_H_ACCEPT_ENCODING])) {
+        lx_file_t *gz;
+        int rc = lookup(r, path, len, ".gz", &gz);
+        if (rc == -EAGAIN)
+            return LX_ASYNC;
+        if (rc == 0) {
+            if (gz->err == 0 && !gz->is_dir) {
+                lx_rc_t res = serve(r, gz);
+                lx_file_unref(gz);
+                return res;
+            }
+            lx_file_unref(gz);
+        }
+    }
+    return serve(r, f);
+}
+
+static lx_rc_t static_handle(lx_req_t *r) {
+    const lx_site_t *s = r->site;
+    if (s->root == NULL)
+        return LX_DECLINED;
+    if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+        lx_resp_error(r, 405);
+        return LX_DONE;
+    }
+    const char *path = r->decoded;
+    size_t len = r->decoded_len;
+    lx_file_t *f;
+    lx_rc_t res = LX_DONE;
+    int rc;
+
+    if (path[len - 1] == '/') {
+        for (size_t i = 0; i < s->nindex; i++) {
+            char *ipath = lx_arena_alloc(r->arena, len + strlen(s->index[i]) + 1);
+            if (ipath == NULL)
+                return LX_ERROR;
+            memcpy(ipath, path, len);
+            strcpy(ipath + len, s->index[i]);
+            size_t ilen = len + strlen(s->index[i]);
+            if ((rc = lookup(r, ipath, ilen, NULL, &f)) == -EAGAIN)
+                return LX_ASYNC;
+            if (rc < 0)
+                return LX_ERROR;
+            if (f->err == 0 && !f->is_dir) {
+                res = serve_file(r, f, ipath, ilen);
+                lx_file_unref(f);
+                return res;
+            }
+            lx_file_unref(f);
+        }
+        /* No index: the directory itself decides between 403 and 404. */
+        if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN)
+            return LX_ASYNC;
+        if (rc < 0)
+            return LX_ERROR;
+        lx_resp_error(r, f->err ? error_status(f->err) : f->is_dir ? 403 : 404);
+        lx_file_unref(f);
+        return LX_DONE;
+    }
+
+    if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN)
+        return LX_ASYNC;
+    if (rc < 0)
+        return LX_ERROR;
+    if (f->err) {
+        lx_resp_error(r, error_status(f->err));
+    } else if (f->is_dir) {
+        /* "/dir" -> "/dir/", keeping the client's own encoding and query. */
+        size_t n = r->path.len + r->query.len + 32;
+        char *loc = lx_arena_alloc(r->arena, n);
+        if (loc == NULL) {
+            lx_file_unref(f);
+            return LX_ERROR;
+        }
+        snprintf(loc, n, "Location: %.*s/%s%.*s\r\n", (int)r->path.len, r->path.p,
+                 r->query.len ? "?" : "", (int)r->query.len, r->query.p);
+        lx_resp_error_with(r, 301, loc);
+    } else {
+        res = serve_file(r, f, path, len);
+    }
+    lx_file_unref(f);
+    return res;
+}
+
+const lx_handler_t lx_static_handler = {
+    .name = "static",
+    .handle = static_handle,
+};

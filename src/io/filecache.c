@@ -1,0 +1,361 @@
+#include "filecache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../conn.h"
+#include "../http/date.h"
+#include "../log.h"
+#include "../lx.h"
+
+/* Bounds per loop: memory for small-file bodies, entries, and open fds. */
+#define CACHE_BYTES   (64u * 1024 * 1024)
+#define CACHE_ENTRIES 16384u
+#define CACHE_FDS     1024u
+/* How long a stat result (positive or negative) is trusted. */
+#define REVALIDATE_MS 1000
+
+struct lx_filecache_s {
+    uv_loop_t *loop;
+    const lx_mime_t *mime;
+    lx_file_t **buckets;
+    size_t nbuckets; /* a power of two */
+    size_t n;        /* entries in the hash */
+    size_t bytes;    /* small-file bodies held */
+    size_t fds;      /* large-file fds held */
+    lx_file_t *lru_head, *lru_tail;
+};
+
+lx_filecache_t *lx_filecache_new(uv_loop_t *loop, const lx_mime_t *mime) {
+    lx_filecache_t *fc = calloc(1, sizeof(*fc));
+    if (fc == NULL)
+        return NULL;
+    fc->loop = loop;
+    fc->mime = mime;
+    fc->nbuckets = 1024;
+    fc->buckets = calloc(fc->nbuckets, sizeof(*fc->buckets));
+    if (fc->buckets == NULL) {
+        free(fc);
+        return NULL;
+    }
+    return fc;
+}
+
+void lx_filecache_set_mime(lx_filecache_t *fc, const lx_mime_t *mime) {
+    fc->mime = mime;
+}
+
+static void file_free(lx_file_t *f) {
+    if (f->fd >= 0)
+        close(f->fd);
+    free(f->data);
+    free(f->hdr);
+    free(f->path);
+    free(f->waiters);
+    free(f);
+}
+
+void lx_file_ref(lx_file_t *f) {
+    f->refs++;
+}
+
+void lx_file_unref(lx_file_t *f) {
+    if (--f->refs == 0)
+        file_free(f);
+}
+
+static void lru_unlink(lx_filecache_t *fc, lx_file_t *f) {
+    if (f->lru_prev)
+        f->lru_prev->lru_next = f->lru_next;
+    else
+        fc->lru_head = f->lru_next;
+    if (f->lru_next)
+        f->lru_next->lru_prev = f->lru_prev;
+    else
+        fc->lru_tail = f->lru_prev;
+    f->lru_prev = f->lru_next = NULL;
+}
+
+static void lru_push(lx_filecache_t *fc, lx_file_t *f) {
+    f->lru_prev = NULL;
+    f->lru_next = fc->lru_head;
+    if (fc->lru_head)
+        fc->lru_head->lru_prev = f;
+    fc->lru_head = f;
+    if (fc->lru_tail == NULL)
+        fc->lru_tail = f;
+}
+
+/* Takes f out of the cache; it lives on while queued responses use it. */
+static void evict(lx_filecache_t *fc, lx_file_t *f) {
+    lx_file_t **pp = &fc->buckets[f->hash & (fc->nbuckets - 1)];
+    while (*pp != f)
+        pp = &(*pp)->hnext;
+    *pp = f->hnext;
+    lru_unlink(fc, f);
+    fc->n--;
+    if (f->data)
+        fc->bytes -= f->size;
+    if (f->fd >= 0)
+        fc->fds--;
+    f->stale = 1;
+    lx_file_unref(f);
+}
+
+void lx_filecache_clear(lx_filecache_t *fc) {
+    lx_file_t *f = fc->lru_head;
+    while (f) {
+        lx_file_t *next = f->lru_next;
+        if (!f->loading)
+            evict(fc, f);
+        f = next;
+    }
+}
+
+void lx_filecache_free(lx_filecache_t *fc) {
+    if (fc == NULL)
+        return;
+    lx_filecache_clear(fc);
+    free(fc->buckets);
+    free(fc);
+}
+
+static void trim(lx_filecache_t *fc) {
+    lx_file_t *f = fc->lru_tail;
+    while (f && (fc->bytes > CACHE_BYTES || fc->n > CACHE_ENTRIES || fc->fds > CACHE_FDS)) {
+        lx_file_t *prev = f->lru_prev;
+        if (!f->loading)
+            evict(fc, f);
+        f = prev;
+    }
+}
+
+static void grow(lx_filecache_t *fc) {
+    size_t nb = fc->nbuckets * 2;
+    lx_file_t **b = calloc(nb, sizeof(*b));
+    if (b == NULL)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < fc->nbuckets; i++) {
+        lx_file_t *f = fc->buckets[i];
+        while (f) {
+            lx_file_t *next = f->hnext;
+            f->hnext = b[f->hash & (nb - 1)];
+            b[f->hash & (nb - 1)] = f;
+            f = next;
+        }
+    }
+    free(fc->buckets);
+    fc->buckets = b;
+    fc->nbuckets = nb;
+}
+
+/* Builds the 200 response headers once, so a hit copies one string. */
+static void build_headers(lx_filecache_t *fc, lx_file_t *f) {
+    const lx_site_t *s = f->site;
+    int gz = (f->site_id & 1) != 0;
+    size_t plen = f->path_len - (gz ? 3 : 0);
+    f->ctype = lx_mime_lookup(fc->mime, f->path, plen);
+    f->etag[0] = f->last_modified[0] = '\0';
+    if (s->etag)
+        snprintf(f->etag, sizeof(f->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
+                 (uint64_t)f->mtime.tv_sec * 1000000000u + (uint64_t)f->mtime.tv_nsec, f->size);
+    if (s->last_modified)
+        lx_http_date(f->mtime.tv_sec, f->last_modified);
+    size_t cap = 256 + s->headers_len + strlen(f->ctype);
+    f->hdr = malloc(cap);
+    if (f->hdr == NULL) {
+        f->err = -ENOMEM;
+        return;
+    }
+    int n = snprintf(f->hdr, cap, "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s%s%s%s%s%s",
+                     f->ctype, f->size, f->last_modified[0] ? "Last-Modified: " : "",
+                     f->last_modified, f->last_modified[0] ? "\r\n" : "",
+                     f->etag[0] ? "ETag: " : "", f->etag, f->etag[0] ? "\r\n" : "",
+                     "Accept-Ranges: bytes\r\n");
+    if (gz)
+        n += snprintf(f->hdr + n, cap - (size_t)n, "Content-Encoding: gzip\r\n");
+    if (s->gzip_static)
+        n += snprintf(f->hdr + n, cap - (size_t)n, "Vary: Accept-Encoding\r\n");
+    memcpy(f->hdr + n, s->headers, s->headers_len);
+    f->hdr_len = (size_t)n + s->headers_len;
+}
+
+/* Runs on the thread pool: everything that may touch the disk. */
+static void load_work(uv_work_t *w) {
+    lx_file_t *f = container_of(w, lx_file_t, work);
+    /* O_NONBLOCK: opening a FIFO someone put in the root must not hang. */
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        f->err = -errno;
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        f->err = -errno;
+        close(fd);
+        return;
+    }
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
+    f->mtime = st.st_mtim;
+    f->size = (uint64_t)st.st_size;
+    if (S_ISDIR(st.st_mode)) {
+        f->is_dir = 1;
+        close(fd);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        f->err = -EACCES; /* devices, sockets and FIFOs are never served */
+        close(fd);
+        return;
+    }
+    if (f->size > LX_SMALL_FILE) {
+        f->fd = fd;
+        return;
+    }
+    f->data = malloc(f->size ? f->size : 1);
+    size_t got = 0;
+    while (f->data && got < f->size) {
+        ssize_t n = pread(fd, f->data + got, f->size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (f->data == NULL)
+        f->err = -ENOMEM;
+    else if (got < f->size)
+        f->err = -EIO; /* shrank while we read: the next stat reloads it */
+    close(fd);
+}
+
+static void load_done(uv_work_t *w, int status) {
+    lx_file_t *f = container_of(w, lx_file_t, work);
+    lx_filecache_t *fc = f->cache;
+    f->loading = 0;
+    if (status == UV_ECANCELED)
+        f->err = -ECANCELED;
+    if (!f->stale) {
+        if (f->err == 0 && !f->is_dir)
+            build_headers(fc, f);
+        if (f->data && f->err == 0)
+            fc->bytes += f->size;
+        if (f->fd >= 0)
+            fc->fds++;
+        f->checked = uv_now(fc->loop);
+    }
+    if (f->err && f->data) {
+        free(f->data);
+        f->data = NULL;
+    }
+    /* Resume waiters after the state is final; each may queue f. */
+    lx_conn_t **waiters = f->waiters;
+    size_t n = f->nwaiters;
+    f->waiters = NULL;
+    f->nwaiters = f->capwaiters = 0;
+    for (size_t i = 0; i < n; i++)
+        lx_conn_resume(waiters[i]);
+    free(waiters);
+    if (!f->stale)
+        trim(fc);
+    lx_file_unref(f); /* the load's reference */
+}
+
+/* Stat says whether the entry still describes what is on disk. Done on the
+ * loop: the inode was touched within the last seconds, so it is in the dentry
+ * and inode caches and stat does not wait on the disk. */
+static int still_valid(const lx_file_t *f) {
+    struct stat st;
+    if (stat(f->path, &st) < 0)
+        return f->err == -errno;
+    if (f->err)
+        return 0;
+    if (f->is_dir)
+        return S_ISDIR(st.st_mode);
+    return S_ISREG(st.st_mode) && st.st_ino == f->ino && st.st_dev == f->dev &&
+           (uint64_t)st.st_size == f->size && st.st_mtim.tv_sec == f->mtime.tv_sec &&
+           st.st_mtim.tv_nsec == f->mtime.tv_nsec;
+}
+
+static int add_waiter(lx_file_t *f, lx_conn_t *c) {
+    if (f->nwaiters == f->capwaiters) {
+        size_t cap = f->capwaiters ? f->capwaiters * 2 : 4;
+        lx_conn_t **w = realloc(f->waiters, cap * sizeof(*w));
+        if (w == NULL)
+            return -ENOMEM;
+        f->waiters = w;
+        f->capwaiters = cap;
+    }
+    f->waiters[f->nwaiters++] = c;
+    c->pending++;
+    return -EAGAIN;
+}
+
+int lx_filecache_get(lx_filecache_t *fc, const lx_site_t *site, const char *path, size_t len,
+                     lx_conn_t *waiter, lx_file_t **out) {
+    int gz = len > 3 && memcmp(path + len - 3, ".gz", 3) == 0 && site->gzip_static;
+    uint32_t site_id = site->id * 2 + (uint32_t)gz;
+    uint64_t h = lx_hash(path, len, site_id);
+    lx_file_t *f = fc->buckets[h & (fc->nbuckets - 1)];
+    while (f && !(f->hash == h && f->site_id == site_id && f->path_len == len &&
+                  memcmp(f->path, path, len) == 0))
+        f = f->hnext;
+    if (f) {
+        if (f->loading)
+            return add_waiter(f, waiter);
+        uint64_t now = uv_now(fc->loop);
+        if (now - f->checked < REVALIDATE_MS || still_valid(f)) {
+            if (now - f->checked >= REVALIDATE_MS)
+                f->checked = now;
+            if (fc->lru_head != f) {
+                lru_unlink(fc, f);
+                lru_push(fc, f);
+            }
+            f->refs++;
+            *out = f;
+            return 0;
+        }
+        evict(fc, f);
+    }
+
+    f = calloc(1, sizeof(*f));
+    if (f == NULL || (f->path = malloc(len + 1)) == NULL) {
+        free(f);
+        return -ENOMEM;
+    }
+    memcpy(f->path, path, len);
+    f->path[len] = '\0';
+    f->path_len = len;
+    f->cache = fc;
+    f->site = site;
+    f->site_id = site_id;
+    f->hash = h;
+    f->fd = -1;
+    f->refs = 2; /* the cache's and the load's */
+    f->loading = 1;
+    if (fc->n >= fc->nbuckets)
+        grow(fc);
+    lx_file_t **b = &fc->buckets[h & (fc->nbuckets - 1)];
+    f->hnext = *b;
+    *b = f;
+    fc->n++;
+    lru_push(fc, f);
+    int r = uv_queue_work(fc->loop, &f->work, load_work, load_done);
+    if (r < 0) {
+        f->loading = 0;
+        f->err = r;
+        f->refs--;
+        f->checked = uv_now(fc->loop);
+        f->refs++;
+        *out = f;
+        return 0;
+    }
+    return add_waiter(f, waiter);
+}

@@ -1,0 +1,39 @@
+/* The error log: one line per event, written with a single write(2) so lines
+ * from several worker threads never interleave. */
+#ifndef LX_LOG_H
+#define LX_LOG_H
+
+enum {
+    LX_LOG_DEBUG,
+    LX_LOG_INFO,
+    LX_LOG_NOTICE,
+    LX_LOG_WARN,
+    LX_LOG_ERROR,
+    LX_LOG_CRIT,
+    LX_LOG_ALERT,
+    LX_LOG_EMERG,
+};
+
+/* Returns the level for a name ("info"), or -EINVAL. */
+int lx_log_level_parse(const char *name);
+
+/* Opens `path` (or "stderr") for appending and makes it the error log; the old
+ * one is closed. Returns 0 or a negative errno, leaving the old log in place. */
+int lx_log_open(const char *path, int level);
+/* Reopens the current path (SIGUSR1, after logrotate moved the file). */
+int lx_log_reopen(void);
+void lx_log_set_level(int level);
+int lx_log_enabled(int level);
+
+void lx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define lx_log_error(...) lx_log(LX_LOG_ERROR, __VA_ARGS__)
+#define lx_log_warn(...)  lx_log(LX_LOG_WARN, __VA_ARGS__)
+#define lx_log_info(...)  lx_log(LX_LOG_INFO, __VA_ARGS__)
+#define lx_log_debug(...)                                                                          \
+    do {                                                                                           \
+        if (lx_log_enabled(LX_LOG_DEBUG))                                                          \
+            lx_log(LX_LOG_DEBUG, __VA_ARGS__);                                                     \
+    } while (0)
+
+#endif

@@ -1,0 +1,129 @@
+/* Building responses into the connection's output buffer. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "conn.h"
+#include "request.h"
+#include "worker.h"
+
+const char *lx_status_reason(int status) {
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error"
+                                                                                  : "Server Error";
+    }
+}
+
+static void put(lx_req_t *r, const char *p, size_t len) {
+    lx_conn_t *c = r->conn;
+    char *b = lx_conn_obuf_reserve(c, len);
+    if (b == NULL)
+        return; /* out of memory: the response comes out short and the close tells */
+    memcpy(b, p, len);
+    c->olen += len;
+}
+
+void lx_resp_start(lx_req_t *r, int status) {
+    lx_conn_t *c = r->conn;
+    lx_worker_t *w = c->w;
+    lx_worker_update_time(w);
+    r->status = status;
+    r->responded = 1;
+    char line[128];
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nServer: " LX_SERVER "\r\nDate: %s\r\n",
+                     status, lx_status_reason(status), w->date);
+    c->resp_from = c->olen;
+    put(r, line, (size_t)n);
+}
+
+void lx_resp_header(lx_req_t *r, const char *line, size_t len) {
+    put(r, line, len);
+}
+
+void lx_resp_headerf(lx_req_t *r, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        put(r, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+void lx_resp_end_headers(lx_req_t *r) {
+    if (!r->keepalive)
+        put(r, "Connection: close\r\n\r\n", 21);
+    else if (r->http_minor == 0)
+        put(r, "Connection: keep-alive\r\n\r\n", 26);
+    else
+        put(r, "\r\n", 2);
+    lx_conn_queue_obuf(r->conn, r->conn->resp_from);
+}
+
+void lx_resp_body_copy(lx_req_t *r, const char *p, size_t len) {
+    if (r->head || len == 0)
+        return;
+    size_t from = r->conn->olen;
+    put(r, p, len);
+    lx_conn_queue_obuf(r->conn, from);
+    r->body_bytes += len;
+}
+
+void lx_resp_error(lx_req_t *r, int status) {
+    lx_resp_error_with(r, status, NULL);
+}
+
+void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
+    char body[256];
+    const char *reason = lx_status_reason(status);
+    int n = snprintf(body, sizeof(body),
+                     "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>"
+                     "<body><h1>%d %s</h1><hr>" LX_SERVER "</body></html>\n",
+                     status, reason, status, reason);
+    lx_resp_start(r, status);
+    if (status == 405)
+        put(r, "Allow: GET, HEAD\r\n", 18);
+    if (extra)
+        put(r, extra, strlen(extra));
+    if (r->site && r->site->headers_len)
+        put(r, r->site->headers, r->site->headers_len);
+    lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n", n);
+    lx_resp_end_headers(r);
+    lx_resp_body_copy(r, body, (size_t)n);
+}
+
+void lx_resp_done(lx_req_t *r) {
+    lx_conn_t *c = r->conn;
+    if (c->w->alog_fd >= 0)
+        lx_access_log(c->w, r);
+    lx_conn_request_done(c);
+}

@@ -1,0 +1,68 @@
+/* One event loop per core, each in its own thread with its own listeners. */
+#ifndef LX_WORKER_H
+#define LX_WORKER_H
+
+#include <time.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "http/date.h"
+
+typedef struct lx_conn_s lx_conn_t;
+typedef struct lx_filecache_s lx_filecache_t;
+
+typedef struct {
+    uv_poll_t poll; /**< readable when a connection waits in the accept queue */
+    int fd;         /**< the SO_REUSEPORT socket of this loop */
+} lx_listener_t;
+
+typedef struct lx_worker_s {
+    uv_loop_t loop;           /**< this worker's loop */
+    uv_thread_t thread;       /**< the thread running it */
+    int index;                /**< 0..workers-1 */
+    lx_gen_t *gen;            /**< current generation (one reference held) */
+    uv_async_t wakeup;        /**< main thread -> loop: stop requested */
+    uv_timer_t tick;          /**< once a second: log flush, drain deadline */
+    lx_listener_t *listeners; /**< one per listen address */
+    size_t nlisteners;        /**< entries in listeners */
+    int listening;            /**< listeners are being polled */
+    lx_conn_t *conns;         /**< all open connections (doubly linked) */
+    uint32_t nconns;          /**< entries in conns */
+    uint32_t max_conns;       /**< this loop's share of max_connections */
+    lx_filecache_t *cache;    /**< this loop's file cache */
+    char *alog;               /**< access log buffer */
+    size_t alog_len;          /**< bytes in alog */
+    int alog_fd;              /**< access log file, or -1 */
+    int stop;                 /**< 1: graceful stop, 2: immediate */
+    int stop_request;         /**< atomic: what the main thread asked for */
+    uv_async_t *exited;       /**< signalled when the thread is about to end */
+    int done;                 /**< atomic: the thread's loop has ended */
+    uint64_t drain_deadline;  /**< loop ms after which a graceful stop gets forceful */
+    time_t now;               /**< second of the cached strings below */
+    char date[LX_HTTP_DATE_LEN + 1]; /**< Date header value for `now` */
+    char clf_time[32];        /**< "29/Nov/2026:17:50:54 +0000" for `now` */
+} lx_worker_t;
+
+/* Starts a worker thread serving on the given listening fds (taken over),
+ * logging requests to alog_fd (shared by all loops; -1: off). */
+int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds,
+                    int alog_fd);
+/* Asks the worker to stop: graceful (1) or immediate (2). Thread-safe. */
+void lx_worker_stop(lx_worker_t *w, int how);
+void lx_worker_join(lx_worker_t *w);
+
+/* Refreshes the cached Date strings when the second changed. */
+static inline void lx_worker_update_time(lx_worker_t *w) {
+    time_t t = time(NULL);
+    if (t != w->now) {
+        extern void lx_worker_set_time(lx_worker_t * w, time_t t);
+        lx_worker_set_time(w, t);
+    }
+}
+
+/* Access log (accesslog.c): appends the request's line to the loop's buffer. */
+struct lx_req_s;
+void lx_access_log(lx_worker_t *w, const struct lx_req_s *r);
+void lx_access_log_flush(lx_worker_t *w);
+
+#endif
