@@ -69,9 +69,15 @@ static void on_timer(uv_timer_t *t) {
             c->req.keepalive = 0;
             c->closing = 1;
             c->linger = 1;
+            if (c->req.gen == NULL) {
+                c->req.gen = c->w->gen;
+                c->req.arena = &c->arena;
+                c->req.conn = c;
+            }
             lx_resp_error(&c->req, 408);
             lx_resp_done(&c->req);
             set_deadline(c, TO_SEND, 1000);
+            conn_flush(c);
             return;
         }
         lx_conn_close(c);
@@ -412,7 +418,7 @@ static void conn_flush(lx_conn_t *c) {
     }
     /* Everything is written. */
     if (c->closing) {
-        if (c->linger) {
+        if (c->linger && !c->eof) {
             /* Half-close, then read and discard what the client still sends,
              * so our close does not reset the connection and destroy the
              * response in flight (nginx's lingering close). */
@@ -424,7 +430,8 @@ static void conn_flush(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
-    want(c, UV_READABLE);
+    if (!c->eof)
+        want(c, UV_READABLE);
     conn_process(c);
 }
 
@@ -469,11 +476,15 @@ static void on_poll(uv_poll_t *p, int status, int events) {
         return;
     }
     if (n == 0) {
-        /* The client closed its side. A request in progress cannot finish. */
-        lx_conn_close(c);
-        return;
+        /* The client closed its sending side. Requests it sent in full are
+         * still answered (a half-close is legal); then we close. */
+        c->eof = 1;
+        want(c, c->events & ~UV_READABLE);
+        if (c->waiting)
+            return;
+    } else {
+        c->rlen += (size_t)n;
     }
-    c->rlen += (size_t)n;
     conn_process(c);
 }
 
@@ -532,7 +543,9 @@ static void conn_process(lx_conn_t *c) {
         if (!c->in_request) {
             if (c->rpos == c->rlen) {
                 c->rpos = c->rlen = 0;
-                if (c->out_n == 0)
+                if (c->eof)
+                    c->closing = 1;
+                else if (c->out_n == 0)
                     set_deadline(c, TO_IDLE, s->keepalive_timeout);
                 break;
             }
@@ -553,6 +566,10 @@ static void conn_process(lx_conn_t *c) {
                     c->body_base = c->rlen;
                 c->rlen = c->rpos = c->body_base;
                 set_deadline(c, TO_BODY, s->body_timeout);
+            }
+            if (c->eof) {
+                c->closing = 1; /* the rest of this request will never come */
+                break;
             }
             if (c->out_n == 0)
                 want(c, UV_READABLE);
@@ -577,8 +594,12 @@ static void conn_process(lx_conn_t *c) {
         parse_error(c, status);
         return;
     }
-    if (!c->closed && c->out_n && !c->waiting)
+    if (c->closed || c->waiting)
+        return;
+    if (c->out_n)
         conn_flush(c);
+    else if (c->closing)
+        lx_conn_close(c);
 }
 
 void lx_conn_request_done(lx_conn_t *c) {

@@ -60,6 +60,7 @@ struct lx_conn_s {
     unsigned linger : 1;     /**< half-close and drain input before closing */
     unsigned closed : 1;     /**< uv_close called */
     unsigned upgrade : 1;    /**< the client asked to switch protocols */
+    unsigned eof : 1;        /**< the client closed its sending side */
     int handles;             /**< uv handles not yet closed */
     int pending;             /**< thread-pool jobs that will call back */
 };

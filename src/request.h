@@ -61,6 +61,7 @@ typedef struct lx_req_s {
     unsigned chunked : 1;   /**< the request body is chunked */
     unsigned responded : 1; /**< a response has been queued */
     lx_arena_t *arena;     /**< request memory, reset when the request ends */
+    void *handler_data;    /**< a handler's state across an LX_ASYNC wait */
 } lx_req_t;
 
 /* Runs a complete request through vhost, path and handler; the single entry

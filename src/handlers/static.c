@@ -10,6 +10,7 @@
 #include "../io/filecache.h"
 #include "../lx.h"
 #include "handler.h"
+#include "listing.h"
 #include "llhttp.h"
 
 /* Fetches root + path (+ suffix) from the cache. Returns 0 with *f set, or
@@ -280,6 +281,11 @@ static lx_rc_t static_handle(lx_req_t *r) {
             return LX_ASYNC;
         if (rc < 0)
             return LX_ERROR;
+        if (f->err == 0 && f->is_dir && s->dir_listing) {
+            res = lx_listing(r, f->path, f->path_len);
+            lx_file_unref(f);
+            return res;
+        }
         lx_resp_error(r, f->err ? error_status(f->err) : f->is_dir ? 403 : 404);
         lx_file_unref(f);
         return LX_DONE;

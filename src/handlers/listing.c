@@ -1,0 +1,188 @@
+/* Directory listings (dir_listing = true), built on the thread pool because
+ * reading a directory may wait on the disk. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../conn.h"
+#include "../http/date.h"
+#include "listing.h"
+
+typedef struct {
+    uv_work_t work;
+    lx_conn_t *c;
+    char *dir;   /* file system path, ends in '/' */
+    char *title; /* decoded URL path */
+    char *html;  /* result, or NULL on error */
+    size_t len;
+    int err;
+} job_t;
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} buf_t;
+
+static void put(buf_t *b, const char *s, size_t n) {
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+#define PUTS(b, lit) put((b), (lit), sizeof(lit) - 1)
+
+static void put_html(buf_t *b, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': put(b, "&lt;", 4); break;
+        case '>': put(b, "&gt;", 4); break;
+        case '&': put(b, "&amp;", 5); break;
+        case '"': put(b, "&quot;", 6); break;
+        case '\'': put(b, "&#39;", 5); break;
+        default: put(b, s, 1);
+        }
+    }
+}
+
+/* Percent-encodes everything but unreserved characters, so a file named
+ * "a?b" or "#x" links to itself. */
+static void put_url(buf_t *b, const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("-._~", c)) {
+            put(b, s, 1);
+        } else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            put(b, e, 3);
+        }
+    }
+}
+
+static int visible(const struct dirent *d) {
+    return d->d_name[0] != '.'; /* hidden files stay hidden, as in nginx */
+}
+
+static void job_work(uv_work_t *w) {
+    job_t *j = container_of(w, job_t, work);
+    struct dirent **names;
+    int n = scandir(j->dir, &names, visible, alphasort);
+    if (n < 0) {
+        j->err = -errno;
+        return;
+    }
+    buf_t b = {0};
+    PUTS(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
+    put_html(&b, j->title);
+    PUTS(&b, "</title></head>\n<body><h1>Index of ");
+    put_html(&b, j->title);
+    PUTS(&b, "</h1><hr><pre>\n<a href=\"../\">../</a>\n");
+    size_t dlen = strlen(j->dir);
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
+        char *full = malloc(dlen + strlen(name) + 1);
+        struct stat st;
+        int ok = full && (strcpy(full, j->dir), strcat(full, name), stat(full, &st) == 0);
+        free(full);
+        if (ok) {
+            int dir = S_ISDIR(st.st_mode);
+            char date[LX_HTTP_DATE_LEN + 1], size[32];
+            lx_http_date(st.st_mtime, date);
+            snprintf(size, sizeof(size), "%lld", dir ? -1LL : (long long)st.st_size);
+            PUTS(&b, "<a href=\"");
+            put_url(&b, name);
+            put(&b, dir ? "/\">" : "\">", dir ? 3 : 2);
+            put_html(&b, name);
+            put(&b, dir ? "/</a>  " : "</a>  ", dir ? 7 : 6);
+            put(&b, date, strlen(date));
+            PUTS(&b, "  ");
+            put(&b, dir ? "-" : size, dir ? 1 : strlen(size));
+            PUTS(&b, "\n");
+        }
+        free(names[i]);
+    }
+    free(names);
+    PUTS(&b, "</pre><hr></body></html>\n");
+    if (b.oom) {
+        free(b.p);
+        j->err = -ENOMEM;
+        return;
+    }
+    j->html = b.p;
+    j->len = b.len;
+}
+
+static void job_free(job_t *j) {
+    free(j->html);
+    free(j->dir);
+    free(j->title);
+    free(j);
+}
+
+static void job_done(uv_work_t *w, int status) {
+    job_t *j = container_of(w, job_t, work);
+    lx_conn_t *c = j->c;
+    if (status < 0 && j->err == 0)
+        j->err = status;
+    if (c->closed)
+        job_free(j); /* nobody will read it; resume only drops the reference */
+    else
+        c->req.handler_data = j; /* the handler's next run takes it */
+    lx_conn_resume(c);
+}
+
+lx_rc_t lx_listing(lx_req_t *r, const char *dir, size_t len) {
+    job_t *j = r->handler_data;
+    if (j != NULL) {
+        /* Second run, after the thread pool built the page. */
+        r->handler_data = NULL;
+        if (j->err)
+            lx_resp_error(r, j->err == -ENOENT || j->err == -ENOTDIR ? 404
+                             : j->err == -EACCES                    ? 403
+                                                                    : 500);
+        else {
+            lx_resp_start(r, 200);
+            lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %zu\r\n",
+                            j->len);
+            lx_resp_header(r, r->site->headers, r->site->headers_len);
+            lx_resp_end_headers(r);
+            lx_resp_body_copy(r, j->html, j->len);
+        }
+        job_free(j);
+        return LX_DONE;
+    }
+    j = calloc(1, sizeof(*j));
+    if (j == NULL || (j->dir = strndup(dir, len)) == NULL ||
+        (j->title = strndup(r->decoded, r->decoded_len)) == NULL) {
+        if (j)
+            free(j->dir);
+        free(j);
+        return LX_ERROR;
+    }
+    j->c = r->conn;
+    if (uv_queue_work(&r->conn->w->loop, &j->work, job_work, job_done) < 0) {
+        free(j->dir);
+        free(j->title);
+        free(j);
+        return LX_ERROR;
+    }
+    r->conn->pending++;
+    return LX_ASYNC;
+}
