@@ -64,7 +64,7 @@ static int end_segment(char *out, size_t *o, size_t *seg, int more) {
     return 0;
 }
 
-int lx_path_normalize(const char *in, size_t len, char *out, size_t *outlen) {
+static int normalize(const char *in, size_t len, char *out, size_t *outlen, int decode) {
     size_t i, o, seg;
     int err;
 
@@ -75,7 +75,7 @@ int lx_path_normalize(const char *in, size_t len, char *out, size_t *outlen) {
     for (i = 1; i < len; i++) {
         unsigned char c = (unsigned char)in[i];
 
-        if (c == '%') {
+        if (c == '%' && decode) {
             int hi, lo;
 
             if (len - i < 3) return -EINVAL;
@@ -105,4 +105,12 @@ int lx_path_normalize(const char *in, size_t len, char *out, size_t *outlen) {
     out[o] = '\0';
     *outlen = o;
     return 0;
+}
+
+int lx_path_normalize(const char *in, size_t len, char *out, size_t *outlen) {
+    return normalize(in, len, out, outlen, 1);
+}
+
+int lx_path_clean(const char *in, size_t len, char *out, size_t *outlen) {
+    return normalize(in, len, out, outlen, 0);
 }

@@ -27,4 +27,9 @@
  * unspecified after an error. */
 int lx_path_normalize(const char *in, size_t len, char *out, size_t *outlen);
 
+/* The same normalisation for a path that is already decoded (the target of
+ * an internal rewrite): '%' is an ordinary byte here, so nothing is decoded
+ * twice. */
+int lx_path_clean(const char *in, size_t len, char *out, size_t *outlen);
+
 #endif

@@ -1,0 +1,515 @@
+-- luxd.config: runs a luxd config file and returns what it declared.
+--
+--   local desc = require("luxd.config").load(path, host)
+--     host.prefix  the server's working directory: absolute, no trailing slash
+--     host.glob    function(pattern) -> sorted array of matching paths
+--
+-- The config runs in a fresh environment holding the safe parts of the
+-- standard library and the DSL: server, mime, upstream, vhost, location,
+-- allow, deny, include (see spec/config.md). On any mistake load raises
+-- error("FILE:LINE: what is wrong", 0), FILE as the user wrote it (or as the
+-- include glob returned it, relative to the prefix when the pattern was).
+--
+-- The description returned is plain data with every default filled in and
+-- every path absolute, so the C side never needs to guess:
+--
+-- desc.server (the defaults below also apply when there is no server { }):
+--   listen            { {host=, port=, _file=, _line=}, ... }; host "" = all
+--                     addresses, "::1" for "[::1]:8080". Default ":8080".
+--                     Accepted forms: "127.0.0.1:8080", "[::1]:8080", ":8080",
+--                     "*:8080", "8080", 8080.
+--   workers           integer; 0 = one per core ("auto", the default)
+--   user              nil | string
+--   pid_file          nil | absolute path
+--   error_log         "stderr" (default) | absolute path
+--   error_log_level   "debug" | "info" (default) | "notice" | "warn" | "error"
+--   access_log        false | { path = absolute path, format = "combined" |
+--                     "common" | "json" | template containing $ or % }.
+--                     Default { path = PREFIX/logs/access.log, format =
+--                     "combined" }, as with nginx. "off" means false; "stderr"
+--                     and "stdout" become "/dev/stderr" and "/dev/stdout".
+--   access_log_buffer 65536 (bytes buffered per worker; 0 = unbuffered)
+--   keepalive_timeout 30 (seconds, >= 0; 0 = no keep-alive)
+--   keepalive_requests 1000 (integer >= 1)
+--   tcp_nodelay       true     defer_accept    true
+--   header_timeout    10       body_timeout    30      send_timeout 60
+--                     (seconds, > 0, fractions allowed)
+--   max_header_bytes  8192     max_body_bytes  1048576  max_connections 10000
+--   vhost_dir         nil | absolute path
+--   drain_timeout     30 (seconds a stopping or reloading server waits for
+--                     requests in flight, >= 0)
+--   backlog           511 (listen(2) backlog, as nginx)
+--   _file, _line      where server { } is (_line 0 when there is none)
+--
+-- desc.mime           { [".ext"] = "type/subtype" }, extensions lower-cased
+-- desc.upstreams      { {name=, servers = { {host=, port=}, ... },
+--                        keepalive = 32, connect_timeout = 5, read_timeout = 60,
+--                        _file=, _line=}, ... } in declaration order
+-- desc.vhosts         in declaration order, each:
+--   name, aliases     lower-cased; aliases always an array
+--   default           false unless the config says true (at most one vhost)
+--   root              nil | absolute path
+--   index             { "index.html" }
+--   etag, last_modified   true        gzip_static, dir_listing   false
+--   cache_control     nil | string
+--   headers           { {"Name", "value"}, ... } sorted by lower-cased name
+--   access            { {action = "allow"|"deny", prefix=, suffix = {...},
+--                        regex=, method = {...}, from = {...}, all = true|nil,
+--                        status = 403 (deny only), _file=, _line=}, ... }
+--   rewrite           { {regex=, target=, _file=, _line=}, ... }
+--   redirect          { {regex=, target=, status=, _file=, _line=}, ... };
+--                     status 301|302|303|307|308, default 302 (as nginx's
+--                     "rewrite ... redirect")
+--   locations         { {prefix=, _file=, _line=, <only the vhost keys the
+--                        location set, checked and normalized the same way>},
+--                       ... } in declaration order
+--   policy            nil | function
+--   fallback, proxy   nil | name of an upstream that exists
+--   error_pages       { [404] = "/404.html", ... } (status 400..599 -> a path
+--                     in the vhost), empty by default
+--   _file, _line      where vhost "name" is
+--   Rewrite and redirect entries carry the line of the rewrite/redirect key.
+-- desc.files          the files that were run, main file first
+
+local V = require("luxd.validate")
+local S = require("luxd.schema")
+
+local M = {}
+
+local fmt = string.format
+local getinfo = debug.getinfo
+
+local DSL_NAMES = { "server", "mime", "upstream", "vhost", "location", "allow", "deny", "include" }
+
+-- How Lua shows a chunk name in its messages: long names are shortened to
+-- ".../tail", so a message's location must be matched against this form.
+local function shortname(file)
+  local ok, e = pcall(loadstring("error('', 1)", "@" .. file))
+  return (not ok and type(e) == "string" and e:match("^(.*):1: $")) or file
+end
+
+-- Reads a whole file. Returns its text, or nil and why not.
+local function read_file(path)
+  local fh, err = io.open(path, "rb")
+  if not fh then
+    err = tostring(err)
+    if err:sub(1, #path + 2) == path .. ": " then err = err:sub(#path + 3) end
+    return nil, err
+  end
+  local text, rerr = fh:read("*a")
+  fh:close()
+  if not text then return nil, tostring(rerr) end
+  return text
+end
+
+local function starts(s, p) return s:sub(1, #p) == p end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+---------------------------------------------------------------------------
+-- The state of one load
+
+local St = {}
+St.__index = St
+
+local function new_state(path, host)
+  local prefix = host.prefix:gsub("(.)/+$", "%1")
+  return setmetatable({
+    prefix = prefix,
+    glob = host.glob,
+    main = path,
+    lines = {},        -- display name -> source lines (comments removed)
+    files = {},        -- display names, in the order they ran
+    known = {},        -- display name -> true
+    short = {},        -- display name -> Lua's short form of it
+    running = {},      -- absolute paths of the files now running (include cycles)
+    depth = 0,
+    objs = {},         -- object -> info, for location/allow/deny results
+    created = {},      -- those objects in the order they were made
+    pending = {},      -- vhost/upstream/location names still waiting for { }
+    pending_list = {},
+    closures = {},     -- the function vhost/upstream/location return -> its pending entry
+    refs = {},         -- upstream names used by fallback/proxy
+    mime = {},
+    upstreams = {},
+    upstream_by_name = {},
+    vhosts = {},
+    claims = {},       -- host name -> { ctx, key, vhost }
+  }, St)
+end
+
+-- The innermost user file and line on the stack, seen from a DSL function.
+function St:where(level)
+  for l = level or 3, 250 do
+    local info = getinfo(l, "Sl")
+    if not info then break end
+    local src = info.source
+    if src:sub(1, 1) == "@" and self.known[src:sub(2)] then
+      return src:sub(2), info.currentline
+    end
+  end
+  return self.main, 0
+end
+
+-- Runs fn(...) and turns a failure it raises into "FILE:LINE: msg".
+local function run(fn, ...)
+  local r = { pcall(fn, ...) }
+  if not r[1] then
+    local e = r[2]
+    if V.is_fail(e) then error(V.format(e), 0) end
+    error(e, 0)
+  end
+  return unpack(r, 2, table.maxn(r))
+end
+
+local function fail(st, file, line, label, msg)
+  error(V.format({ ctx = V.ctx(st, file, line, label), msg = msg }), 0)
+end
+
+-- Turns whatever was raised while the config ran into "FILE:LINE: msg".
+function St:locate(e)
+  if V.is_fail(e) then return V.format(e) end
+  local msg
+  if type(e) == "string" then
+    msg = e
+  elseif e == nil then
+    msg = "error object is nil"
+  else
+    local ok, s = pcall(tostring, e)
+    if ok and type(s) == "string" and not (type(e) == "table" and s:match("^table: ")) then
+      msg = s
+    else
+      msg = fmt("(error object is a %s value)", type(e))
+    end
+  end
+  local global = msg:match("attempt to call global '([%w_]+)' %(a nil value%)$")
+  if global then msg = msg .. V.dym(global, DSL_NAMES) end
+  for _, f in ipairs(self.files) do
+    for _, form in ipairs({ f, self.short[f] }) do
+      if starts(msg, form .. ":") and msg:sub(#form + 2):match("^%d+: ") then
+        return f .. msg:sub(#form + 1)
+      end
+    end
+  end
+  -- Not located in a user file: drop a location in one of luxd's own
+  -- modules and name the line of the config that was running.
+  msg = msg:gsub('^%[string ".-"%]:%d+: ', "", 1):gsub("^[^%s:]+:%d+: ", "", 1)
+  local file, line = self:where(2)
+  return fmt("%s:%d: %s", file, line, msg)
+end
+
+-- Runs one file of the config; errors go up unchanged, to be located by
+-- St:locate at the top.
+function St:run_file(display, abs, text)
+  if not self.known[display] then
+    self.known[display] = true
+    self.files[#self.files + 1] = display
+    self.short[display] = shortname(display)
+  end
+  self.lines[display] = V.split_lines(text)
+  text = text:gsub("^\239\187\191", "")   -- a UTF-8 byte order mark
+  if text:sub(1, 1) == "#" then text = "--" .. text end   -- a #! line
+  local fn, err = loadstring(text, "@" .. display)
+  if not fn then error(err, 0) end
+  setfenv(fn, self.env)
+  self.running[abs] = true
+  self.depth = self.depth + 1
+  fn()
+  self.depth = self.depth - 1
+  self.running[abs] = nil
+end
+
+---------------------------------------------------------------------------
+-- The DSL
+
+-- The value of location/allow/deny: an empty table that luxd recognizes by
+-- identity, so a config cannot forge one or confuse it with its own tables.
+function St:object(info)
+  local what = info.kind == "location" and ("location " .. V.q(info.prefix))
+               or (info.action .. " { ... }")
+  local obj = setmetatable({}, { __tostring = function() return what end })
+  self.objs[obj] = info
+  self.created[#self.created + 1] = obj
+  return obj
+end
+
+-- Remembers that `name` "..." was called and waits for its { }.
+function St:expect(kind, name, file, line)
+  local p = { kind = kind, name = name, file = file, line = line }
+  self.pending[p] = true
+  self.pending_list[#self.pending_list + 1] = p
+  return p
+end
+
+local function need_name(st, kind, name, file, line, example)
+  if type(name) ~= "string" or name == "" then
+    fail(st, file, line, nil, fmt("%s needs a name: %s, got %s", kind, example,
+                                  type(name) == "string" and '""' or type(name)))
+  end
+end
+
+-- Claims host name `name` for vhost `vh`; `key` is "aliases" for an alias.
+function St:claim(ctx, name, key, vh)
+  local c = self.claims[name]
+  if c then
+    local line = c.key and c.ctx:key_line(c.key) or c.ctx.line
+    V.fail(ctx, key, fmt("name %s is already used by vhost %s (%s:%d)",
+                         V.q(name), V.q(c.vhost), c.ctx.file, line))
+  end
+  self.claims[name] = { ctx = ctx, key = key, vhost = vh.name }
+end
+
+function St:add_vhost(p, t)
+  local ctx = V.ctx(self, p.file, p.line, "vhost " .. V.q(p.name))
+  if type(t) ~= "table" then
+    V.fail(ctx, nil, fmt("expected a table: vhost %s { ... }, got %s", V.q(p.name), type(t)))
+  end
+  local name, why = V.vhost_name(p.name)
+  if not name then V.fail(ctx, nil, fmt("%s %s", V.q(p.name), why)) end
+  ctx.label = "vhost " .. V.q(name)
+  local got, locs = S.vhost(ctx, t)
+  local vh = S.vhost_defaults()
+  for k, v in pairs(got) do vh[k] = v end
+  vh.name, vh.locations, vh._file, vh._line = name, locs, p.file, p.line
+  self:claim(ctx, name, nil, vh)
+  for _, a in ipairs(vh.aliases) do
+    if a == name then
+      V.fail(ctx, "aliases", fmt("alias %s is the vhost's own name", V.q(a)))
+    end
+    self:claim(ctx, a, "aliases", vh)
+  end
+  if vh.default then
+    local d = self.default
+    if d then
+      V.fail(ctx, "default", fmt('"default = true" is already set by vhost %s (%s:%d)',
+                                 V.q(d.vh.name), d.ctx.file, d.ctx:key_line("default")))
+    end
+    self.default = { vh = vh, ctx = ctx }
+  end
+  self.vhosts[#self.vhosts + 1] = vh
+end
+
+function St:add_upstream(p, t)
+  local ctx = V.ctx(self, p.file, p.line, "upstream " .. V.q(p.name))
+  if type(t) ~= "table" then
+    V.fail(ctx, nil, fmt('expected a table: upstream %s { "127.0.0.1:8081" }, got %s',
+                         V.q(p.name), type(t)))
+  end
+  if not p.name:match("^[%w_.%-]+$") then
+    V.fail(ctx, nil, 'the name may only hold letters, digits, "_", "-" and "."')
+  end
+  local prev = self.upstream_by_name[p.name]
+  if prev then
+    V.fail(ctx, nil, fmt("the name is already used by upstream %s (%s:%d)",
+                         V.q(prev.name), prev._file, prev._line))
+  end
+  local u = S.upstream(ctx, p.name, t)
+  self.upstreams[#self.upstreams + 1] = u
+  self.upstream_by_name[p.name] = u
+end
+
+function St:include(pattern, file, line)
+  local ctx = V.ctx(self, file, line, "include " .. V.q(pattern))
+  local abs_pattern, wild = pattern, pattern:find("[*?[]")
+  if pattern:sub(1, 1) ~= "/" then
+    local p = self.prefix == "/" and "" or self.prefix
+    abs_pattern = (wild and p:gsub("[][*?\\]", "\\%0") or p) .. "/" .. pattern
+  end
+  local paths
+  if wild then
+    if type(self.glob) ~= "function" then V.fail(ctx, nil, "wildcards are not supported here") end
+    paths = self.glob(abs_pattern)
+    if type(paths) ~= "table" then V.fail(ctx, nil, "the glob failed") end
+  else
+    paths = { abs_pattern }
+  end
+  local base = (self.prefix == "/" and "" or self.prefix) .. "/"
+  local todo = {}
+  for _, abs in ipairs(paths) do
+    local display = abs
+    if pattern:sub(1, 1) ~= "/" and starts(abs, base) then display = abs:sub(#base + 1) end
+    local text, why = read_file(abs)
+    if not text and not wild and why:find("No such file") then
+      V.fail(ctx, nil, "no such file")
+    elseif not text then
+      V.fail(ctx, nil, fmt("cannot read %s: %s", V.q(display), why))
+    end
+    if self.running[abs] then
+      V.fail(ctx, nil, fmt("%s is already being run (an include cycle)", V.q(display)))
+    end
+    if self.depth >= 32 then V.fail(ctx, nil, "includes are nested too deeply (32 levels)") end
+    todo[#todo + 1] = { display, abs, text }
+  end
+  return todo
+end
+
+function St:make_env()
+  local st = self
+  local env = {
+    string = copy(string), table = copy(table), math = copy(math),
+    os = { getenv = os.getenv, time = os.time, date = os.date, clock = os.clock },
+    pairs = pairs, ipairs = ipairs, tostring = tostring, tonumber = tonumber,
+    type = type, select = select, error = error, assert = assert, pcall = pcall,
+    xpcall = xpcall, print = print, unpack = unpack, next = next,
+    setmetatable = setmetatable, getmetatable = getmetatable, rawget = rawget,
+    rawset = rawset, rawequal = rawequal, require = require, _VERSION = _VERSION,
+  }
+  if rawget(_G, "bit") then env.bit = copy(bit) end
+  env._G = env
+
+  function env.server(t)
+    local file, line = st:where()
+    run(function()
+      local ctx = V.ctx(st, file, line, "server")
+      if type(t) ~= "table" then
+        V.fail(ctx, nil, fmt("expected a table: server { listen = ... }, got %s", type(t)))
+      end
+      if st.server then
+        V.fail(ctx, nil, fmt("only one server { ... } is allowed; the first is at %s:%d",
+                             st.server._file, st.server._line))
+      end
+      st.server = S.server(ctx, t)
+    end)
+  end
+
+  function env.mime(t)
+    local file, line = st:where()
+    run(function()
+      local ctx = V.ctx(st, file, line, "mime")
+      if type(t) ~= "table" then
+        V.fail(ctx, nil, fmt('expected a table: mime { [".ext"] = "type/subtype" }, got %s', type(t)))
+      end
+      S.mime(ctx, t, st.mime)
+    end)
+  end
+
+  function env.upstream(name)
+    local file, line = st:where()
+    need_name(st, "upstream", name, file, line, 'upstream "app" { "127.0.0.1:8081" }')
+    local p = st:expect("upstream", name, file, line)
+    return function(t)
+      st.pending[p] = nil
+      run(st.add_upstream, st, p, t)
+    end
+  end
+
+  function env.vhost(name)
+    local file, line = st:where()
+    need_name(st, "vhost", name, file, line, 'vhost "example.com" { ... }')
+    local p = st:expect("vhost", name, file, line)
+    return function(t)
+      st.pending[p] = nil
+      run(st.add_vhost, st, p, t)
+    end
+  end
+
+  function env.location(prefix)
+    local file, line = st:where()
+    need_name(st, "location", prefix, file, line, 'location "/static/" { ... }')
+    local p = st:expect("location", prefix, file, line)
+    local fn = function(t)
+      st.pending[p] = nil
+      if type(t) ~= "table" then
+        fail(st, file, line, "location " .. V.q(prefix),
+             fmt("expected a table: location %s { ... }, got %s", V.q(prefix), type(t)))
+      end
+      return st:object({ kind = "location", prefix = prefix, t = t, file = file, line = line })
+    end
+    st.closures[fn] = p
+    return fn
+  end
+
+  local function rule(action)
+    return function(t)
+      local file, line = st:where()
+      if type(t) ~= "table" then
+        fail(st, file, line, nil, fmt('%s needs a table: %s { prefix = "/private/" }, got %s',
+                                      action, action, type(t)))
+      end
+      return st:object({ kind = "rule", action = action, t = t, file = file, line = line })
+    end
+  end
+  env.allow, env.deny = rule("allow"), rule("deny")
+
+  function env.include(pattern)
+    local file, line = st:where()
+    if type(pattern) ~= "string" or pattern == "" then
+      fail(st, file, line, nil, fmt('include needs a file name or pattern: include "conf.d/*.lua", got %s',
+                                    type(pattern) == "string" and '""' or type(pattern)))
+    end
+    -- The included files run outside run(): their own errors must reach
+    -- St:locate with their own file and line intact.
+    for _, f in ipairs(run(st.include, st, pattern, file, line)) do
+      st:run_file(f[1], f[2], f[3])
+    end
+  end
+
+  return env
+end
+
+-- Checks what can only be checked once every file has run.
+function St:finish()
+  for _, p in ipairs(self.pending_list) do
+    if self.pending[p] then
+      local ex = p.kind == "upstream" and ' { "127.0.0.1:8081" }' or " { ... }"
+      fail(self, p.file, p.line, p.kind .. " " .. V.q(p.name),
+           fmt("missing { ... } after the name: %s %s%s", p.kind, V.q(p.name), ex))
+    end
+  end
+  for _, obj in ipairs(self.created) do
+    local info = self.objs[obj]
+    if not info.used then
+      if info.kind == "location" then
+        fail(self, info.file, info.line, "location " .. V.q(info.prefix),
+             'must be an element of a vhost table: vhost "name" { location ' ..
+             V.q(info.prefix) .. " { ... } }")
+      else
+        fail(self, info.file, info.line, nil,
+             fmt("%s { ... } must be inside the access list of a vhost or location: " ..
+                 "access = { %s { ... } }", info.action, info.action))
+      end
+    end
+  end
+  local names = {}
+  for i, u in ipairs(self.upstreams) do names[i] = u.name end
+  for _, r in ipairs(self.refs) do
+    if not self.upstream_by_name[r.name] then
+      local hint = V.dym(r.name, names)
+      if #names == 0 then
+        hint = fmt('; declare it with upstream %s { "127.0.0.1:8081" }', V.q(r.name))
+      end
+      V.fail(r.ctx, r.key, fmt("%s %s: no such upstream%s", r.key, V.q(r.name), hint))
+    end
+  end
+end
+
+---------------------------------------------------------------------------
+
+function M.load(path, host)
+  if type(path) ~= "string" or path == "" then error("luxd.config.load: path must be a string", 2) end
+  if type(host) ~= "table" or type(host.prefix) ~= "string" or host.prefix:sub(1, 1) ~= "/" then
+    error("luxd.config.load: host.prefix must be an absolute path", 2)
+  end
+  local st = new_state(path, host)
+  st.env = st:make_env()
+  local abs = V.abspath(st.prefix, path)
+  local text, why = read_file(abs)
+  if not text then error(fmt("%s: cannot read: %s", path, why), 0) end
+  local ok, err = xpcall(function() st:run_file(path, abs, text) end,
+                         function(e) return st:locate(e) end)
+  if not ok then error(err, 0) end
+  run(st.finish, st)
+  return {
+    server = st.server or S.server_defaults(st),
+    mime = st.mime,
+    upstreams = st.upstreams,
+    vhosts = st.vhosts,
+    files = st.files,
+  }
+end
+
+return M

@@ -1,0 +1,642 @@
+-- luxd.schema: the keys of each config block, their types, their defaults,
+-- and how each block is turned into the plain description the C side reads.
+--
+-- Every function here takes a context (see luxd.validate) and raises
+-- failures; luxd.config turns a failure into "FILE:LINE: message".
+
+local V = require("luxd.validate")
+local T = V.T
+
+local S = {}
+local fmt, sort = string.format, table.sort
+
+local STR, BOOL = T.string(), T.boolean()
+
+local function int(min, max) return T.number({ int = true, min = min, max = max }) end
+local function seconds() return T.number({ above = 0 }) end
+
+---------------------------------------------------------------------------
+-- server { }
+
+S.SERVER_ORDER = {
+  "listen", "workers", "user", "pid_file", "error_log", "error_log_level",
+  "access_log", "access_log_buffer", "keepalive_timeout", "keepalive_requests",
+  "tcp_nodelay", "defer_accept", "header_timeout", "body_timeout", "send_timeout",
+  "max_header_bytes", "max_body_bytes", "max_connections", "vhost_dir",
+  "drain_timeout", "backlog",
+}
+
+-- The defaults an nginx or lighttpd user would expect; see luxd/config.lua.
+function S.server_defaults(st)
+  return {
+    listen = { { host = "", port = 8080, _file = st.main, _line = 0 } },
+    workers = 0,
+    user = nil,
+    pid_file = nil,
+    error_log = "stderr",
+    error_log_level = "info",
+    access_log = { path = V.abspath(st.prefix, "logs/access.log"), format = "combined" },
+    access_log_buffer = 65536,
+    keepalive_timeout = 30,
+    keepalive_requests = 1000,
+    tcp_nodelay = true,
+    defer_accept = true,
+    header_timeout = 10,
+    body_timeout = 30,
+    send_timeout = 60,
+    max_header_bytes = 8192,
+    max_body_bytes = 1048576,
+    max_connections = 10000,
+    vhost_dir = nil,
+    drain_timeout = 30,
+    backlog = 511,
+    _file = st.main,
+    _line = 0,
+  }
+end
+
+local function check_listen(ctx, key, v, what)
+  local list
+  if type(v) == "string" or type(v) == "number" then
+    list = { v }
+  elseif type(v) == "table" then
+    local n, badk = V.array_len(v)
+    if not n then
+      V.fail(ctx, key, fmt('%s must be a string or an array of strings, but has key %s',
+                           what, V.show(badk)))
+    end
+    if n == 0 then V.fail(ctx, key, what .. " must not be empty") end
+    list = v
+  else
+    V.fail(ctx, key, fmt("%s must be a string or an array of strings, got %s", what, type(v)))
+  end
+  local out, seen, line = {}, {}, ctx:key_line(key)
+  for i, e in ipairs(list) do
+    if type(e) ~= "string" and type(e) ~= "number" then
+      V.fail(ctx, key, fmt("%s must be a string, got %s",
+                           (#list > 1 or type(v) == "table") and fmt("%s[%d]", what, i) or what,
+                           type(e)))
+    end
+    local host, port = V.parse_listen(e)
+    if not host then V.fail(ctx, key, fmt("listen entry %s %s", V.show(e), port)) end
+    local id = host .. "|" .. port
+    if seen[id] then V.fail(ctx, key, fmt("listen entry %s is given twice", V.show(e))) end
+    seen[id] = true
+    out[#out + 1] = { host = host, port = port, _file = ctx.file, _line = line }
+  end
+  return out
+end
+
+local function check_workers(ctx, key, v, what)
+  if v == "auto" then return 0 end
+  if type(v) == "number" and v % 1 == 0 and v >= 1 and v < 1e6 then return v end
+  V.fail(ctx, key, fmt('%s must be "auto" or an integer >= 1, got %s', what, V.show(v)))
+end
+
+local function check_error_log(ctx, key, v, what)
+  STR(ctx, key, v, what)
+  if v == "stderr" then return v end
+  return V.abspath(ctx.st.prefix, v)
+end
+
+local LOG_FORMATS = { "combined", "common", "json" }
+
+local function check_log_format(ctx, key, v, what)
+  STR(ctx, key, v, what)
+  for _, f in ipairs(LOG_FORMATS) do if v == f then return v end end
+  -- Anything else is a template; one without a single variable is far more
+  -- likely a misspelt format name than a log line that never changes.
+  if not v:find("[%$%%]") then
+    V.fail(ctx, key, fmt('%s must be "combined", "common", "json" or a template with ' ..
+                         '$variables, got %s%s', what, V.q(v), V.dym(v, LOG_FORMATS)))
+  end
+  return v
+end
+
+local function log_path(ctx, key, v, what)
+  STR(ctx, key, v, what)
+  if v == "stderr" or v == "stdout" then return "/dev/" .. v end
+  return V.abspath(ctx.st.prefix, v)
+end
+
+local ACCESS_LOG_SCHEMA = {
+  keys = { path = log_path, format = check_log_format },
+  order = { "path", "format" },
+}
+
+local function check_access_log(ctx, key, v, what)
+  if v == false or v == "off" then return false end
+  if v == true then
+    return { path = V.abspath(ctx.st.prefix, "logs/access.log"), format = "combined" }
+  end
+  if type(v) == "string" then
+    return { path = log_path(ctx, key, v, what), format = "combined" }
+  end
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt("%s must be a path, false or { path = ..., format = ... }, got %s",
+                         what, type(v)))
+  end
+  local c = ctx:child("access_log", ctx:key_line(key))
+  local got = V.check_block(c, v, ACCESS_LOG_SCHEMA)
+  if not got.path then V.fail(c, nil, '"path" is missing') end
+  return { path = got.path, format = got.format or "combined" }
+end
+
+local SERVER_KEYS = {
+  listen = check_listen,
+  workers = check_workers,
+  user = T.string(),
+  pid_file = T.path(),
+  error_log = check_error_log,
+  error_log_level = T.enum({ "debug", "info", "notice", "warn", "error" }),
+  access_log = check_access_log,
+  access_log_buffer = int(0),
+  keepalive_timeout = T.number({ min = 0 }),
+  keepalive_requests = int(1),
+  tcp_nodelay = T.boolean(),
+  defer_accept = T.boolean(),
+  header_timeout = seconds(),
+  body_timeout = seconds(),
+  send_timeout = seconds(),
+  max_header_bytes = int(1),
+  max_body_bytes = int(0),
+  max_connections = int(1),
+  vhost_dir = T.path(),
+  drain_timeout = T.number({ min = 0 }),
+  backlog = int(1),
+}
+
+---------------------------------------------------------------------------
+-- upstream "name" { }
+
+S.UPSTREAM_ORDER = { "keepalive", "connect_timeout", "read_timeout" }
+
+local UPSTREAM_KEYS = {
+  keepalive = int(0),
+  connect_timeout = seconds(),
+  read_timeout = seconds(),
+}
+
+local function upstream_items(ctx, t, idx, out)
+  local servers, seen = {}, {}
+  for _, i in ipairs(idx) do
+    local v = t[i]
+    if type(v) ~= "string" then
+      V.fail(ctx, nil, fmt('server %d must be a string "host:port", got %s', i, type(v)))
+    end
+    local host, port = V.parse_server(v)
+    if not host then V.fail(ctx, nil, fmt("server %s %s", V.q(v), port)) end
+    if seen[v] then V.fail(ctx, nil, fmt("server %s is given twice", V.q(v))) end
+    seen[v] = true
+    servers[#servers + 1] = { host = host, port = port }
+  end
+  out.servers = servers
+end
+
+---------------------------------------------------------------------------
+-- Access rules: allow { } and deny { }
+
+S.RULE_ORDER = { "prefix", "suffix", "regex", "method", "from", "all", "status" }
+local CONDITIONS = { "prefix", "suffix", "regex", "method", "from" }
+
+local function check_prefix(ctx, key, v, what)
+  if v:sub(1, 1) ~= "/" then
+    V.fail(ctx, key, fmt('%s must start with "/", got %s', what, V.q(v)))
+  end
+end
+
+local function check_method(ctx, key, v, what)
+  if type(v) ~= "string" then V.fail(ctx, key, fmt("%s must be a string, got %s", what, type(v))) end
+  if not V.is_token(v) or v:find("%l") then
+    local up = v:upper()
+    local dym = V.is_token(up) and fmt(" (did you mean %s?)", V.q(up)) or ""
+    V.fail(ctx, key, fmt('%s must be an upper-case method name like "GET", got %s%s',
+                         what, V.q(v), dym))
+  end
+  return v
+end
+
+local function check_from(ctx, key, v, what)
+  if type(v) ~= "string" then V.fail(ctx, key, fmt("%s must be a string, got %s", what, type(v))) end
+  if not V.is_cidr(v) then
+    V.fail(ctx, key, fmt('%s must be an IP address or a CIDR like "10.0.0.0/8", got %s',
+                         what, V.q(v)))
+  end
+  return v
+end
+
+local function check_all(ctx, key, v, what)
+  BOOL(ctx, key, v, what)
+  return v or nil   -- all = false is the same as leaving it out
+end
+
+local RULE_KEYS = {
+  prefix = T.string({ check = check_prefix }),
+  suffix = T.array(T.string(), { single = true, nonempty = true }),
+  regex = T.string(),
+  method = T.array(check_method, { single = true, nonempty = true }),
+  from = T.array(check_from, { single = true, nonempty = true }),
+  all = check_all,
+  status = int(100, 599),
+}
+
+local ALLOW_KEYS = {}
+for k, c in pairs(RULE_KEYS) do if k ~= "status" then ALLOW_KEYS[k] = c end end
+
+local DENY_SCHEMA = { keys = RULE_KEYS, order = S.RULE_ORDER }
+local ALLOW_SCHEMA = {
+  keys = ALLOW_KEYS, order = S.RULE_ORDER,
+  hint = function(k)
+    if k == "status" then return " (only deny { ... } takes a status)" end
+  end,
+}
+
+-- Normalizes one rule object (made by allow/deny) for access rule number i.
+local function rule(ctx, info, i)
+  local c = ctx:child(fmt("access rule %d", i), info.line, info.file)
+  local deny = info.action == "deny"
+  local got = V.check_block(c, info.t, deny and DENY_SCHEMA or ALLOW_SCHEMA)
+  local conds = 0
+  for _, k in ipairs(CONDITIONS) do if got[k] ~= nil then conds = conds + 1 end end
+  if got.all and conds > 0 then
+    V.fail(c, "all", '"all = true" matches every request and cannot be combined with ' ..
+                     'prefix, suffix, regex, method or from')
+  end
+  if not got.all and conds == 0 then
+    V.fail(c, nil, fmt("%s { } has no condition (prefix, suffix, regex, method or from); " ..
+                       "write %s { all = true } to match every request", info.action, info.action))
+  end
+  return {
+    action = info.action,
+    prefix = got.prefix, suffix = got.suffix, regex = got.regex,
+    method = got.method, from = got.from, all = got.all,
+    status = deny and (got.status or 403) or nil,
+    _file = info.file, _line = info.line,
+  }
+end
+
+local function check_access(ctx, key, v, what)
+  local objs = ctx.st.objs
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt("%s must be a list of allow { ... } / deny { ... } rules, got %s",
+                         what, type(v)))
+  end
+  local info = objs[v]
+  if info and info.kind == "rule" then
+    V.fail(ctx, key, fmt("%s must be a list of rules: access = { %s { ... } }", what, info.action))
+  end
+  local n, badk = V.array_len(v)
+  if not n then
+    V.fail(ctx, key, fmt("%s must be a list of allow { ... } / deny { ... } rules, but has key %s",
+                         what, V.show(badk)))
+  end
+  local out = {}
+  for i = 1, n do
+    local r = objs[v[i]]
+    if not r or r.kind ~= "rule" then
+      V.fail(ctx, key, fmt("access rule %d must be allow { ... } or deny { ... }, got %s",
+                           i, r and r.kind or type(v[i])))
+    end
+    r.used = true
+    out[i] = rule(ctx, r, i)
+  end
+  return out
+end
+
+---------------------------------------------------------------------------
+-- rewrite = { { regex, target } }, redirect = { { regex, target, status = 301 } }
+
+local REDIRECT_STATUS = { [301] = true, [302] = true, [303] = true, [307] = true, [308] = true }
+
+local function check_redirect_status(ctx, key, v, what)
+  if type(v) ~= "number" or not REDIRECT_STATUS[v] then
+    V.fail(ctx, key, fmt("%s must be 301, 302, 303, 307 or 308, got %s", what, V.show(v)))
+  end
+  return v
+end
+
+local function rewrites(is_redirect)
+  local example = is_redirect and '{ "^/old$", "/new", status = 301 }' or '{ "^/old/(.*)$", "/new/$1" }'
+  local schema = {
+    keys = is_redirect and { status = check_redirect_status } or {},
+    order = is_redirect and { "status" } or {},
+    hint = (not is_redirect) and function(k)
+      if k == "status" then return " (only a redirect has a status; a rewrite is internal)" end
+    end or nil,
+    items = function(ic, t, idx, o)
+      if #idx ~= 2 or idx[1] ~= 1 or idx[2] ~= 2 then
+        V.fail(ic, nil, fmt("expected %s, got %d item(s)", example, #idx))
+      end
+      o.regex = STR(ic, nil, t[1], "the regex")
+      o.target = STR(ic, nil, t[2], "the target")
+    end,
+  }
+  return function(ctx, key, v, what)
+    if type(v) ~= "table" then
+      V.fail(ctx, key, fmt("%s must be a list of %s entries, got %s", what, example, type(v)))
+    end
+    local n, badk = V.array_len(v)
+    if not n then
+      V.fail(ctx, key, fmt("%s must be a list of %s entries, but has key %s", what, example,
+                           V.show(badk)))
+    end
+    local out = {}
+    for i = 1, n do
+      local e = v[i]
+      local c = ctx:child_at_key(fmt("%s %d", key, i), key)
+      if type(e) ~= "table" then
+        V.fail(c, nil, fmt("expected %s, got %s; write %s = { %s }", example, type(e), key, example))
+      end
+      local got = V.check_block(c, e, schema)
+      if not got.regex then V.fail(c, nil, fmt("expected %s, got an empty table", example)) end
+      out[i] = { regex = got.regex, target = got.target, _file = c.file, _line = c:start() }
+      if is_redirect then out[i].status = got.status or 302 end
+    end
+    return out
+  end
+end
+
+---------------------------------------------------------------------------
+-- vhost "name" { } and location "/prefix/" { }
+
+S.VHOST_ORDER = {
+  "aliases", "default", "root", "index", "etag", "last_modified", "cache_control",
+  "headers", "gzip_static", "dir_listing", "access", "rewrite", "redirect",
+  "fallback", "proxy", "policy", "error_pages",
+}
+
+local function check_alias(ctx, key, v, what)
+  STR(ctx, key, v, what)
+  local n, why = V.vhost_name(v)
+  if not n then V.fail(ctx, key, fmt("alias %s %s", V.q(v), why)) end
+  return n
+end
+
+local function check_headers(ctx, key, v, what)
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt('%s must be a table like { ["X-Frame-Options"] = "DENY" }, got %s',
+                         what, type(v)))
+  end
+  local names, list, seen = {}, {}, {}
+  for name in pairs(v) do
+    if type(name) ~= "string" or not V.is_token(name) then
+      V.fail(ctx, key, fmt('%s: %s is not a header name; write { ["X-Name"] = "value" }',
+                           what, V.show(name)))
+    end
+    names[#names + 1] = name
+  end
+  sort(names, function(a, b)
+    local la, lb = a:lower(), b:lower()
+    if la ~= lb then return la < lb end
+    return a < b
+  end)
+  for _, name in ipairs(names) do
+    local value = v[name]
+    local lname = name:lower()
+    if seen[lname] then
+      V.fail(ctx, name, fmt("%s: header %s is given twice (as %s)", what, V.q(name), V.q(seen[lname])))
+    end
+    seen[lname] = name
+    if type(value) == "number" then value = V.show(value) end
+    T.string({ line = true, empty = true })(ctx, name, value, fmt("%s[%s]", what, V.q(name)))
+    list[#list + 1] = { name, value }
+  end
+  return list
+end
+
+local function check_error_pages(ctx, key, v, what)
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt('%s must be a table like { [404] = "/404.html" }, got %s', what, type(v)))
+  end
+  local out = {}
+  for status, uri in pairs(v) do
+    if type(status) ~= "number" or status % 1 ~= 0 or status < 400 or status > 599 then
+      V.fail(ctx, key, fmt("%s: key %s is not a status 400..599", what, V.show(status)))
+    end
+    local w = fmt("%s[%d]", what, status)
+    STR(ctx, status, uri, w)
+    if uri:sub(1, 1) ~= "/" then
+      V.fail(ctx, status, fmt('%s must be a path in this vhost starting with "/", got %s', w, V.q(uri)))
+    end
+    out[status] = uri
+  end
+  return out
+end
+
+-- fallback and proxy name an upstream that may be declared later in the
+-- file, so they are only recorded here and checked when the file has run.
+local function check_upstream_ref(ctx, key, v, what)
+  STR(ctx, key, v, what)
+  local refs = ctx.st.refs
+  refs[#refs + 1] = { ctx = ctx, key = key, name = v }
+  return v
+end
+
+local VHOST_KEYS = {
+  aliases = T.array(check_alias, { single = true }),
+  default = T.boolean(),
+  root = T.path(),
+  index = T.array(T.string(), { single = true }),
+  etag = T.boolean(),
+  last_modified = T.boolean(),
+  cache_control = T.string({ line = true }),
+  headers = check_headers,
+  gzip_static = T.boolean(),
+  dir_listing = T.boolean(),
+  access = check_access,
+  rewrite = rewrites(false),
+  redirect = rewrites(true),
+  fallback = check_upstream_ref,
+  proxy = check_upstream_ref,
+  policy = T.func(),
+  error_pages = check_error_pages,
+}
+
+-- The keys a location may set: all of a vhost's but its names.
+local LOCATION_KEYS, LOCATION_ORDER = {}, {}
+for _, k in ipairs(S.VHOST_ORDER) do
+  if k ~= "aliases" and k ~= "default" then
+    LOCATION_KEYS[k] = VHOST_KEYS[k]
+    LOCATION_ORDER[#LOCATION_ORDER + 1] = k
+  end
+end
+
+function S.vhost_defaults()
+  return {
+    aliases = {}, default = false, root = nil, index = { "index.html" },
+    etag = true, last_modified = true, cache_control = nil, headers = {},
+    gzip_static = false, dir_listing = false, access = {}, rewrite = {}, redirect = {},
+    locations = {}, policy = nil, fallback = nil, proxy = nil, error_pages = {},
+  }
+end
+
+-- "(it belongs in ...)" for a key that is right in another block.
+local function set_of(list) local s = {} for _, k in ipairs(list) do s[k] = true end return s end
+local IN_SERVER, IN_VHOST = set_of(S.SERVER_ORDER), set_of(S.VHOST_ORDER)
+local IN_RULE, IN_UPSTREAM = set_of(S.RULE_ORDER), set_of(S.UPSTREAM_ORDER)
+
+local function belongs(k, here)
+  if here ~= "server" and IN_SERVER[k] then return " (it belongs in server { ... })" end
+  if here ~= "vhost" and IN_VHOST[k] then return ' (it belongs in vhost "name" { ... })' end
+  if here ~= "rule" and IN_RULE[k] then
+    return " (it belongs in an access rule: access = { deny { " .. k .. " = ... } })"
+  end
+  if here ~= "upstream" and IN_UPSTREAM[k] then return ' (it belongs in upstream "name" { ... })' end
+  if k == "name" then return ' (a name is given before the table: vhost "example.com" { ... })' end
+  if k == "location" or k == "locations" then
+    return ' (write location "/prefix/" { ... } as an element of the vhost table, without a key)'
+  end
+  return nil
+end
+
+-- A location object or a rule object as the value of some key is a common
+-- slip; say what to write instead.
+local function misplaced(ctx, k, v)
+  local info = ctx.st.objs[v]
+  if not info then return nil end
+  if info.kind == "location" then
+    info.used = true
+    return fmt("location %s must be an element of the vhost table, not the value of key %s",
+               V.q(info.prefix), V.q(k))
+  end
+  info.used = true
+  return fmt("%s { ... } must be inside access = { ... }, not the value of key %s",
+             info.action, V.q(k))
+end
+
+local LOCATION_SCHEMA = {
+  keys = LOCATION_KEYS, order = LOCATION_ORDER,
+  hint = function(k)
+    if k == "aliases" or k == "default" then return " (it is only valid on the vhost itself)" end
+    return belongs(k, "vhost")
+  end,
+  unknown = misplaced,
+}
+
+local LOC = {}   -- private key for the locations found among the array elements
+
+local function location(ctx, info, seen)
+  local c = ctx:child("location " .. V.q(info.prefix), info.line, info.file)
+  if info.prefix:sub(1, 1) ~= "/" then
+    V.fail(c, nil, 'the prefix must start with "/"')
+  end
+  local prev = seen[info.prefix]
+  if prev then
+    V.fail(c, nil, fmt("the prefix is already used by another location of this vhost (%s:%d)",
+                       prev.file, prev.line))
+  end
+  seen[info.prefix] = info
+  local loc = V.check_block(c, info.t, LOCATION_SCHEMA)
+  loc.prefix, loc._file, loc._line = info.prefix, info.file, info.line
+  return loc
+end
+
+local function vhost_items(ctx, t, idx, out)
+  local locs, seen = {}, {}
+  for _, i in ipairs(idx) do
+    local v = t[i]
+    local info = ctx.st.objs[v]
+    if info and info.kind == "location" then
+      info.used = true
+      locs[#locs + 1] = location(ctx, info, seen)
+    elseif info then
+      info.used = true
+      V.fail(ctx, nil, fmt("%s { ... } must be inside access = { ... }", info.action), info.line)
+    elseif ctx.st.closures[v] then
+      local p = ctx.st.closures[v]
+      V.fail(ctx:child(p.kind .. " " .. V.q(p.name), p.line, p.file), nil,
+             fmt("missing { ... } after the prefix: %s %s { ... }", p.kind, V.q(p.name)))
+    else
+      V.fail(ctx, nil, fmt('unexpected array element %d (%s); only location "/prefix/" { ... } ' ..
+                           'goes without a key', i, V.show(v)))
+    end
+  end
+  out[LOC] = locs
+end
+
+-- Checks the table of vhost "name" { }. Returns the keys the user set,
+-- and the locations.
+local VHOST_SCHEMA = {
+  keys = VHOST_KEYS, order = S.VHOST_ORDER, items = vhost_items,
+  hint = function(k) return belongs(k, "vhost") end,
+  unknown = misplaced,
+}
+
+function S.vhost(ctx, t)
+  local got = V.check_block(ctx, t, VHOST_SCHEMA)
+  local locs = got[LOC] or {}
+  got[LOC] = nil
+  return got, locs
+end
+
+---------------------------------------------------------------------------
+-- server, upstream, mime
+
+function S.server(ctx, t)
+  local out = S.server_defaults(ctx.st)
+  local got = V.check_block(ctx, t, {
+    keys = SERVER_KEYS, order = S.SERVER_ORDER,
+    hint = function(k) return belongs(k, "server") end,
+  })
+  for k, v in pairs(got) do out[k] = v end
+  out._file, out._line = ctx.file, ctx.line
+  return out
+end
+
+function S.upstream(ctx, name, t)
+  local got = V.check_block(ctx, t, {
+    keys = UPSTREAM_KEYS, order = S.UPSTREAM_ORDER, items = upstream_items,
+    hint = function(k)
+      if k == "servers" or k == "server" then
+        return ' (list the servers without a key: upstream "name" { "127.0.0.1:8081", ... })'
+      end
+      return belongs(k, "upstream")
+    end,
+  })
+  if not got.servers then
+    V.fail(ctx, nil, 'needs at least one server: upstream "name" { "127.0.0.1:8081" }')
+  end
+  return {
+    name = name, servers = got.servers,
+    keepalive = got.keepalive or 32,
+    connect_timeout = got.connect_timeout or 5,
+    read_timeout = got.read_timeout or 60,
+    _file = ctx.file, _line = ctx.line,
+  }
+end
+
+-- Adds the entries of mime { } to `into`.
+function S.mime(ctx, t, into)
+  local fails, add = {}, {}
+  for ext, typ in pairs(t) do
+    V.try(fails, function()
+      if type(ext) ~= "string" then
+        V.fail(ctx, ext, fmt('key %s is not an extension; write { [".ext"] = "type/subtype" }',
+                             V.show(ext)))
+      end
+      if ext:sub(1, 1) ~= "." then
+        V.fail(ctx, ext, fmt('extension %s must start with "." (did you mean %s?)',
+                             V.q(ext), V.q("." .. ext)))
+      end
+      if #ext < 2 or ext:find("[/\\%s%c]") then
+        V.fail(ctx, ext, fmt("extension %s is not a file name extension", V.q(ext)))
+      end
+      if ext:find(".", 2, true) then
+        -- Lookups use the part after the last dot, so ".tar.gz" could never match.
+        V.fail(ctx, ext, fmt('extension %s must be a single extension like %s',
+                             V.q(ext), V.q(ext:match("%.[^.]*$"))))
+      end
+      if type(typ) ~= "string" then
+        V.fail(ctx, ext, fmt("type of %s must be a string, got %s", V.q(ext), type(typ)))
+      end
+      if not typ:match("^[%w!#$&^_.+%-]+/[%w!#$&^_.+%-]+") or typ:find("[%c]") then
+        V.fail(ctx, ext, fmt('type of %s must look like "type/subtype", got %s', V.q(ext), V.q(typ)))
+      end
+      add[ext:lower()] = typ
+    end)
+  end
+  V.raise_first(fails)
+  for k, v in pairs(add) do into[k] = v end
+end
+
+return S
