@@ -169,6 +169,7 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
                   sizeof(c->peer));
     else
         strcpy(c->peer, "-");
+    lx_addr_from_sockaddr(peer, &c->addr);
     if (s->tcp_nodelay) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

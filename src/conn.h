@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "dispatch/cidr.h"
 #include "llhttp.h"
 #include "request.h"
 #include "worker.h"
@@ -30,6 +31,7 @@ struct lx_conn_s {
     lx_worker_t *w;          /**< owning loop */
     lx_conn_t *prev, *next;  /**< in w->conns */
     char peer[48];           /**< client address as text */
+    lx_addr_t addr;          /**< client address for `from` rules */
     llhttp_t parser;         /**< HTTP/1 parser state */
     char *rbuf;              /**< read buffer */
     size_t rcap;             /**< its size */

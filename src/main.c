@@ -52,7 +52,7 @@ static int open_listener(const lx_listen_t *l, const lx_server_conf_t *s) {
                   strncmp(l->text, "[", 1) != 0;
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(one));
     }
-    if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) < 0 || listen(fd, 4096) < 0) {
+    if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) < 0 || listen(fd, s->backlog) < 0) {
         int err = -errno;
         close(fd);
         return err;

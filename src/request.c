@@ -1,5 +1,17 @@
-/* The request path: one function takes a parsed request to its handler. */
+/* The request path: one function takes a parsed request to its handler.
+ *
+ *   vhost (Host: exact, wildcard, vhost_dir, default)
+ *   -> path (percent-decoded, dot-segments removed)
+ *   -> redirect (first match answers) -> rewrite (first match, internal)
+ *   -> location (longest prefix of the final path)
+ *   -> access (the location's rules, else the vhost's; first match decides)
+ *   -> handlers (static, ...)
+ *
+ * Rules see the path the handlers will serve: access runs after rewrite, so
+ * a rewrite cannot carry a request around a deny (nginx orders them so too). */
 #include "request.h"
+
+#include <stdio.h>
 
 #include "conn.h"
 #include "handlers/handler.h"
@@ -15,14 +27,14 @@ static const lx_handler_t *const handlers[] = {
  * takes the host from an absolute form (RFC 9112 3.2.2). */
 static int split_target(lx_req_t *r) {
     const char *p = r->target.p, *end = p + r->target.len;
-    if (r->target.len > 7 && (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0)) {
+    if (r->target.len > 7 &&
+        (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0)) {
         p += p[4] == ':' ? 7 : 8;
         const char *host = p;
         while (p < end && *p != '/' && *p != '?')
             p++;
         r->known[LX_H_HOST] = (lx_str_t){host, (size_t)(p - host)};
         if (p == end || *p == '?') {
-            /* "http://host" or "http://host?q": the path is "/" */
             r->path = LX_STR("/");
             if (p < end)
                 r->query = (lx_str_t){p + 1, (size_t)(end - p - 1)};
@@ -60,29 +72,173 @@ static int host_name(lx_str_t host, lx_str_t *name) {
     return 0;
 }
 
+/* A plain DNS name: labels of [a-z0-9-_], none empty, none starting with a
+ * dot-dot. Only such a name may become a directory under vhost_dir. */
+static int plain_hostname(const char *h, size_t len) {
+    if (len == 0 || len > 253 || h[0] == '.' || h[len - 1] == '.')
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = h[i];
+        if (c == '.') {
+            if (h[i + 1] == '.')
+                return 0;
+            continue;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Named vhosts first, then a directory under vhost_dir for a plain host
+ * name, then the default vhost. */
+static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
+    const lx_gen_t *g = r->gen;
+    const lx_server_conf_t *s = &g->srv;
+    lx_vhost_t *vh = lx_gen_match_vhost(g, host.p, host.len);
+    if (vh != NULL)
+        return vh;
+    if (s->vhost_dir && plain_hostname(host.p, host.len)) {
+        size_t n = s->vhost_dir_len + 1 + host.len;
+        char *root = lx_arena_alloc(r->arena, n + 1);
+        if (root == NULL)
+            return NULL;
+        memcpy(root, s->vhost_dir, s->vhost_dir_len);
+        root[s->vhost_dir_len] = '/';
+        for (size_t i = 0; i < host.len; i++) {
+            char c = host.p[i];
+            root[s->vhost_dir_len + 1 + i] = (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
+        }
+        root[n] = '\0';
+        r->root = root;
+        r->root_len = n;
+        return (lx_vhost_t *)&g->mass_vhost;
+    }
+    return g->default_vhost;
+}
+
+/* The site's error page for status, or NULL. */
+static const char *error_page(const lx_req_t *r, int status) {
+    const lx_site_t *s = r->site;
+    if (s == NULL || r->error_status)
+        return NULL; /* one error page per request: no loops */
+    for (size_t i = 0; i < s->nerror_pages; i++)
+        if (s->error_status[i] == status)
+            return s->error_page[i];
+    return NULL;
+}
+
+/* Switches the request to serving its error page. Returns 0 if it has none. */
+int lx_request_error_page(lx_req_t *r, int status) {
+    const char *page = error_page(r, status);
+    if (page == NULL)
+        return 0;
+    r->error_status = status;
+    r->decoded = (char *)page;
+    r->decoded_len = strlen(page);
+    return 1;
+}
+
+static void run_handlers(lx_req_t *r);
+
 static void finish(lx_req_t *r, int status) {
+    if (status && lx_request_error_page(r, status)) {
+        run_handlers(r);
+        return;
+    }
     if (status)
         lx_resp_error(r, status);
     lx_resp_done(r);
 }
 
 static void run_handlers(lx_req_t *r) {
+    r->in_handlers = 1;
     for (size_t i = 0; i < LX_ARRAY_SIZE(handlers); i++) {
-        switch (handlers[i]->handle(r)) {
+        lx_rc_t rc = handlers[i]->handle(r);
+        if (rc == LX_DONE && r->reroute) {
+            /* lx_resp_error chose an error page: serve it from the top. */
+            r->reroute = 0;
+            i = (size_t)-1;
+            continue;
+        }
+        switch (rc) {
         case LX_DECLINED:
             continue;
         case LX_DONE:
+            r->in_handlers = 0;
             finish(r, 0);
             return;
         case LX_ASYNC:
             r->conn->waiting = 1;
             return;
         case LX_ERROR:
+            r->in_handlers = 0;
             finish(r, 500);
             return;
         }
     }
+    r->in_handlers = 0;
     finish(r, 404);
+}
+
+/* redirect = { { regex, target, status } }: the first match answers. */
+static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
+    int i = lx_ruleset_first(r->vhost->redirect, m);
+    if (i < 0)
+        return 0;
+    const lx_rule_t *rule = &r->vhost->redirect->rules[i];
+    char loc[4096];
+    int n = lx_rule_expand(rule->target, r->decoded, m->md, loc, sizeof(loc), 1);
+    if (n < 0) {
+        finish(r, 500);
+        return 1;
+    }
+    size_t cap = (size_t)n + 16;
+    char *hdr = lx_arena_alloc(r->arena, cap);
+    if (hdr == NULL) {
+        finish(r, 500);
+        return 1;
+    }
+    snprintf(hdr, cap, "Location: %s\r\n", loc);
+    lx_resp_error_with(r, rule->status, hdr);
+    lx_resp_done(r);
+    return 1;
+}
+
+/* rewrite = { { regex, target } }: the first match changes the path; a query
+ * in the target comes first, the client's own query follows it. */
+static int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m) {
+    int i = lx_ruleset_first(r->vhost->rewrite, m);
+    if (i < 0)
+        return 0;
+    const lx_rule_t *rule = &r->vhost->rewrite->rules[i];
+    char buf[4096];
+    int n = lx_rule_expand(rule->target, r->decoded, m->md, buf, sizeof(buf), 0);
+    if (n < 0 || buf[0] != '/')
+        return -EINVAL;
+    char *q = strchr(buf, '?');
+    size_t plen = q ? (size_t)(q - buf) : (size_t)n;
+    char *path = lx_arena_alloc(r->arena, plen + 1);
+    if (path == NULL || lx_path_clean(buf, plen, path, &r->decoded_len) < 0)
+        return -EINVAL;
+    r->decoded = path;
+    if (q) {
+        size_t tq = strlen(q + 1), cq = r->query.len;
+        char *nq = lx_arena_alloc(r->arena, tq + cq + 2);
+        if (nq == NULL)
+            return -ENOMEM;
+        memcpy(nq, q + 1, tq);
+        size_t len = tq;
+        if (cq) {
+            if (tq)
+                nq[len++] = '&';
+            memcpy(nq + len, r->query.p, cq);
+            len += cq;
+        }
+        r->query = (lx_str_t){nq, len};
+    }
+    return 1;
 }
 
 void lx_request_run(lx_req_t *r) {
@@ -92,12 +248,16 @@ void lx_request_run(lx_req_t *r) {
         finish(r, 400);
         return;
     }
-    r->vhost = lx_gen_find_vhost(r->gen, host.p, host.len);
+    r->vhost = choose_vhost(r, host);
     if (r->vhost == NULL) {
-        finish(r, 404);
+        finish(r, host.len ? 404 : 400);
         return;
     }
     r->site = &r->vhost->site;
+    if (r->root == NULL) {
+        r->root = r->site->root;
+        r->root_len = r->site->root_len;
+    }
     r->decoded = lx_arena_alloc(r->arena, r->path.len + 1);
     if (r->decoded == NULL) {
         finish(r, 500);
@@ -106,6 +266,37 @@ void lx_request_run(lx_req_t *r) {
     if (lx_path_normalize(r->path.p, r->path.len, r->decoded, &r->decoded_len) < 0) {
         finish(r, 400);
         return;
+    }
+
+    lx_conn_t *c = r->conn;
+    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, c->addr, c->w->match_data};
+    if (r->vhost->redirect && apply_redirect(r, &m))
+        return;
+    if (r->vhost->rewrite) {
+        int rc = apply_rewrite(r, &m);
+        if (rc < 0) {
+            lx_log_error("%s:%d: rewrite of \"%s\" gave an unusable path", r->vhost->file,
+                         r->vhost->line, r->decoded);
+            finish(r, 500);
+            return;
+        }
+        m.path = r->decoded;
+        m.len = r->decoded_len;
+    }
+    const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
+    if (loc) {
+        r->site = &loc->site;
+        if (r->vhost != &r->gen->mass_vhost) {
+            r->root = r->site->root;
+            r->root_len = r->site->root_len;
+        }
+    }
+    if (r->site->access) {
+        int i = lx_ruleset_first(r->site->access, &m);
+        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY) {
+            finish(r, r->site->access->rules[i].status);
+            return;
+        }
     }
     run_handlers(r);
 }

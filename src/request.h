@@ -52,6 +52,9 @@ typedef struct lx_req_s {
     size_t decoded_len;    /**< strlen(decoded) */
     lx_vhost_t *vhost;     /**< chosen by Host */
     const lx_site_t *site; /**< vhost or location settings */
+    const char *root;      /**< document root: the site's, or vhost_dir/host */
+    size_t root_len;       /**< strlen(root) */
+    int error_status;      /**< serving the error page for this status, or 0 */
     int status;            /**< response status, for the log */
     uint64_t body_bytes;   /**< response body bytes, for the log */
     uint64_t content_length; /**< request body length announced */
@@ -60,6 +63,8 @@ typedef struct lx_req_s {
     unsigned head : 1;      /**< HEAD: headers only */
     unsigned chunked : 1;   /**< the request body is chunked */
     unsigned responded : 1; /**< a response has been queued */
+    unsigned in_handlers : 1; /**< lx_resp_error may reroute to an error page */
+    unsigned reroute : 1;   /**< run the handlers again for r->decoded */
     lx_arena_t *arena;     /**< request memory, reset when the request ends */
     void *handler_data;    /**< a handler's state across an LX_ASYNC wait */
 } lx_req_t;
@@ -69,6 +74,9 @@ typedef struct lx_req_s {
  * the request waiting on the thread pool; lx_request_resume continues it. */
 void lx_request_run(lx_req_t *r);
 void lx_request_resume(lx_req_t *r);
+/* Points the request at its site's error page for status (error_pages), if
+ * there is one and none was tried yet. Returns 1 when it did. */
+int lx_request_error_page(lx_req_t *r, int status);
 
 /* Response building (response.c). Status line, Server and Date come first;
  * callers add their headers, then end the header block, then the body. */

@@ -103,6 +103,12 @@ void lx_resp_error(lx_req_t *r, int status) {
 }
 
 void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
+    /* Inside a handler an error page is served by running the handlers
+     * again for the page's path (request.c); elsewhere finish() does it. */
+    if (r->in_handlers && status >= 400 && lx_request_error_page(r, status)) {
+        r->reroute = 1;
+        return;
+    }
     char body[256];
     const char *reason = lx_status_reason(status);
     int n = snprintf(body, sizeof(body),

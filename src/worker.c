@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "dispatch/rules.h"
 #include "io/filecache.h"
 #include "log.h"
 
@@ -171,6 +172,9 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     if (alog_fd >= 0 && (w->alog = malloc(s->access_log_buffer)) == NULL)
         return -ENOMEM;
     w->cache = lx_filecache_new(&w->loop, gen->mime);
+    w->match_data = pcre2_match_data_create(10, NULL); /* $0..$9 */
+    if (w->match_data == NULL)
+        return -ENOMEM;
     w->listeners = calloc(nfds ? nfds : 1, sizeof(*w->listeners));
     if (w->cache == NULL || w->listeners == NULL)
         return -ENOMEM;
@@ -202,5 +206,6 @@ void lx_worker_join(lx_worker_t *w) {
     uv_thread_join(&w->thread);
     free(w->listeners);
     free(w->alog);
+    pcre2_match_data_free(w->match_data);
     lx_gen_unref(w->gen);
 }

@@ -30,6 +30,7 @@ typedef struct lx_worker_s {
     uint32_t nconns;          /**< entries in conns */
     uint32_t max_conns;       /**< this loop's share of max_connections */
     lx_filecache_t *cache;    /**< this loop's file cache */
+    void *match_data;         /**< pcre2_match_data for this loop's regex matches */
     char *alog;               /**< access log buffer */
     size_t alog_len;          /**< bytes in alog */
     int alog_fd;              /**< access log file, or -1 */

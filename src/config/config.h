@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "../arena.h"
+#include "../dispatch/rules.h"
 #include "../lx.h"
 #include "../http/mime.h"
 
@@ -28,7 +29,20 @@ typedef struct lx_site_s {
     unsigned gzip_static : 1;  /**< serve FILE.gz to clients that accept gzip */
     unsigned dir_listing : 1;  /**< list directories that have no index file */
     uint32_t id;               /**< unique within a generation; part of the file cache key */
+    const lx_ruleset_t *access; /**< access rules, or NULL */
+    const int *error_status;   /**< statuses that have an error page */
+    const char **error_page;   /**< the page (a path in the site) for each */
+    size_t nerror_pages;       /**< entries in both */
 } lx_site_t;
+
+/* location "/prefix/" { ... }: the longest matching prefix wins. */
+typedef struct {
+    const char *prefix; /**< starts with '/' */
+    size_t len;         /**< strlen(prefix) */
+    lx_site_t site;     /**< the vhost's settings with this location's overrides */
+    const char *file;   /**< where it was written */
+    int line;
+} lx_location_t;
 
 typedef struct lx_vhost_s {
     const char *name;  /**< lower-case primary name */
@@ -36,6 +50,11 @@ typedef struct lx_vhost_s {
     lx_site_t site;    /**< the vhost's own settings */
     const char *file;  /**< config file that declared it */
     int line;          /**< line of the declaration */
+    lx_ruleset_t *redirect; /**< answered with Location, or NULL */
+    lx_ruleset_t *rewrite;  /**< internal rewrites, or NULL */
+    lx_location_t *locations; /**< in declaration order */
+    size_t nlocations;      /**< entries in locations */
+    lx_trie_t *location_trie; /**< location index by prefix, or NULL */
 } lx_vhost_t;
 
 typedef struct {
@@ -59,6 +78,7 @@ typedef struct {
     int error_log_level;         /**< LX_LOG_* */
     lx_access_log_conf_t access_log; /**< path NULL: off */
     size_t access_log_buffer;    /**< bytes buffered per loop before a write */
+    int access_log_unbuffered;   /**< write each line at once (access_log_buffer = 0) */
     uint32_t keepalive_timeout;  /**< ms; 0 disables keep-alive */
     uint32_t keepalive_requests; /**< requests per connection */
     uint32_t header_timeout;     /**< ms for the whole request header */
@@ -70,6 +90,9 @@ typedef struct {
     uint32_t max_connections;    /**< per server, split across loops */
     int tcp_nodelay;             /**< TCP_NODELAY on accepted sockets */
     int defer_accept;            /**< TCP_DEFER_ACCEPT on listeners */
+    int backlog;                 /**< listen(2) backlog */
+    const char *vhost_dir;       /**< mass hosting root, or NULL */
+    size_t vhost_dir_len;        /**< strlen(vhost_dir) */
 } lx_server_conf_t;
 
 /* One slot of the host-name hash. */
@@ -91,6 +114,9 @@ typedef struct lx_gen_s {
     lx_host_slot_t *hosts;   /**< exact names and wildcard suffixes */
     size_t hosts_mask;       /**< slots - 1 (a power of two) */
     lx_vhost_t *default_vhost; /**< or NULL */
+    lx_vhost_t mass_vhost;   /**< settings for vhost_dir hosts */
+    lx_ruleset_t **rulesets; /**< every rule set, to free them */
+    size_t nrulesets;        /**< entries in rulesets */
 } lx_gen_t;
 
 /* Runs the config file in a fresh Lua state and compiles it. On success
@@ -103,9 +129,14 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
 void lx_gen_ref(lx_gen_t *g);
 void lx_gen_unref(lx_gen_t *g);
 
-/* The vhost for a Host value (port already stripped, any case), or the
- * default vhost, or NULL. */
+/* The vhost named by a Host value (port already stripped, any case): exact
+ * names first, then wildcards, longest suffix first; NULL when none. */
+lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len);
+/* The same, falling back to the default vhost (which may be NULL). */
 lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len);
+
+/* The location of vh whose prefix is the longest match of path, or NULL. */
+const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, size_t len);
 
 /* Prints the compiled tables (luxd -T). */
 void lx_gen_dump(const lx_gen_t *g, FILE *out);

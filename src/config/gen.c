@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 
+#include "llhttp.h"
+
 void lx_gen_ref(lx_gen_t *g) {
     __atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
 }
@@ -12,6 +14,11 @@ void lx_gen_unref(lx_gen_t *g) {
     if (g == NULL || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     lx_mime_free(g->mime);
+    for (size_t i = 0; i < g->nrulesets; i++)
+        lx_ruleset_free(g->rulesets[i]);
+    free(g->rulesets);
+    for (size_t i = 0; i < g->nvhosts; i++)
+        lx_trie_free(g->vhosts[i].location_trie);
     lx_arena_free(&g->arena);
     free(g);
 }
@@ -27,12 +34,12 @@ static const lx_host_slot_t *host_get(const lx_gen_t *g, const char *name, size_
     }
 }
 
-lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len) {
+lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len) {
     char lower[256];
     if (len > 0 && host[len - 1] == '.')
         len--; /* "example.com." names the same host */
     if (len == 0 || len >= sizeof(lower) || g->hosts == NULL)
-        return g->default_vhost;
+        return NULL;
     for (size_t i = 0; i < len; i++) {
         char c = host[i];
         lower[i] = (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
@@ -45,7 +52,59 @@ lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len) {
         if (lower[i] == '.' && (s = host_get(g, lower + i, len - i)) != NULL)
             return s->vhost;
     }
-    return g->default_vhost;
+    return NULL;
+}
+
+lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len) {
+    lx_vhost_t *vh = lx_gen_match_vhost(g, host, len);
+    return vh ? vh : g->default_vhost;
+}
+
+static int deepest(void *ud, const uint32_t *ids, uint32_t n, size_t depth) {
+    (void)depth;
+    *(int64_t *)ud = ids[n - 1];
+    return 0;
+}
+
+const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, size_t len) {
+    if (vh->location_trie == NULL)
+        return NULL;
+    int64_t id = -1;
+    lx_trie_walk(vh->location_trie, path, len, 0, deepest, &id);
+    return id < 0 ? NULL : &vh->locations[id];
+}
+
+static const char *const kind_names[] = {"allow", "deny", "rewrite", "redirect"};
+
+static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, const char *indent) {
+    if (rs == NULL)
+        return;
+    fprintf(out, "%s%s (%u rules; indexed: %zu by prefix, %zu by suffix; %u always tested)\n",
+            indent, title, rs->n, lx_trie_keys(rs->by_prefix), lx_trie_keys(rs->by_suffix),
+            rs->nalways);
+    for (uint32_t i = 0; i < rs->n; i++) {
+        const lx_rule_t *r = &rs->rules[i];
+        fprintf(out, "%s  %u. %s", indent, i + 1, kind_names[r->kind]);
+        if (r->prefix)
+            fprintf(out, " prefix=%s", r->prefix);
+        for (size_t j = 0; j < r->nsuffix; j++)
+            fprintf(out, "%s%s", j ? "," : " suffix=", r->suffix[j]);
+        if (r->regex)
+            fprintf(out, " regex=%s", r->regex);
+        if (r->methods) {
+            fprintf(out, " method=");
+            for (int m = 0; m < 63; m++)
+                if (r->methods & (1ULL << m))
+                    fprintf(out, "%s ", llhttp_method_name((llhttp_method_t)m));
+        }
+        if (r->has_from)
+            fprintf(out, " from=(%zu ranges)", r->from.n);
+        if (r->target)
+            fprintf(out, " -> %s", r->target);
+        if (r->kind == LX_RULE_DENY || r->kind == LX_RULE_REDIRECT)
+            fprintf(out, " status=%d", r->status);
+        fprintf(out, "  (%s:%d)\n", r->file, r->line);
+    }
 }
 
 static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
@@ -65,6 +124,9 @@ static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
             p = eol + 2;
         }
     }
+    for (size_t i = 0; i < s->nerror_pages; i++)
+        fprintf(out, "%serror_page %d -> %s\n", indent, s->error_status[i], s->error_page[i]);
+    dump_rules("access", s->access, out, indent);
 }
 
 void lx_gen_dump(const lx_gen_t *g, FILE *out) {
@@ -97,5 +159,15 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
         fprintf(out, "vhost %s%s  (%s:%d)\n", v->name, v->is_default ? " [default]" : "", v->file,
                 v->line);
         dump_site(&v->site, out, "  ");
+        dump_rules("redirect", v->redirect, out, "  ");
+        dump_rules("rewrite", v->rewrite, out, "  ");
+        for (size_t j = 0; j < v->nlocations; j++) {
+            fprintf(out, "  location %s  (%s:%d)\n", v->locations[j].prefix,
+                    v->locations[j].file, v->locations[j].line);
+            dump_site(&v->locations[j].site, out, "    ");
+        }
     }
+    if (s->vhost_dir)
+        fprintf(out, "vhost_dir %s: any other plain host name -> %s/HOST/\n", s->vhost_dir,
+                s->vhost_dir);
 }

@@ -156,9 +156,11 @@ static int read_server(loader_t *ld, int idx) {
         s->access_log.format = "combined";
     }
     lua_pop(L, 1);
+    /* 0 asks for a write per request; the buffer still assembles the line. */
     s->access_log_buffer = (size_t)get_num(ld, idx, "access_log_buffer", 65536);
-    if (s->access_log_buffer < 4096)
-        s->access_log_buffer = 4096;
+    s->access_log_unbuffered = s->access_log_buffer == 0;
+    if (s->access_log_buffer < 16384)
+        s->access_log_buffer = 16384;
 
     s->keepalive_timeout = get_ms(ld, idx, "keepalive_timeout", 30);
     s->keepalive_requests = (uint32_t)get_num(ld, idx, "keepalive_requests", 1000);
@@ -173,6 +175,14 @@ static int read_server(loader_t *ld, int idx) {
     s->max_connections = (uint32_t)get_num(ld, idx, "max_connections", 10000);
     s->tcp_nodelay = get_bool(ld, idx, "tcp_nodelay", 1);
     s->defer_accept = get_bool(ld, idx, "defer_accept", 1);
+    s->backlog = (int)get_num(ld, idx, "backlog", 511);
+    s->vhost_dir = get_str(ld, idx, "vhost_dir", NULL);
+    if (s->vhost_dir) {
+        size_t dl = strlen(s->vhost_dir);
+        while (dl > 1 && s->vhost_dir[dl - 1] == '/')
+            dl--;
+        s->vhost_dir_len = dl;
+    }
     return 0;
 }
 
@@ -284,6 +294,187 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site, uint32_t id) {
     return r;
 }
 
+
+/* Reads an array of strings at t[key] into arena memory. */
+static const char **get_strings(loader_t *ld, int idx, const char *key, size_t *n) {
+    lua_State *L = ld->L;
+    const char **v = NULL;
+    *n = 0;
+    lua_getfield(L, idx, key);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        v = lx_arena_alloc(&ld->g->arena, sizeof(char *));
+        v[0] = lx_arena_strdup(&ld->g->arena, lua_tostring(L, -1));
+        *n = 1;
+    } else if (lua_istable(L, -1)) {
+        size_t len = lua_objlen(L, -1);
+        v = lx_arena_alloc(&ld->g->arena, (len ? len : 1) * sizeof(char *));
+        for (size_t i = 0; i < len; i++) {
+            lua_rawgeti(L, -1, (int)i + 1);
+            const char *str = lua_tostring(L, -1);
+            v[(*n)++] = lx_arena_strdup(&ld->g->arena, str ? str : "");
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static int read_rule(loader_t *ld, int idx, int kind, const char *what, size_t pos,
+                     lx_rule_t *r) {
+    locate(ld, idx);
+    r->file = ld->file;
+    r->line = ld->line;
+    r->kind = kind;
+    if (kind == LX_RULE_ALLOW || kind == LX_RULE_DENY) {
+        const char *action = get_str(ld, idx, "action", "deny");
+        r->kind = strcmp(action, "allow") == 0 ? LX_RULE_ALLOW : LX_RULE_DENY;
+        r->status = (int)get_num(ld, idx, "status", 403);
+        r->prefix = get_str(ld, idx, "prefix", NULL);
+        r->prefix_len = r->prefix ? strlen(r->prefix) : 0;
+        r->suffix = get_strings(ld, idx, "suffix", &r->nsuffix);
+        if (r->nsuffix) {
+            r->suffix_len = lx_arena_alloc(&ld->g->arena, r->nsuffix * sizeof(size_t));
+            for (size_t i = 0; i < r->nsuffix; i++)
+                r->suffix_len[i] = strlen(r->suffix[i]);
+        }
+        size_t nm;
+        const char **methods = get_strings(ld, idx, "method", &nm);
+        for (size_t i = 0; i < nm; i++) {
+            r->methods |= lx_method_bit(methods[i]);
+        }
+        size_t nfrom;
+        const char **from = get_strings(ld, idx, "from", &nfrom);
+        if (nfrom) {
+            lx_addr_t *first = lx_arena_alloc(&ld->g->arena, nfrom * sizeof(lx_addr_t));
+            lx_addr_t *last = lx_arena_alloc(&ld->g->arena, nfrom * sizeof(lx_addr_t));
+            for (size_t i = 0; i < nfrom; i++)
+                if (lx_cidr_parse(from[i], &first[i], &last[i]) < 0)
+                    return fail(ld, "%s %zu: invalid address \"%s\" in from", what, pos,
+                                from[i]);
+            lx_cidrset_build(&r->from, first, last, nfrom);
+            r->has_from = 1;
+        }
+    } else {
+        r->target = get_str(ld, idx, "target", "/");
+        r->status = (int)get_num(ld, idx, "status", 302);
+    }
+    r->regex = get_str(ld, idx, "regex", NULL);
+    if (r->regex) {
+        char err[300];
+        r->re = lx_regex_compile(r->regex, err, sizeof(err));
+        if (r->re == NULL)
+            return fail(ld, "%s %zu: invalid regex \"%s\": %s", what, pos, r->regex, err);
+    }
+    return 0;
+}
+
+/* Compiles the rule list at t[key]; *out stays NULL for an empty one. */
+static int read_rules(loader_t *ld, int idx, const char *key, int kind, const char *what,
+                      lx_ruleset_t **out) {
+    lua_State *L = ld->L;
+    lx_gen_t *g = ld->g;
+    *out = NULL;
+    lua_getfield(L, idx, key);
+    size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+    if (n == 0) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lx_ruleset_t *rs = lx_arena_calloc(&g->arena, sizeof(*rs));
+    lx_ruleset_t **all = realloc(g->rulesets, (g->nrulesets + 1) * sizeof(*all));
+    if (rs == NULL || all == NULL) {
+        free(all == g->rulesets ? NULL : all);
+        lua_pop(L, 1);
+        return -ENOMEM;
+    }
+    g->rulesets = all;
+    g->rulesets[g->nrulesets++] = rs;
+    rs->rules = lx_arena_calloc(&g->arena, n * sizeof(lx_rule_t));
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        lua_rawgeti(L, -1, (int)i + 1);
+        r = read_rule(ld, lua_gettop(L), kind, what, i + 1, &rs->rules[i]);
+        rs->n = (uint32_t)i + 1;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (r == 0)
+        r = lx_ruleset_index(rs);
+    *out = rs;
+    return r;
+}
+
+static int read_error_pages(loader_t *ld, int idx, lx_site_t *site) {
+    lua_State *L = ld->L;
+    lua_getfield(L, idx, "error_pages");
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        n++;
+        lua_pop(L, 1);
+    }
+    int *status = lx_arena_alloc(&ld->g->arena, (n ? n : 1) * sizeof(int));
+    const char **page = lx_arena_alloc(&ld->g->arena, (n ? n : 1) * sizeof(char *));
+    size_t i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        if (lua_type(L, -2) == LUA_TNUMBER && lua_type(L, -1) == LUA_TSTRING && i < n) {
+            status[i] = (int)lua_tointeger(L, -2);
+            page[i++] = lx_arena_strdup(&ld->g->arena, lua_tostring(L, -1));
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (i) {
+        site->error_status = status;
+        site->error_page = page;
+        site->nerror_pages = i;
+    }
+    return 0;
+}
+
+static int read_locations(loader_t *ld, int idx, lx_vhost_t *vh) {
+    lua_State *L = ld->L;
+    lua_getfield(L, idx, "locations");
+    size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+    int r = 0;
+    if (n) {
+        vh->locations = lx_arena_calloc(&ld->g->arena, n * sizeof(lx_location_t));
+        vh->location_trie = lx_trie_new();
+        if (vh->locations == NULL || vh->location_trie == NULL)
+            r = -ENOMEM;
+    }
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        lua_rawgeti(L, -1, (int)i + 1);
+        int t = lua_gettop(L);
+        lx_location_t *loc = &vh->locations[i];
+        locate(ld, t);
+        loc->file = ld->file;
+        loc->line = ld->line;
+        loc->prefix = get_str(ld, t, "prefix", "/");
+        loc->len = strlen(loc->prefix);
+        loc->site = vh->site; /* inherit, then override */
+        r = read_site(ld, t, &loc->site, vh->site.id + (uint32_t)i + 1);
+        if (r == 0)
+            r = read_error_pages(ld, t, &loc->site);
+        lx_ruleset_t *access = NULL;
+        if (r == 0)
+            r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
+        if (access)
+            loc->site.access = access; /* a location's own list replaces the vhost's */
+        if (r == 0)
+            r = lx_trie_add(vh->location_trie, loc->prefix, loc->len, (uint32_t)i);
+        vh->nlocations = i + 1;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return r;
+}
+
 static int host_insert(loader_t *ld, const char *name, lx_vhost_t *vh) {
     lx_gen_t *g = ld->g;
     size_t len = strlen(name);
@@ -323,6 +514,8 @@ static int read_vhosts(loader_t *ld, int idx) {
         lua_pop(L, 2);
     }
     size_t slots = 16;
+    if (n > 1023 * 1024)
+        return fail(ld, "too many vhosts (%zu)", n);
     while (slots < names * 2)
         slots <<= 1;
     g->hosts = lx_arena_calloc(&g->arena, slots * sizeof(*g->hosts));
@@ -340,7 +533,21 @@ static int read_vhosts(loader_t *ld, int idx) {
         vh->name = get_str(ld, t, "name", "");
         vh->is_default = get_bool(ld, t, "default", 0);
         vh->site.etag = vh->site.last_modified = 1;
+        /* Site ids leave room for the vhost's locations after its own. */
         int r = read_site(ld, t, &vh->site, (uint32_t)i * 1024);
+        if (r == 0)
+            r = read_error_pages(ld, t, &vh->site);
+        lx_ruleset_t *access = NULL;
+        if (r == 0)
+            r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
+        vh->site.access = access;
+        if (r == 0)
+            r = read_rules(ld, t, "rewrite", LX_RULE_REWRITE, "rewrite", &vh->rewrite);
+        if (r == 0)
+            r = read_rules(ld, t, "redirect", LX_RULE_REDIRECT, "redirect", &vh->redirect);
+        if (r == 0)
+            r = read_locations(ld, t, vh);
+        locate(ld, t);
         if (r == 0)
             r = add_name(ld, vh->name, vh);
         lua_getfield(L, t, "aliases");
@@ -402,6 +609,27 @@ static int convert(loader_t *ld, int desc) {
         if (lua_istable(L, -1))
             r = read_vhosts(ld, lua_gettop(L));
         lua_pop(L, 1);
+    }
+    if (r == 0) {
+        /* Hosts served from vhost_dir take the default vhost's settings (or
+         * the defaults) with a per-host root. */
+        lx_gen_t *g = ld->g;
+        lx_vhost_t *m = &g->mass_vhost;
+        if (g->default_vhost) {
+            *m = *g->default_vhost;
+            m->locations = NULL;
+            m->nlocations = 0;
+            m->location_trie = NULL;
+        } else {
+            static const char *const index[] = {"index.html"};
+            m->site.index = (const char **)index;
+            m->site.nindex = 1;
+            m->site.etag = m->site.last_modified = 1;
+            m->site.headers = "";
+        }
+        m->name = "(vhost_dir)";
+        m->is_default = 0;
+        m->site.id = 0xfffff000u;
     }
     return r;
 }

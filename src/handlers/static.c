@@ -18,14 +18,14 @@
 static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix, lx_file_t **f) {
     const lx_site_t *s = r->site;
     size_t slen = suffix ? strlen(suffix) : 0;
-    size_t n = s->root_len + len + slen;
+    size_t n = r->root_len + len + slen;
     char *full = lx_arena_alloc(r->arena, n + 1);
     if (full == NULL)
         return -ENOMEM;
-    memcpy(full, s->root, s->root_len);
-    memcpy(full + s->root_len, path, len);
+    memcpy(full, r->root, r->root_len);
+    memcpy(full + r->root_len, path, len);
     if (slen)
-        memcpy(full + s->root_len + len, suffix, slen);
+        memcpy(full + r->root_len + len, suffix, slen);
     full[n] = '\0';
     return lx_filecache_get(r->conn->w->cache, s, full, n, r->conn, f);
 }
@@ -188,6 +188,16 @@ static void serve_ranges(lx_req_t *r, lx_file_t *f, const lx_range_t *rg, int n)
 }
 
 static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
+    if (r->error_status) {
+        /* An error page: its own status, no validators or ranges apply. */
+        lx_resp_start(r, r->error_status);
+        lx_resp_headerf(r, "Content-Type: %s\r\nContent-Length: %llu\r\n", f->ctype,
+                        (unsigned long long)f->size);
+        lx_resp_header(r, r->site->headers, r->site->headers_len);
+        lx_resp_end_headers(r);
+        queue_body(r, f, 0, f->size);
+        return LX_DONE;
+    }
     if (not_modified(r, f)) {
         lx_resp_start(r, 304);
         validators(r, f);
@@ -245,9 +255,9 @@ static lx_rc_t serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t le
 
 static lx_rc_t static_handle(lx_req_t *r) {
     const lx_site_t *s = r->site;
-    if (s->root == NULL)
+    if (r->root == NULL)
         return LX_DECLINED;
-    if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+    if (r->method != HTTP_GET && r->method != HTTP_HEAD && !r->error_status) {
         lx_resp_error(r, 405);
         return LX_DONE;
     }

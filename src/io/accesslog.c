@@ -163,4 +163,6 @@ void lx_access_log(lx_worker_t *w, const lx_req_t *r) {
     }
     *s.p++ = '\n';
     w->alog_len = (size_t)(s.p - w->alog);
+    if (w->gen->srv.access_log_unbuffered)
+        lx_access_log_flush(w);
 }

@@ -1,0 +1,320 @@
+#include "rules.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llhttp.h"
+
+pcre2_code *lx_regex_compile(const char *src, char *err, size_t errlen) {
+    int code;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED, 0, &code, &off, NULL);
+    if (re == NULL) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof(msg));
+        snprintf(err, errlen, "%s at offset %zu", (const char *)msg, (size_t)off);
+        return NULL;
+    }
+    /* Without JIT (not built for this CPU) the interpreter still works. */
+    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
+    return re;
+}
+
+uint64_t lx_method_bit(const char *name) {
+#define XX(num, id, string)                                                                        \
+    if (num < 63 && strcmp(name, #string) == 0)                                                    \
+        return 1ULL << num;
+    HTTP_ALL_METHOD_MAP(XX)
+#undef XX
+    /* A method llhttp does not know never reaches the rules (it is a 400),
+     * so a rule naming only such methods matches nothing: bit 63 is never a
+     * request's method. */
+    return 1ULL << 63;
+}
+
+static int is_meta(char c) {
+    return c != '\0' && strchr("\\^$.[]|()?*+{}", c) != NULL;
+}
+
+static int is_alnum(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* A pattern is safe to read literals from when nothing can make its top
+ * level optional or change how literals match: no top-level alternation, no
+ * inline options or verbs "(?i)", "(*...)", no \Q...\E quoting. */
+static int plain_structure(const char *s) {
+    int depth = 0, in_class = 0;
+    for (; *s; s++) {
+        if (*s == '\\') {
+            if (s[1] == 'Q' || s[1] == '\0')
+                return 0;
+            s++;
+            continue;
+        }
+        if (in_class) {
+            in_class = *s != ']';
+            continue;
+        }
+        switch (*s) {
+        case '[':
+            in_class = 1;
+            if (s[1] == ']')
+                s++; /* "[]...]" : the first ] is a literal */
+            break;
+        case '(':
+            if (s[1] == '?' || s[1] == '*')
+                return 0;
+            depth++;
+            break;
+        case ')': depth--; break;
+        case '|':
+            if (depth == 0)
+                return 0;
+            break;
+        }
+    }
+    return 1;
+}
+
+size_t lx_regex_literal(const char *src, int suffix, char *out, size_t cap) {
+    size_t n = 0, len = strlen(src);
+    if (!plain_structure(src) || cap == 0)
+        return 0;
+    if (!suffix) {
+        if (src[0] != '^')
+            return 0;
+        for (size_t i = 1; i < len && n + 1 < cap;) {
+            char c = src[i];
+            size_t step = 1;
+            if (c == '\\') {
+                if (is_alnum(src[i + 1]) || src[i + 1] == '\0')
+                    break; /* \d, \w, \x41 ...: a class or an escape we do not read */
+                c = src[i + 1];
+                step = 2;
+            } else if (is_meta(c)) {
+                break;
+            }
+            char next = src[i + step];
+            if (next == '*' || next == '+' || next == '?' || next == '{')
+                break; /* the quantifier makes this character optional or repeated */
+            out[n++] = c;
+            i += step;
+        }
+        return n;
+    }
+    /* Suffix: the pattern must end in an unescaped '$'. Read backwards,
+     * counting backslashes to know whether a character is escaped. */
+    if (len < 2 || src[len - 1] != '$')
+        return 0;
+    size_t bs = 0;
+    for (size_t j = len - 1; j > 0 && src[j - 1] == '\\'; j--)
+        bs++;
+    if (bs % 2)
+        return 0;
+    char rev[256];
+    size_t i = len - 1;
+    while (i > 0 && n + 1 < cap && n < sizeof(rev)) {
+        char c = src[i - 1];
+        size_t k = 0;
+        for (size_t j = i - 1; j > 0 && src[j - 1] == '\\'; j--)
+            k++;
+        if (k % 2) {
+            if (is_alnum(c))
+                break;
+            rev[n++] = c;
+            i -= 2;
+        } else {
+            if (is_meta(c))
+                break;
+            rev[n++] = c;
+            i -= 1;
+        }
+    }
+    /* A literal right after an unescaped '^'-less start is fine; but one that
+     * a quantifier could repeat (like the 'c' of "(ab)c" no, of "c+$") was
+     * stopped by is_meta above. Return it in reading order. */
+    for (size_t j = 0; j < n; j++)
+        out[j] = rev[n - 1 - j];
+    return n;
+}
+
+static int add_always(lx_ruleset_t *rs, uint32_t id) {
+    uint32_t *a = realloc(rs->always, (rs->nalways + 1) * sizeof(*a));
+    if (a == NULL)
+        return -ENOMEM;
+    rs->always = a;
+    rs->always[rs->nalways++] = id;
+    return 0;
+}
+
+static int add_suffix(lx_ruleset_t *rs, const char *s, size_t len, uint32_t id) {
+    char rev[512];
+    if (len > sizeof(rev))
+        len = sizeof(rev); /* the index needs only the last bytes */
+    for (size_t i = 0; i < len; i++)
+        rev[i] = s[len - 1 - i];
+    if (rs->by_suffix == NULL && (rs->by_suffix = lx_trie_new()) == NULL)
+        return -ENOMEM;
+    return lx_trie_add(rs->by_suffix, rev, len, id);
+}
+
+int lx_ruleset_index(lx_ruleset_t *rs) {
+    for (uint32_t id = 0; id < rs->n; id++) {
+        lx_rule_t *r = &rs->rules[id];
+        char lit[256];
+        size_t n = 0;
+        int rc;
+        if (r->prefix_len) {
+            memcpy(lit, r->prefix, n = r->prefix_len < sizeof(lit) ? r->prefix_len : sizeof(lit));
+        } else if (r->re) {
+            n = lx_regex_literal(r->regex, 0, lit, sizeof(lit));
+        }
+        if (n) {
+            if (rs->by_prefix == NULL && (rs->by_prefix = lx_trie_new()) == NULL)
+                return -ENOMEM;
+            rc = lx_trie_add(rs->by_prefix, lit, n, id);
+        } else if (r->nsuffix) {
+            rc = 0;
+            for (size_t i = 0; rc == 0 && i < r->nsuffix; i++)
+                rc = r->suffix_len[i] ? add_suffix(rs, r->suffix[i], r->suffix_len[i], id)
+                                      : add_always(rs, id);
+        } else if (r->re && (n = lx_regex_literal(r->regex, 1, lit, sizeof(lit))) > 0) {
+            rc = add_suffix(rs, lit, n, id);
+        } else {
+            rc = add_always(rs, id);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void lx_ruleset_free(lx_ruleset_t *rs) {
+    for (uint32_t i = 0; i < rs->n; i++)
+        if (rs->rules[i].re)
+            pcre2_code_free(rs->rules[i].re);
+    lx_trie_free(rs->by_prefix);
+    lx_trie_free(rs->by_suffix);
+    free(rs->always);
+}
+
+static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
+    if (r->methods && !(r->methods & (1ULL << (c->method & 63))))
+        return 0;
+    if (r->prefix_len && (c->len < r->prefix_len || memcmp(c->path, r->prefix, r->prefix_len)))
+        return 0;
+    if (r->nsuffix) {
+        size_t i;
+        for (i = 0; i < r->nsuffix; i++)
+            if (c->len >= r->suffix_len[i] &&
+                memcmp(c->path + c->len - r->suffix_len[i], r->suffix[i], r->suffix_len[i]) == 0)
+                break;
+        if (i == r->nsuffix)
+            return 0;
+    }
+    if (r->has_from && !lx_cidrset_has(&r->from, c->addr))
+        return 0;
+    if (r->re) {
+        int m = pcre2_jit_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
+        if (m == PCRE2_ERROR_JIT_BADOPTION)
+            m = pcre2_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
+        if (m < 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Candidate lists found by the tries, merged in rule order. */
+#define MAX_LISTS 64
+typedef struct {
+    const uint32_t *ids[MAX_LISTS];
+    uint32_t n[MAX_LISTS];
+    uint32_t pos[MAX_LISTS];
+    int count;
+    int overflow;
+} lists_t;
+
+static int collect(void *ud, const uint32_t *ids, uint32_t n, size_t depth) {
+    lists_t *l = ud;
+    (void)depth;
+    if (l->count == MAX_LISTS) {
+        l->overflow = 1;
+        return 1;
+    }
+    l->ids[l->count] = ids;
+    l->n[l->count] = n;
+    l->pos[l->count] = 0;
+    l->count++;
+    return 0;
+}
+
+int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx) {
+    if (rs == NULL || rs->n == 0)
+        return -1;
+    lists_t l;
+    l.count = 0;
+    l.overflow = 0;
+    if (rs->nalways)
+        collect(&l, rs->always, rs->nalways, 0);
+    lx_trie_walk(rs->by_prefix, ctx->path, ctx->len, 0, collect, &l);
+    lx_trie_walk(rs->by_suffix, ctx->path, ctx->len, 1, collect, &l);
+    if (l.overflow) {
+        /* A path that meets more than MAX_LISTS literals: test every rule,
+         * in order. Slower, never wrong. */
+        for (uint32_t i = 0; i < rs->n; i++)
+            if (rule_matches(&rs->rules[i], ctx))
+                return (int)i;
+        return -1;
+    }
+    for (;;) {
+        uint32_t min = UINT32_MAX;
+        for (int i = 0; i < l.count; i++)
+            if (l.pos[i] < l.n[i] && l.ids[i][l.pos[i]] < min)
+                min = l.ids[i][l.pos[i]];
+        if (min == UINT32_MAX)
+            return -1;
+        for (int i = 0; i < l.count; i++)
+            if (l.pos[i] < l.n[i] && l.ids[i][l.pos[i]] == min)
+                l.pos[i]++;
+        if (rule_matches(&rs->rules[min], ctx))
+            return (int)min;
+    }
+}
+
+int lx_rule_expand(const char *target, const char *subject, pcre2_match_data *md, char *out,
+                   size_t cap, int escape) {
+    static const char hex[] = "0123456789ABCDEF";
+    PCRE2_SIZE *ov = md ? pcre2_get_ovector_pointer(md) : NULL;
+    uint32_t pairs = md ? pcre2_get_ovector_count(md) : 0;
+    size_t n = 0;
+    for (const char *p = target; *p; p++) {
+        if (*p == '$' && p[1] >= '0' && p[1] <= '9') {
+            uint32_t k = (uint32_t)(p[1] - '0');
+            p++;
+            if (k >= pairs || ov[2 * k] == PCRE2_UNSET)
+                continue; /* an unset group expands to nothing */
+            for (PCRE2_SIZE i = ov[2 * k]; i < ov[2 * k + 1]; i++) {
+                unsigned char c = (unsigned char)subject[i];
+                int enc = escape && (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#", c));
+                if (n + (enc ? 3 : 1) >= cap)
+                    return -ENOSPC;
+                if (enc) {
+                    out[n++] = '%';
+                    out[n++] = hex[c >> 4];
+                    out[n++] = hex[c & 15];
+                } else {
+                    out[n++] = (char)c;
+                }
+            }
+            continue;
+        }
+        if (n + 1 >= cap)
+            return -ENOSPC;
+        out[n++] = *p;
+    }
+    out[n] = '\0';
+    return (int)n;
+}

@@ -1,0 +1,79 @@
+/* Ordered rule lists (access, rewrite, redirect) compiled for lookup cost that
+ * does not grow with their length: each rule is indexed by a literal prefix
+ * or suffix (its own, or one read out of its regex), and only rules whose
+ * literal fits the path are ever tested, in the order they were written. */
+#ifndef LX_RULES_H
+#define LX_RULES_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cidr.h"
+#include "trie.h"
+
+enum { LX_RULE_ALLOW, LX_RULE_DENY, LX_RULE_REWRITE, LX_RULE_REDIRECT };
+
+typedef struct {
+    int kind;              /**< LX_RULE_* */
+    int status;            /**< deny and redirect status */
+    uint64_t methods;      /**< bit per llhttp method; 0: any method */
+    const char *prefix;    /**< path must start with this, or NULL */
+    size_t prefix_len;     /**< strlen(prefix) */
+    const char **suffix;   /**< path must end with one of these */
+    size_t *suffix_len;    /**< their lengths */
+    size_t nsuffix;        /**< entries in suffix; 0: no condition */
+    pcre2_code *re;        /**< path must match, or NULL */
+    const char *regex;     /**< its source, for -T */
+    lx_cidrset_t from;     /**< client address must be in it */
+    int has_from;          /**< from applies */
+    const char *target;    /**< rewrite or redirect target with $1..$9 */
+    const char *file;      /**< where it was written */
+    int line;
+} lx_rule_t;
+
+typedef struct {
+    lx_rule_t *rules;   /**< in the order written */
+    uint32_t n;         /**< entries in rules */
+    lx_trie_t *by_prefix; /**< rule ids by literal prefix */
+    lx_trie_t *by_suffix; /**< rule ids by reversed literal suffix */
+    uint32_t *always;   /**< rules with no literal to index: always tested */
+    uint32_t nalways;   /**< entries in always */
+} lx_ruleset_t;
+
+/* What a rule is matched against. */
+typedef struct {
+    const char *path;        /**< decoded, normalised */
+    size_t len;              /**< strlen(path) */
+    int method;              /**< llhttp_method_t */
+    lx_addr_t addr;          /**< client address */
+    pcre2_match_data *md;    /**< per-loop; holds the captures of a regex match */
+} lx_match_ctx_t;
+
+/* Builds the index after rules[] is filled. Returns 0 or -ENOMEM. */
+int lx_ruleset_index(lx_ruleset_t *rs);
+void lx_ruleset_free(lx_ruleset_t *rs);
+
+/* The first rule that matches, or -1. After a match of a rule with a regex,
+ * ctx->md holds its captures. */
+int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx);
+
+/* Compiles a regex with JIT. Returns NULL and writes "message at offset N"
+ * into err on failure. */
+pcre2_code *lx_regex_compile(const char *src, char *err, size_t errlen);
+
+/* Expands $0..$9 in target with the captures of the last match. Returns the
+ * length written (at most cap - 1, NUL-terminated), or -ENOSPC. `escape`
+ * percent-encodes captured bytes that may not stand in a URL. */
+int lx_rule_expand(const char *target, const char *subject, pcre2_match_data *md, char *out,
+                   size_t cap, int escape);
+
+/* Bit for a method name ("GET"); bit 63 for one llhttp does not know. */
+uint64_t lx_method_bit(const char *name);
+
+/* The literal a regex needs at the start (^abc) or end (abc$) of the path;
+ * exposed for the unit tests. Returns the length, 0 when there is none. */
+size_t lx_regex_literal(const char *src, int suffix, char *out, size_t cap);
+
+#endif
