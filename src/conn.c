@@ -417,7 +417,10 @@ static void conn_flush(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
-    /* Everything is written. */
+    /* Everything is written. A stopping server ends keep-alive here, even
+     * for a response that was sent before the stop began. */
+    if (c->w->stop && !c->closing && !c->in_request)
+        c->closing = 1;
     if (c->closing) {
         if (c->linger && !c->eof) {
             /* Half-close, then read and discard what the client still sends,
@@ -655,7 +658,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
     lx_conn_t *c = CONN(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
-    if (h == NULL || h->value.p != NULL) {
+    if (h == NULL) {
         if (r->headers == NULL) {
             r->headers = lx_arena_alloc(&c->arena, LX_MAX_HEADERS * sizeof(lx_header_t));
             if (r->headers == NULL)
@@ -679,6 +682,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     lx_conn_t *c = CONN(p);
     lx_header_t *h = c->cur_header;
+    if (h == NULL)
+        return -1; /* a line with an empty field name */
     if (h->value.p == NULL) {
         h->value.p = at;
     } else if (at != c->last_end) {
@@ -719,12 +724,18 @@ static int on_header_value_complete(llhttp_t *p) {
     lx_conn_t *c = CONN(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
+    if (h == NULL)
+        return -1; /* a line with an empty field name */
+    c->cur_header = NULL;
     if (h->value.p == NULL) {
         h->value.p = c->last_end;
         h->value.len = 0;
     }
-    /* llhttp lets "Name :" through; RFC 9112 5.1 says no whitespace before
-     * the colon, and such a name is how request smuggling starts. */
+    /* llhttp lets "Name :" and ": value" through; RFC 9112 5.1 wants a
+     * token and no whitespace before the colon, and such names are how
+     * request smuggling starts. */
+    if (h->name.len == 0)
+        return -1;
     for (size_t i = 0; i < h->name.len; i++)
         if (!is_tchar((unsigned char)h->name.p[i]))
             return -1;
@@ -805,6 +816,17 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
     return 0;
 }
 
+/* A chunk announced bigger than what is left of max_body_bytes is refused
+ * before its bytes arrive. */
+static int on_chunk_header(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    if (p->content_length > c->w->gen->srv.max_body_bytes - c->req.body_read) {
+        c->err_status = 413;
+        return -1;
+    }
+    return 0;
+}
+
 static int on_message_complete(llhttp_t *p) {
     lx_conn_t *c = CONN(p);
     c->message_done = 1;
@@ -823,6 +845,7 @@ static const llhttp_settings_t *parser_settings(void) {
         s.on_header_value_complete = on_header_value_complete;
         s.on_headers_complete = on_headers_complete;
         s.on_body = on_body;
+        s.on_chunk_header = on_chunk_header;
         s.on_message_complete = on_message_complete;
         init = 1;
     }

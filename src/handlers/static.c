@@ -13,7 +13,7 @@
 #include "listing.h"
 #include "llhttp.h"
 
-/* Fetches root + path (+ suffix) from the cache. Returns 0 with *f set, or
+/* Fetches root + path (+ ".gz" variant suffix) from the cache. Returns 0 with *f set, or
  * -EAGAIN when the request must wait for the thread pool. */
 static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix, lx_file_t **f) {
     const lx_site_t *s = r->site;
@@ -27,7 +27,7 @@ static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix,
     if (slen)
         memcpy(full + r->root_len + len, suffix, slen);
     full[n] = '\0';
-    return lx_filecache_get(r->conn->w->cache, s, full, n, r->conn, f);
+    return lx_filecache_get(r->conn->w->cache, s, full, n, slen != 0, r->conn, f);
 }
 
 /* Is `tag` in the comma-separated If-None-Match list? Weak comparison

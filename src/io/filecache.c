@@ -299,8 +299,7 @@ static int add_waiter(lx_file_t *f, lx_conn_t *c) {
 }
 
 int lx_filecache_get(lx_filecache_t *fc, const lx_site_t *site, const char *path, size_t len,
-                     lx_conn_t *waiter, lx_file_t **out) {
-    int gz = len > 3 && memcmp(path + len - 3, ".gz", 3) == 0 && site->gzip_static;
+                     int gz, lx_conn_t *waiter, lx_file_t **out) {
     uint32_t site_id = site->id * 2 + (uint32_t)gz;
     uint64_t h = lx_hash(path, len, site_id);
     lx_file_t *f = fc->buckets[h & (fc->nbuckets - 1)];

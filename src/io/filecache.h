@@ -56,11 +56,12 @@ void lx_filecache_free(lx_filecache_t *fc);
 void lx_filecache_clear(lx_filecache_t *fc);
 void lx_filecache_set_mime(lx_filecache_t *fc, const lx_mime_t *mime);
 
-/* Looks up a path for a site. Returns 0 with *out set (a reference the caller
+/* Looks up a path for a site; gz: the path is the gzip_static variant of the
+ * path without ".gz", served with its type and Content-Encoding. Returns 0 with *out set (a reference the caller
  * must lx_file_unref) when the entry is ready (maybe a negative one: check
  * err), or -EAGAIN when it is being loaded: `c` is resumed when it is. */
 int lx_filecache_get(lx_filecache_t *fc, const lx_site_t *site, const char *path, size_t len,
-                     lx_conn_t *waiter, lx_file_t **out);
+                     int gz, lx_conn_t *waiter, lx_file_t **out);
 
 void lx_file_ref(lx_file_t *f);
 void lx_file_unref(lx_file_t *f);
