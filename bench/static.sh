@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# Side-by-side static-file benchmark: luxd against nginx, lighttpd, h2o and a
+# bare epoll loop (bench/epoll_fixed.c), all serving one 1 KiB file.
+#
+# Usage: bash bench/static.sh [SERVER...]     SERVER: epoll luxd nginx lighttpd h2o
+#                                              (default, or "all": every one)
+# Environment:
+#   DURATION=10   seconds of each measured wrk run
+#   WARMUP=2      seconds of the wrk warm-up run before each measured run
+#   CONNS=50      wrk connections (-c)
+#   SERVER_CPU=0  CPU the server is pinned to (taskset -c)
+#   CLIENT_CPU=1  CPU wrk is pinned to
+#   KEEP_TMP=1    keep the temp dir (configs, docroot, logs) after the run
+#   NGINX_SENDFILE=on  nginx sendfile + tcp_nopush (on) or neither (off)
+#   LUXD, NGINX, LIGHTTPD, H2O  binaries (default build/luxd, /usr/sbin/nginx,
+#                 /usr/sbin/lighttpd, /usr/bin/h2o)
+#
+# Each server runs one worker, pinned to SERVER_CPU, access logging OFF, on
+# its own free port on 127.0.0.1; wrk (-t1) runs pinned to CLIENT_CPU, once
+# with keep-alive and once with "Connection: close". Server CPU time is
+# utime+stime of all its processes, read from /proc before and after the run.
+# Raw results go to bench/results/static-DATE/. See bench/README.md.
+#
+# Exit status: 0 when every selected server was measured, 3 when one or more
+# were skipped or failed (the others are still measured), 1 on a setup error.
+# Functions below are called indirectly (start_$name, traps):
+# shellcheck disable=SC2317
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
+
+ALL_SERVERS=(epoll luxd nginx lighttpd h2o)
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+CONNS=${CONNS:-50}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+KEEP_TMP=${KEEP_TMP:-0}
+NGINX_SENDFILE=${NGINX_SENDFILE:-on}
+READY_TIMEOUT=15
+
+usage() { sed -n '2,/^# Functions below/{/^# Functions below/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+# ---- arguments -------------------------------------------------------------
+SERVERS=()
+for a in "$@"; do
+  case $a in
+    -h | --help) usage; exit 0 ;;
+    all) SERVERS+=("${ALL_SERVERS[@]}") ;;
+    epoll | luxd | nginx | lighttpd | h2o) SERVERS+=("$a") ;;
+    *) usage >&2; die "unknown server '$a' (known: ${ALL_SERVERS[*]})" ;;
+  esac
+done
+((${#SERVERS[@]})) || SERVERS=("${ALL_SERVERS[@]}")
+for v in DURATION WARMUP CONNS SERVER_CPU CLIENT_CPU; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, got '${!v}'"
+done
+((DURATION > 0)) || die "DURATION must be > 0"
+[[ $NGINX_SENDFILE == on || $NGINX_SENDFILE == off ]] || die "NGINX_SENDFILE must be on or off"
+
+# ---- dependencies ----------------------------------------------------------
+has() { command -v "$1" >/dev/null 2>&1; }
+NGINX=${NGINX:-/usr/sbin/nginx}
+LIGHTTPD=${LIGHTTPD:-/usr/sbin/lighttpd}
+H2O=${H2O:-/usr/bin/h2o}
+want_bench=0 want_test=0 want_build=0
+has taskset || want_bench=1
+for s in "${SERVERS[@]}"; do
+  case $s in
+    nginx) [[ -x $NGINX ]] || want_bench=1 ;;
+    lighttpd) [[ -x $LIGHTTPD ]] || want_bench=1 ;;
+    h2o) [[ -x $H2O ]] || want_bench=1 ;;
+    epoll) has cc || want_build=1 ;;
+  esac
+done
+has wrk || want_test=1
+has curl || want_test=1
+if ((want_bench)); then sh "$ROOT/deps/install.sh" bench || die "deps/install.sh bench failed"; fi
+if ((want_test)); then sh "$ROOT/deps/install.sh" test || die "deps/install.sh test failed"; fi
+if ((want_build)); then sh "$ROOT/deps/install.sh" build || die "deps/install.sh build failed"; fi
+for c in taskset wrk curl awk cmp; do has "$c" || die "$c not found"; done
+taskset -c "$SERVER_CPU" true 2>/dev/null || die "cannot pin to CPU $SERVER_CPU (SERVER_CPU)"
+taskset -c "$CLIENT_CPU" true 2>/dev/null || die "cannot pin to CPU $CLIENT_CPU (CLIENT_CPU); this benchmark needs 2 CPUs"
+[[ $SERVER_CPU != "$CLIENT_CPU" ]] || say "warning: server and wrk share CPU $SERVER_CPU"
+CLK_TCK=$(getconf CLK_TCK)
+NOT_IDLE=""
+
+# The numbers only mean something on an otherwise idle machine: look for 1 s.
+read -r idle_s0 _ < <(core_ticks "$SERVER_CPU")
+read -r idle_c0 _ < <(core_ticks "$CLIENT_CPU")
+sleep 1
+read -r idle_s1 _ < <(core_ticks "$SERVER_CPU")
+read -r idle_c1 _ < <(core_ticks "$CLIENT_CPU")
+if (((idle_s1 - idle_s0) * 100 > 20 * CLK_TCK || (idle_c1 - idle_c0) * 100 > 20 * CLK_TCK)); then
+  NOT_IDLE="warning: the machine was not idle (CPU $SERVER_CPU busy $(((idle_s1 - idle_s0) * 100 / CLK_TCK))%, CPU $CLIENT_CPU busy $(((idle_c1 - idle_c0) * 100 / CLK_TCK))% over 1 s before the start): expect noisy numbers"
+  say "$NOT_IDLE"
+fi
+
+# ---- cleanup, temp dir, results ---------------------------------------------
+TMP="" RESULTS=""
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM HUP
+  stop_all
+  if [[ -n $TMP && -d $TMP ]]; then
+    if [[ -n $RESULTS ]]; then
+      mkdir -p "$RESULTS/files"
+      # Configs and logs (not the docroot or binaries) go with the results.
+      find "$TMP" -maxdepth 1 -type f \( -name '*.conf' -o -name '*.lua' -o -name '*.log' \) \
+        -exec cp {} "$RESULTS/files/" \; 2>/dev/null || true
+    fi
+    if [[ $KEEP_TMP == 1 ]]; then
+      say "temp dir kept: $TMP"
+    else
+      rm -rf "$TMP"
+    fi
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'say "interrupted"; exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/luxd-bench.XXXXXX")
+chmod 755 "$TMP"
+RESULTS=$HERE/results/static-$(date +%Y%m%d-%H%M%S)
+[[ ! -e $RESULTS ]] || RESULTS+="-$$"
+mkdir -p "$RESULTS"
+SUMMARY=$RESULTS/summary.tsv
+printf 'server\tmode\treq_per_s\trequests\tnon2xx\tsocket_errors\tcpu_ticks\tcpu_s\telapsed_s\tcpu_pct\tcpu_us_per_req\tnprocs\tstatus\tserver_core_busy_pct\tclient_core_busy_pct\tserver_core_us_per_req\n' >"$SUMMARY"
+
+# ---- the docroot: one 1 KiB file -------------------------------------------
+DOCROOT=$TMP/www
+mkdir -p "$DOCROOT"
+FILE=$DOCROOT/1k.html
+# 16 lines of 63 characters + newline = 1024 bytes.
+for ((i = 0; i < 16; i++)); do
+  printf 'luxd bench line %02d: 0123456789abcdefghijklmnopqrstuvwxyzABCDEFG\n' "$i"
+done >"$FILE"
+[[ $(wc -c <"$FILE") -eq 1024 ]] || die "docroot file is not 1024 bytes"
+chmod 644 "$FILE"
+chmod 755 "$DOCROOT"
+URL_PATH=/1k.html
+
+# ---- per-server start functions --------------------------------------------
+# start_NAME PORT: writes the config, starts the server in the foreground (in
+# the background of this script) pinned to SERVER_CPU, sets SERVER_PID.
+# Returns non-zero with SKIP_REASON set when it cannot run.
+SERVER_PID="" SKIP_REASON=""
+PIN=(taskset -c "$SERVER_CPU")
+
+start_epoll() {
+  local port=$1
+  if [[ ! -x $TMP/epoll_fixed ]]; then
+    if ! cc -O2 -o "$TMP/epoll_fixed" "$HERE/epoll_fixed.c" >"$TMP/epoll-build.log" 2>&1; then
+      SKIP_REASON="cc -O2 bench/epoll_fixed.c failed: $(head -c 300 "$TMP/epoll-build.log")"
+      return 1
+    fi
+  fi
+  start_bg "$TMP/epoll-stderr.log" "${PIN[@]}" "$TMP/epoll_fixed" "$port" "$FILE"
+  SERVER_PID=$BENCH_LAST_PID
+}
+
+LUXD=${LUXD:-$ROOT/build/luxd}
+start_luxd() {
+  local port=$1 conf=$TMP/luxd.lua
+  if [[ ! -x $LUXD ]]; then
+    say "luxd: $LUXD missing, running make (log: $RESULTS/luxd-make.log)"
+    if ! make -C "$ROOT" >"$RESULTS/luxd-make.log" 2>&1; then
+      SKIP_REASON="build/luxd missing and 'make' failed: $(tail -n 1 "$RESULTS/luxd-make.log") (log: $RESULTS/luxd-make.log)"
+      return 1
+    fi
+    if [[ ! -x $LUXD ]]; then
+      SKIP_REASON="'make' succeeded but build/luxd still missing"
+      return 1
+    fi
+  fi
+  render "$HERE/conf/luxd.lua.in" "$conf" PORT="$port" DIR="$TMP" DOCROOT="$DOCROOT"
+  start_bg "$TMP/luxd-stderr.log" "${PIN[@]}" "$LUXD" -c "$conf"
+  SERVER_PID=$BENCH_LAST_PID
+}
+
+start_nginx() {
+  local port=$1 conf=$TMP/nginx.conf user_line=""
+  [[ $(id -u) -eq 0 ]] && user_line="user root;"
+  mkdir -p "$TMP/nginx/logs" "$TMP/nginx-tmp"
+  render "$HERE/conf/nginx.conf.in" "$conf" PORT="$port" DIR="$TMP" DOCROOT="$DOCROOT" NGINX_USER="$user_line" \
+    SENDFILE="$NGINX_SENDFILE"
+  # -e: the error log nginx opens before reading the config (else /var/log).
+  start_bg "$TMP/nginx-stderr.log" "${PIN[@]}" "$NGINX" -p "$TMP/nginx/" -e "$TMP/nginx-error.log" \
+    -c "$conf" -g 'daemon off;'
+  SERVER_PID=$BENCH_LAST_PID
+}
+
+start_lighttpd() {
+  local port=$1 conf=$TMP/lighttpd.conf
+  render "$HERE/conf/lighttpd.conf.in" "$conf" PORT="$port" DIR="$TMP" DOCROOT="$DOCROOT"
+  start_bg "$TMP/lighttpd-stderr.log" "${PIN[@]}" "$LIGHTTPD" -D -f "$conf"
+  SERVER_PID=$BENCH_LAST_PID
+}
+
+start_h2o() {
+  local port=$1 conf=$TMP/h2o.conf user_line=""
+  # As root h2o would setuid to nobody; stay root (the docroot is in our temp dir).
+  [[ $(id -u) -eq 0 ]] && user_line="user: root"
+  render "$HERE/conf/h2o.conf.in" "$conf" PORT="$port" DIR="$TMP" DOCROOT="$DOCROOT" H2O_USER="$user_line"
+  start_bg "$TMP/h2o-stderr.log" "${PIN[@]}" "$H2O" -c "$conf"
+  SERVER_PID=$BENCH_LAST_PID
+}
+
+# ---- measuring ---------------------------------------------------------------
+FAILED=()
+record_skip() { # NAME REASON
+  printf '%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tskipped: %s\t-\t-\t-\n' "$1" "$2" >>"$SUMMARY"
+  FAILED+=("$1")
+  say "$1: SKIPPED: $2"
+}
+
+tail_logs() { # NAME — shows the end of a server's logs
+  local f
+  for f in "$TMP/$1"-*.log; do
+    [[ -s $f ]] || continue
+    say "--- tail $f"
+    tail -n 15 "$f" >&2
+  done
+}
+
+run_wrk() { # OUT SECONDS MODE URL
+  local out=$1 secs=$2 mode=$3 url=$4
+  local -a hdr=()
+  [[ $mode == close ]] && hdr=(-H 'Connection: close')
+  timeout --foreground -k 5 $((secs + 30)) \
+    taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"${secs}s" "${hdr[@]}" "$url" >"$out" 2>&1
+}
+
+measure() { # NAME MODE URL PID
+  local name=$1 mode=$2 url=$3 pid=$4 out before after t0 t1 rc=0 nprocs status=ok
+  local rps requests non2xx sock s_busy0 s_tot0 c_busy0 c_tot0 s_busy1 s_tot1 c_busy1 c_tot1
+  say "$name: $mode: warm-up ${WARMUP}s"
+  if ((WARMUP > 0)); then
+    run_wrk "$RESULTS/$name-$mode.warmup.txt" "$WARMUP" "$mode" "$url" || true
+  fi
+  out=$RESULTS/$name-$mode.wrk.txt
+  say "$name: $mode: measuring ${DURATION}s"
+  nprocs=$(proc_tree "$pid" | wc -l)
+  read -r s_busy0 s_tot0 < <(core_ticks "$SERVER_CPU")
+  read -r c_busy0 c_tot0 < <(core_ticks "$CLIENT_CPU")
+  before=$(tree_cpu_ticks "$pid")
+  t0=$EPOCHREALTIME
+  run_wrk "$out" "$DURATION" "$mode" "$url" || rc=$?
+  t1=$EPOCHREALTIME
+  after=$(tree_cpu_ticks "$pid")
+  read -r s_busy1 s_tot1 < <(core_ticks "$SERVER_CPU")
+  read -r c_busy1 c_tot1 < <(core_ticks "$CLIENT_CPU")
+  read -r rps requests non2xx sock < <(parse_wrk "$out")
+  if ((rc != 0)); then status="wrk exit $rc"; fi
+  if ! kill -0 "$pid" 2>/dev/null || [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]]; then
+    status="server died during run"
+  fi
+  if [[ $requests == 0 ]]; then status="no requests completed"; fi
+  if [[ $status != ok ]]; then
+    say "$name: $mode: $status"
+    tail -n 20 "$out" >&2
+    tail_logs "$name"
+    FAILED+=("$name/$mode")
+  fi
+  awk -v n="$name" -v m="$mode" -v rps="$rps" -v req="$requests" -v e1="$non2xx" -v e2="$sock" \
+    -v ticks="$((after - before))" -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" -v np="$nprocs" -v st="$status" \
+    -v sb="$((s_busy1 - s_busy0))" -v stt="$((s_tot1 - s_tot0))" \
+    -v cb="$((c_busy1 - c_busy0))" -v ctt="$((c_tot1 - c_tot0))" '
+    BEGIN {
+      cpu = ticks / hz; el = t1 - t0
+      us = (req > 0) ? cpu * 1e6 / req : 0
+      core_us = (req > 0) ? sb / hz * 1e6 / req : 0
+      if (st == "server died during run") { # its CPU time is lost with it
+        printf "%s\t%s\t%s\t%s\t%d\t%d\tNA\tNA\t%.2f\tNA\tNA\t%d\t%s\t%.1f\t%.1f\tNA\n",
+          n, m, rps, req, e1, e2, el, np, st, (stt > 0 ? 100 * sb / stt : 0), (ctt > 0 ? 100 * cb / ctt : 0)
+        exit
+      }
+      printf "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.1f\t%.2f\t%d\t%s\t%.1f\t%.1f\t%.2f\n",
+        n, m, rps, req, e1, e2, ticks, cpu, el, (el > 0 ? 100 * cpu / el : 0), us, np, st,
+        (stt > 0 ? 100 * sb / stt : 0), (ctt > 0 ? 100 * cb / ctt : 0), core_us
+    }' >>"$SUMMARY"
+  [[ $status != "server died during run" ]]
+}
+
+bench_server() { # NAME
+  local name=$1 port url rc
+  SERVER_PID="" SKIP_REASON=""
+  port=$(free_port) || { record_skip "$name" "no free port found"; return 0; }
+  if ! "start_$name" "$port"; then
+    record_skip "$name" "$SKIP_REASON"
+    return 0
+  fi
+  url=http://127.0.0.1:$port$URL_PATH
+  say "$name: started, pid $SERVER_PID, port $port; waiting for it to answer"
+  rc=0
+  wait_ready "$url" "$SERVER_PID" "$READY_TIMEOUT" || rc=$?
+  if ((rc != 0)); then
+    if ((rc == 2)); then
+      record_skip "$name" "exited during start-up"
+    else
+      record_skip "$name" "no 2xx answer on $url within ${READY_TIMEOUT}s"
+    fi
+    tail_logs "$name"
+    stop_tree "$SERVER_PID"
+    return 0
+  fi
+  if ! verify_body "$url" "$FILE"; then
+    record_skip "$name" "did not return the 1 KiB file with 200"
+    tail_logs "$name"
+    stop_tree "$SERVER_PID"
+    return 0
+  fi
+  say "$name: verified 200 + 1024-byte body; $(proc_tree "$SERVER_PID" | wc -l) process(es)"
+  if measure "$name" keepalive "$url" "$SERVER_PID"; then
+    measure "$name" close "$url" "$SERVER_PID" || true
+  else
+    say "$name: not measuring close mode: the server is gone"
+  fi
+  stop_tree "$SERVER_PID"
+}
+
+# ---- run ---------------------------------------------------------------------
+version_of() {
+  case $1 in
+    epoll) echo "bench/epoll_fixed.c (cc -O2, $(cc --version 2>/dev/null | head -n 1))" ;;
+    luxd) echo "luxd $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '(no commit)')" ;;
+    nginx) echo "$("$NGINX" -v 2>&1 | head -n 1), sendfile+tcp_nopush $NGINX_SENDFILE" ;;
+    lighttpd) "$LIGHTTPD" -v 2>&1 | head -n 1 ;;
+    h2o) "$H2O" -v 2>&1 | head -n 1 ;;
+  esac
+}
+
+{
+  echo "date:       $(date -Is)"
+  echo "host:       $(uname -srm), $(nproc) CPUs, $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
+  echo "servers:    ${SERVERS[*]}"
+  for s in "${SERVERS[@]}"; do printf '  %-9s %s\n' "$s:" "$(version_of "$s" 2>/dev/null || echo '?')"; done
+  echo "server:     1 worker, taskset -c $SERVER_CPU, access logging OFF for every server"
+  echo "load:       taskset -c $CLIENT_CPU wrk -t1 -c$CONNS -d${DURATION}s [-H 'Connection: close'], warm-up ${WARMUP}s"
+  echo "file:       GET $URL_PATH, 1024 bytes, same docroot for all"
+  echo "cpu:        utime+stime of all server processes (/proc/PID/stat), CLK_TCK=$CLK_TCK"
+} | tee "$RESULTS/env.txt" >&2
+
+for s in "${SERVERS[@]}"; do
+  bench_server "$s"
+done
+
+# ---- table -------------------------------------------------------------------
+print_table() {
+  awk -F'\t' -v cpu="$SERVER_CPU" '
+    NR == 1 { next }
+    { rows[NR] = $0; if ($1 == "epoll" && $13 == "ok") floor[$2] = $11 }
+    END {
+      printf "%-9s %-9s %9s %9s %6s %6s %10s %7s %6s %6s\n", "server", "mode", "req/s", "requests", "errors", "cpu%", "CPU us/req", "x epoll", "core%", "wrk%"
+      for (i = 2; i <= NR; i++) {
+        split(rows[i], f, "\t")
+        if (f[13] ~ /^skipped/) { printf "%-9s %s\n", f[1], f[13]; continue }
+        ratio = (floor[f[2]] > 0 && f[13] == "ok") ? sprintf("%.2f", f[11] / floor[f[2]]) : "-"
+        if (f[10] == "NA") {
+          printf "%-9s %-9s %9.0f %9d %6d %6s %10s %7s %6.1f %6.1f  (%s)\n", f[1], f[2], f[3], f[4], f[5] + f[6], "-", "-", "-", f[14], f[15], f[13]
+          continue
+        }
+        busy = (f[14] - f[10] > 30) ? " *" : ""
+        if (busy != "") noisy = 1
+        printf "%-9s %-9s %9.0f %9d %6d %6.1f %10.2f %7s %6.1f %6.1f%s%s\n", f[1], f[2], f[3], f[4], f[5] + f[6], f[10], f[11], ratio, f[14], f[15], busy, (f[13] == "ok" ? "" : "  (" f[13] ")")
+      }
+      if (noisy) print "* core% exceeds the server'"'"'s cpu% by over 30 points: CPU " cpu " was busy with other work too; rerun on an idle machine."
+    }' "$SUMMARY"
+}
+
+{
+  echo
+  echo "Static 1 KiB file, ${DURATION}s per run, wrk -t1 -c$CONNS; server on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU; access logging OFF for all."
+  print_table
+  echo
+  echo "errors = wrk non-2xx/3xx responses + socket errors; cpu% = server processes' utime+stime over the"
+  echo "run, % of one core; CPU us/req = that CPU time*1e6/requests; x epoll = CPU us/req / the bare epoll loop's;"
+  echo "core% / wrk% = busy % of CPU $SERVER_CPU / CPU $CLIENT_CPU (/proc/stat, softirq included): wrk% near 100 = client-bound."
+  if [[ -n $NOT_IDLE ]]; then echo "$NOT_IDLE"; fi
+  echo "Raw results: $RESULTS"
+} | tee "$RESULTS/table.txt"
+
+((${#FAILED[@]} == 0)) || { say "not measured cleanly: ${FAILED[*]}"; exit 3; }
+exit 0
