@@ -29,6 +29,7 @@ static const llhttp_settings_t *parser_settings(void);
 static void conn_process(lx_conn_t *c);
 static void conn_flush(lx_conn_t *c);
 static void on_poll(uv_poll_t *p, int status, int events);
+static void conn_read(lx_conn_t *c);
 
 /* ---- deadlines ------------------------------------------------------ */
 
@@ -89,9 +90,20 @@ static void on_timer(uv_timer_t *t) {
 
 /* ---- poll interest -------------------------------------------------- */
 
+/* The poll handle is created on first need: a request that arrives with its
+ * connection (TCP_DEFER_ACCEPT) and asks for Connection: close is answered
+ * and closed without the socket ever entering epoll. */
 static void want(lx_conn_t *c, int events) {
     if (c->closed || events == c->events)
         return;
+    if (!c->polled) {
+        if (uv_poll_init(&c->w->loop, &c->poll, c->fd) < 0) {
+            lx_conn_close(c);
+            return;
+        }
+        c->poll.data = c;
+        c->polled = 1;
+    }
     c->events = events;
     if (events)
         uv_poll_start(&c->poll, events, on_poll);
@@ -137,10 +149,11 @@ void lx_conn_close(lx_conn_t *c) {
     w->nconns--;
     extern void lx_worker_conn_closed(lx_worker_t * w);
     lx_worker_conn_closed(w);
-    close(c->fd);
-    c->handles = 2;
-    uv_close((uv_handle_t *)&c->poll, on_handle_closed);
+    c->handles = 1 + c->polled;
+    if (c->polled)
+        uv_close((uv_handle_t *)&c->poll, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    close(c->fd);
 }
 
 void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
@@ -152,14 +165,13 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
     }
     c->rcap = s->max_header_bytes + 4096;
     c->rbuf = malloc(c->rcap);
-    if (c->rbuf == NULL || uv_poll_init(&w->loop, &c->poll, fd) < 0) {
-        free(c->rbuf);
+    if (c->rbuf == NULL) {
         free(c);
         close(fd);
         return;
     }
     uv_timer_init(&w->loop, &c->timer);
-    c->poll.data = c->timer.data = c;
+    c->timer.data = c;
     c->fd = fd;
     c->w = w;
     if (peer->sa_family == AF_INET)
@@ -170,10 +182,6 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
     else
         strcpy(c->peer, "-");
     lx_addr_from_sockaddr(peer, &c->addr);
-    if (s->tcp_nodelay) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
     lx_arena_init(&c->arena, 4096);
     llhttp_init(&c->parser, HTTP_REQUEST, parser_settings());
     c->parser.data = c;
@@ -185,8 +193,7 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
     /* With TCP_DEFER_ACCEPT the request is usually already here: try to read
      * it now instead of waiting a loop iteration for readiness. */
     set_deadline(c, TO_HEADER, s->header_timeout);
-    want(c, UV_READABLE);
-    on_poll(&c->poll, 0, UV_READABLE);
+    conn_read(c);
 }
 
 void lx_conn_drain(lx_conn_t *c) {
@@ -327,7 +334,7 @@ static void readahead_done(uv_work_t *w, int status) {
     if (c->closed) {
         if (c->pending == 0 && c->handles == 0) {
             c->handles = 1;
-            on_handle_closed((uv_handle_t *)&c->poll);
+            on_handle_closed((uv_handle_t *)&c->timer);
         }
         return;
     }
@@ -469,13 +476,19 @@ static void on_poll(uv_poll_t *p, int status, int events) {
             linger_read(c);
         return;
     }
+    conn_read(c);
+}
+
+static void conn_read(lx_conn_t *c) {
     if (c->rlen == c->rcap) {
         want(c, 0); /* full: resumes when the request ahead is answered */
         return;
     }
     ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
     if (n < 0) {
-        if (errno != EAGAIN && errno != EINTR)
+        if (errno == EAGAIN)
+            want(c, UV_READABLE);
+        else if (errno != EINTR)
             lx_conn_close(c);
         return;
     }
@@ -622,7 +635,7 @@ void lx_conn_resume(lx_conn_t *c) {
     if (c->closed) {
         if (c->pending == 0 && c->handles == 0) {
             c->handles = 1;
-            on_handle_closed((uv_handle_t *)&c->poll);
+            on_handle_closed((uv_handle_t *)&c->timer);
         }
         return;
     }

@@ -63,6 +63,7 @@ struct lx_conn_s {
     unsigned closed : 1;     /**< uv_close called */
     unsigned upgrade : 1;    /**< the client asked to switch protocols */
     unsigned eof : 1;        /**< the client closed its sending side */
+    unsigned polled : 1;     /**< poll is initialised (the socket is in epoll) */
     int handles;             /**< uv handles not yet closed */
     int pending;             /**< thread-pool jobs that will call back */
 };

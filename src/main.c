@@ -52,6 +52,10 @@ static int open_listener(const lx_listen_t *l, const lx_server_conf_t *s) {
                   strncmp(l->text, "[", 1) != 0;
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(one));
     }
+    /* Accepted sockets inherit TCP_NODELAY on Linux: one call here instead
+     * of one per connection. */
+    if (s->tcp_nodelay)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) < 0 || listen(fd, s->backlog) < 0) {
         int err = -errno;
         close(fd);
