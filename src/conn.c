@@ -34,6 +34,7 @@ static void conn_read(lx_conn_t *c);
 /* ---- deadlines ------------------------------------------------------ */
 
 static void on_timer(uv_timer_t *t);
+static void release_gen(lx_conn_t *c);
 
 /* Moving a deadline later costs nothing: the timer fires at the old time and
  * re-arms itself. Only an earlier deadline restarts the timer. */
@@ -138,6 +139,7 @@ void lx_conn_close(lx_conn_t *c) {
     if (c->closed)
         return;
     c->closed = 1;
+    release_gen(c);
     drop_output(c);
     lx_worker_t *w = c->w;
     if (c->prev)
@@ -535,7 +537,8 @@ static void request_begin(lx_conn_t *c) {
     lx_arena_reset(&c->arena);
     memset(&c->req, 0, sizeof(c->req));
     c->req.conn = c;
-    c->req.gen = c->w->gen;
+    c->req.gen = lx_worker_gen_acquire(c->w);
+    c->gen_held = 1;
     c->req.arena = &c->arena;
     c->req_start = c->rpos;
     c->body_base = 0;
@@ -619,8 +622,17 @@ static void conn_process(lx_conn_t *c) {
         lx_conn_close(c);
 }
 
+/* The request no longer needs its generation (its response is queued). */
+static void release_gen(lx_conn_t *c) {
+    if (c->gen_held) {
+        c->gen_held = 0;
+        lx_worker_gen_release(c->w, c->req.gen);
+    }
+}
+
 void lx_conn_request_done(lx_conn_t *c) {
     lx_req_t *r = &c->req;
+    release_gen(c);
     if (!r->keepalive) {
         c->closing = 1;
         /* Unread body or pipelined bytes: half-close rather than reset. */

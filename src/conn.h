@@ -64,6 +64,7 @@ struct lx_conn_s {
     unsigned upgrade : 1;    /**< the client asked to switch protocols */
     unsigned eof : 1;        /**< the client closed its sending side */
     unsigned polled : 1;     /**< poll is initialised (the socket is in epoll) */
+    unsigned gen_held : 1;   /**< req.gen is counted in the worker's users */
     int handles;             /**< uv handles not yet closed */
     int pending;             /**< thread-pool jobs that will call back */
 };

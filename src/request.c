@@ -53,6 +53,10 @@ static int split_target(lx_req_t *r) {
 /* The Host value without its port; refuses what is no host name. */
 static int host_name(lx_str_t host, lx_str_t *name) {
     const char *p = host.p, *end = host.p + host.len;
+    if (host.len == 0) {
+        *name = (lx_str_t){"", 0}; /* no Host: the default vhost decides */
+        return 0;
+    }
     if (p < end && *p == '[') {
         const char *close = memchr(p, ']', host.len);
         if (close == NULL)

@@ -129,7 +129,7 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
 
 void lx_resp_done(lx_req_t *r) {
     lx_conn_t *c = r->conn;
-    if (c->w->alog_fd >= 0)
+    if (r->gen->srv.access_log.path)
         lx_access_log(c->w, r);
     lx_conn_request_done(c);
 }

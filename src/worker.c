@@ -36,7 +36,7 @@ static void listen_start(lx_worker_t *w) {
     if (w->listening || w->stop)
         return;
     for (size_t i = 0; i < w->nlisteners; i++)
-        uv_poll_start(&w->listeners[i].poll, UV_READABLE, on_accept);
+        uv_poll_start(&w->listeners[i]->poll, UV_READABLE, on_accept);
     w->listening = 1;
 }
 
@@ -44,7 +44,7 @@ static void listen_pause(lx_worker_t *w) {
     if (!w->listening)
         return;
     for (size_t i = 0; i < w->nlisteners; i++)
-        uv_poll_stop(&w->listeners[i].poll);
+        uv_poll_stop(&w->listeners[i]->poll);
     w->listening = 0;
 }
 
@@ -74,15 +74,29 @@ static void on_accept(uv_poll_t *p, int status, int events) {
     }
 }
 
+static void close_listener(lx_listener_t *l) {
+    uv_close((uv_handle_t *)&l->poll, (uv_close_cb)free);
+    close(l->fd);
+}
+
 static void close_listeners(lx_worker_t *w) {
     listen_pause(w);
-    for (size_t i = 0; i < w->nlisteners; i++) {
-        if (w->listeners[i].fd >= 0) {
-            uv_close((uv_handle_t *)&w->listeners[i].poll, NULL);
-            close(w->listeners[i].fd);
-            w->listeners[i].fd = -1;
-        }
+    for (size_t i = 0; i < w->nlisteners; i++)
+        close_listener(w->listeners[i]);
+    w->nlisteners = 0;
+}
+
+static lx_listener_t *new_listener(lx_worker_t *w, int fd) {
+    lx_listener_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return NULL;
+    if (uv_poll_init(&w->loop, &l->poll, fd) < 0) {
+        free(l);
+        return NULL;
     }
+    l->fd = fd;
+    l->poll.data = w;
+    return l;
 }
 
 static void finish(lx_worker_t *w) {
@@ -124,11 +138,109 @@ static void begin_stop(lx_worker_t *w, int how) {
         finish(w);
 }
 
+void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
+    if (gen == w->gen) {
+        w->gen_users--;
+        return;
+    }
+    for (size_t i = 0; i < w->nretired; i++) {
+        lx_retired_t *rt = &w->retired[i];
+        if (rt->gen != gen)
+            continue;
+        if (--rt->users == 0) {
+            lx_log_debug("worker %d: generation %llu drained", w->index,
+                         (unsigned long long)gen->id);
+            lx_gen_unref(gen);
+            *rt = w->retired[--w->nretired];
+        }
+        return;
+    }
+}
+
+/* Starts polling fds that are new, closes the ones the new config dropped;
+ * an unchanged address keeps its socket and with it its accept queue, so no
+ * connection waiting there is lost. */
+static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
+    lx_listener_t **nl = calloc(nfds ? nfds : 1, sizeof(*nl));
+    if (nl == NULL) {
+        lx_log_error("worker %d: out of memory swapping listeners", w->index);
+        return;
+    }
+    listen_pause(w);
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        size_t j = 0;
+        while (j < nfds && fds[j] != w->listeners[i]->fd)
+            j++;
+        if (j < nfds)
+            nl[j] = w->listeners[i];
+        else
+            close_listener(w->listeners[i]);
+    }
+    size_t n = 0;
+    for (size_t j = 0; j < nfds; j++) {
+        if (nl[j] == NULL && (nl[j] = new_listener(w, fds[j])) == NULL) {
+            lx_log_error("worker %d: cannot poll a new listener", w->index);
+            close(fds[j]);
+            continue;
+        }
+        nl[n++] = nl[j];
+    }
+    free(w->listeners);
+    w->listeners = nl;
+    w->nlisteners = n;
+    if (!w->stop)
+        listen_start(w);
+}
+
+static void adopt(lx_worker_t *w) {
+    uv_mutex_lock(&w->mailbox_lock);
+    lx_mailbox_t m = w->mailbox;
+    w->mailbox.gen = NULL;
+    w->mailbox.fds = NULL;
+    uv_mutex_unlock(&w->mailbox_lock);
+    if (m.gen == NULL)
+        return;
+    swap_listeners(w, m.fds, m.nfds);
+    free(m.fds);
+    if (w->gen_users > 0) {
+        lx_retired_t *rt = realloc(w->retired, (w->nretired + 1) * sizeof(*rt));
+        if (rt != NULL) {
+            w->retired = rt;
+            rt[w->nretired++] = (lx_retired_t){w->gen, w->gen_users, uv_now(&w->loop)};
+        } else {
+            lx_gen_unref(w->gen); /* cannot track it: requests keep it by luck */
+        }
+    } else {
+        lx_gen_unref(w->gen);
+    }
+    w->gen = m.gen;
+    w->gen_users = 0;
+    const lx_server_conf_t *s = &m.gen->srv;
+    w->max_conns = s->max_connections / (uint32_t)s->workers;
+    if (w->max_conns == 0)
+        w->max_conns = 1;
+    /* Cached files carry the old sites' headers: start afresh. */
+    lx_filecache_clear(w->cache);
+}
+
 static void on_wakeup(uv_async_t *a) {
     lx_worker_t *w = a->data;
+    adopt(w);
     int how = __atomic_load_n(&w->stop_request, __ATOMIC_ACQUIRE);
     if (how)
         begin_stop(w, how);
+}
+
+void lx_worker_publish(lx_worker_t *w, lx_gen_t *gen, int *fds, size_t nfds) {
+    uv_mutex_lock(&w->mailbox_lock);
+    if (w->mailbox.gen) {
+        /* Two reloads before the loop woke: the older one never ran. */
+        lx_gen_unref(w->mailbox.gen);
+        free(w->mailbox.fds);
+    }
+    w->mailbox = (lx_mailbox_t){gen, fds, nfds};
+    uv_mutex_unlock(&w->mailbox_lock);
+    uv_async_send(&w->wakeup);
 }
 
 static void on_tick(uv_timer_t *t) {
@@ -169,9 +281,10 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     if (w->max_conns == 0)
         w->max_conns = 1;
     w->alog_fd = alog_fd;
-    if (alog_fd >= 0 && (w->alog = malloc(s->access_log_buffer)) == NULL)
+    w->alog_cap = s->access_log_buffer;
+    if ((w->alog = malloc(w->alog_cap)) == NULL)
         return -ENOMEM;
-    w->cache = lx_filecache_new(&w->loop, gen->mime);
+    w->cache = lx_filecache_new(&w->loop);
     w->match_data = pcre2_match_data_create(10, NULL); /* $0..$9 */
     if (w->match_data == NULL)
         return -ENOMEM;
@@ -179,12 +292,11 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     if (w->cache == NULL || w->listeners == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < nfds; i++) {
-        w->listeners[i].fd = fds[i];
-        if ((r = uv_poll_init(&w->loop, &w->listeners[i].poll, fds[i])) < 0)
-            return r;
-        w->listeners[i].poll.data = w;
+        if ((w->listeners[i] = new_listener(w, fds[i])) == NULL)
+            return -ENOMEM;
         w->nlisteners++;
     }
+    uv_mutex_init(&w->mailbox_lock);
     uv_async_init(&w->loop, &w->wakeup, on_wakeup);
     w->wakeup.data = w;
     uv_timer_init(&w->loop, &w->tick);
@@ -207,5 +319,13 @@ void lx_worker_join(lx_worker_t *w) {
     free(w->listeners);
     free(w->alog);
     pcre2_match_data_free(w->match_data);
+    for (size_t i = 0; i < w->nretired; i++)
+        lx_gen_unref(w->retired[i].gen);
+    free(w->retired);
+    if (w->mailbox.gen) {
+        lx_gen_unref(w->mailbox.gen);
+        free(w->mailbox.fds);
+    }
+    uv_mutex_destroy(&w->mailbox_lock);
     lx_gen_unref(w->gen);
 }

@@ -16,14 +16,33 @@ typedef struct {
     int fd;         /**< the SO_REUSEPORT socket of this loop */
 } lx_listener_t;
 
+/* A generation replaced by a reload, kept while requests still use it. */
+typedef struct {
+    lx_gen_t *gen;     /**< one reference held */
+    uint32_t users;    /**< requests of this loop still running under it */
+    uint64_t retired;  /**< loop ms when it was replaced */
+} lx_retired_t;
+
+/* What the main thread hands a loop on reload (under the mailbox lock). */
+typedef struct {
+    lx_gen_t *gen;     /**< the new generation, one reference for the loop */
+    int *fds;          /**< the loop's listening fds under the new config */
+    size_t nfds;       /**< entries in fds */
+} lx_mailbox_t;
+
 typedef struct lx_worker_s {
     uv_loop_t loop;           /**< this worker's loop */
     uv_thread_t thread;       /**< the thread running it */
     int index;                /**< 0..workers-1 */
     lx_gen_t *gen;            /**< current generation (one reference held) */
+    uint32_t gen_users;       /**< requests running under gen */
+    lx_retired_t *retired;    /**< older generations still in use */
+    size_t nretired;          /**< entries in retired */
+    uv_mutex_t mailbox_lock;  /**< guards mailbox */
+    lx_mailbox_t mailbox;     /**< a pending reload, gen NULL when none */
     uv_async_t wakeup;        /**< main thread -> loop: stop requested */
     uv_timer_t tick;          /**< once a second: log flush, drain deadline */
-    lx_listener_t *listeners; /**< one per listen address */
+    lx_listener_t **listeners; /**< one per listen address (uv handles do not move) */
     size_t nlisteners;        /**< entries in listeners */
     int listening;            /**< listeners are being polled */
     lx_conn_t *conns;         /**< all open connections (doubly linked) */
@@ -33,6 +52,7 @@ typedef struct lx_worker_s {
     void *match_data;         /**< pcre2_match_data for this loop's regex matches */
     char *alog;               /**< access log buffer */
     size_t alog_len;          /**< bytes in alog */
+    size_t alog_cap;          /**< its size */
     int alog_fd;              /**< access log file, or -1 */
     int stop;                 /**< 1: graceful stop, 2: immediate */
     int stop_request;         /**< atomic: what the main thread asked for */
@@ -48,6 +68,18 @@ typedef struct lx_worker_s {
  * logging requests to alog_fd (shared by all loops; -1: off). */
 int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds,
                     int alog_fd);
+/* Hands the worker a new generation and its listening fds (thread-safe; the
+ * loop switches at its next wakeup, between requests). Takes over the
+ * reference to gen and the fds array. */
+void lx_worker_publish(lx_worker_t *w, lx_gen_t *gen, int *fds, size_t nfds);
+
+/* A request started or ended under gen (request accounting for reload). */
+static inline lx_gen_t *lx_worker_gen_acquire(lx_worker_t *w) {
+    w->gen_users++;
+    return w->gen;
+}
+void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen);
+
 /* Asks the worker to stop: graceful (1) or immediate (2). Thread-safe. */
 void lx_worker_stop(lx_worker_t *w, int how);
 void lx_worker_join(lx_worker_t *w);

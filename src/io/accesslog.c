@@ -107,8 +107,9 @@ static size_t put_var(sink_t *s, lx_worker_t *w, const lx_req_t *r, const char *
 }
 
 void lx_access_log(lx_worker_t *w, const lx_req_t *r) {
-    const char *fmt = w->gen->srv.access_log.format;
-    size_t cap = w->gen->srv.access_log_buffer;
+    const lx_server_conf_t *srv = &r->gen->srv;
+    const char *fmt = srv->access_log.format;
+    size_t cap = w->alog_cap;
     /* A line is at most 8 KiB + the escaped header values we print. */
     size_t need = 256 + 4 * (r->target.len + r->known[LX_H_REFERER].len +
                              r->known[LX_H_USER_AGENT].len + r->known[LX_H_HOST].len);
@@ -163,6 +164,6 @@ void lx_access_log(lx_worker_t *w, const lx_req_t *r) {
     }
     *s.p++ = '\n';
     w->alog_len = (size_t)(s.p - w->alog);
-    if (w->gen->srv.access_log_unbuffered)
+    if (srv->access_log_unbuffered)
         lx_access_log_flush(w);
 }

@@ -23,7 +23,6 @@
 
 struct lx_filecache_s {
     uv_loop_t *loop;
-    const lx_mime_t *mime;
     lx_file_t **buckets;
     size_t nbuckets; /* a power of two */
     size_t n;        /* entries in the hash */
@@ -32,12 +31,11 @@ struct lx_filecache_s {
     lx_file_t *lru_head, *lru_tail;
 };
 
-lx_filecache_t *lx_filecache_new(uv_loop_t *loop, const lx_mime_t *mime) {
+lx_filecache_t *lx_filecache_new(uv_loop_t *loop) {
     lx_filecache_t *fc = calloc(1, sizeof(*fc));
     if (fc == NULL)
         return NULL;
     fc->loop = loop;
-    fc->mime = mime;
     fc->nbuckets = 1024;
     fc->buckets = calloc(fc->nbuckets, sizeof(*fc->buckets));
     if (fc->buckets == NULL) {
@@ -47,11 +45,8 @@ lx_filecache_t *lx_filecache_new(uv_loop_t *loop, const lx_mime_t *mime) {
     return fc;
 }
 
-void lx_filecache_set_mime(lx_filecache_t *fc, const lx_mime_t *mime) {
-    fc->mime = mime;
-}
-
 static void file_free(lx_file_t *f) {
+    lx_gen_unref(f->gen);
     if (f->fd >= 0)
         close(f->fd);
     free(f->data);
@@ -100,10 +95,12 @@ static void evict(lx_filecache_t *fc, lx_file_t *f) {
     *pp = f->hnext;
     lru_unlink(fc, f);
     fc->n--;
-    if (f->data)
-        fc->bytes -= f->size;
-    if (f->fd >= 0)
-        fc->fds--;
+    if (!f->loading) { /* a loading entry's fields belong to the pool thread */
+        if (f->data)
+            fc->bytes -= f->size;
+        if (f->fd >= 0)
+            fc->fds--;
+    }
     f->stale = 1;
     lx_file_unref(f);
 }
@@ -112,8 +109,7 @@ void lx_filecache_clear(lx_filecache_t *fc) {
     lx_file_t *f = fc->lru_head;
     while (f) {
         lx_file_t *next = f->lru_next;
-        if (!f->loading)
-            evict(fc, f);
+        evict(fc, f); /* a load in flight finishes for its waiters only */
         f = next;
     }
 }
@@ -156,11 +152,11 @@ static void grow(lx_filecache_t *fc) {
 }
 
 /* Builds the 200 response headers once, so a hit copies one string. */
-static void build_headers(lx_filecache_t *fc, lx_file_t *f) {
+static void build_headers(lx_file_t *f) {
     const lx_site_t *s = f->site;
     int gz = (f->site_id & 1) != 0;
     size_t plen = f->path_len - (gz ? 3 : 0);
-    f->ctype = lx_mime_lookup(fc->mime, f->path, plen);
+    f->ctype = lx_mime_lookup(f->gen->mime, f->path, plen);
     f->etag[0] = f->last_modified[0] = '\0';
     if (s->etag)
         snprintf(f->etag, sizeof(f->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
@@ -242,9 +238,9 @@ static void load_done(uv_work_t *w, int status) {
     f->loading = 0;
     if (status == UV_ECANCELED)
         f->err = -ECANCELED;
+    if (f->err == 0 && !f->is_dir)
+        build_headers(f);
     if (!f->stale) {
-        if (f->err == 0 && !f->is_dir)
-            build_headers(fc, f);
         if (f->data && f->err == 0)
             fc->bytes += f->size;
         if (f->fd >= 0)
@@ -298,8 +294,8 @@ static int add_waiter(lx_file_t *f, lx_conn_t *c) {
     return -EAGAIN;
 }
 
-int lx_filecache_get(lx_filecache_t *fc, const lx_site_t *site, const char *path, size_t len,
-                     int gz, lx_conn_t *waiter, lx_file_t **out) {
+int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, const char *path,
+                     size_t len, int gz, lx_conn_t *waiter, lx_file_t **out) {
     uint32_t site_id = site->id * 2 + (uint32_t)gz;
     uint64_t h = lx_hash(path, len, site_id);
     lx_file_t *f = fc->buckets[h & (fc->nbuckets - 1)];
@@ -334,6 +330,8 @@ int lx_filecache_get(lx_filecache_t *fc, const lx_site_t *site, const char *path
     f->path_len = len;
     f->cache = fc;
     f->site = site;
+    f->gen = gen;
+    lx_gen_ref(gen); /* a load in flight across a reload still reads site */
     f->site_id = site_id;
     f->hash = h;
     f->fd = -1;

@@ -27,6 +27,7 @@ typedef struct lx_file_s {
     uint64_t hash;                /**< of (site id, path) */
     uint32_t site_id;             /**< headers depend on the site */
     const lx_site_t *site;        /**< for building headers */
+    lx_gen_t *gen;                /**< holds site's generation alive (a reference) */
     char *path;                   /**< absolute file path (owned) */
     size_t path_len;              /**< strlen(path) */
     int err;                      /**< 0, or -ENOENT, -EACCES, ...: negative entry */
@@ -50,18 +51,17 @@ typedef struct lx_file_s {
     uv_work_t work;               /**< the thread-pool load */
 } lx_file_t;
 
-lx_filecache_t *lx_filecache_new(uv_loop_t *loop, const lx_mime_t *mime);
+lx_filecache_t *lx_filecache_new(uv_loop_t *loop);
 void lx_filecache_free(lx_filecache_t *fc);
 /* Drops every entry (a new generation's sites replace the old ones). */
 void lx_filecache_clear(lx_filecache_t *fc);
-void lx_filecache_set_mime(lx_filecache_t *fc, const lx_mime_t *mime);
 
 /* Looks up a path for a site; gz: the path is the gzip_static variant of the
  * path without ".gz", served with its type and Content-Encoding. Returns 0 with *out set (a reference the caller
  * must lx_file_unref) when the entry is ready (maybe a negative one: check
  * err), or -EAGAIN when it is being loaded: `c` is resumed when it is. */
-int lx_filecache_get(lx_filecache_t *fc, const lx_site_t *site, const char *path, size_t len,
-                     int gz, lx_conn_t *waiter, lx_file_t **out);
+int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, const char *path,
+                     size_t len, int gz, lx_conn_t *waiter, lx_file_t **out);
 
 void lx_file_ref(lx_file_t *f);
 void lx_file_unref(lx_file_t *f);

@@ -1,0 +1,483 @@
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "worker.h"
+
+/* One listen address and its socket in each loop. */
+typedef struct {
+    lx_listen_t addr; /* as configured */
+    int *fds;         /* one per worker */
+} slot_t;
+
+static struct {
+    const char *file;   /* config file, as given */
+    char *prefix;       /* directory relative paths start from */
+    lx_gen_t *gen;      /* current generation (one reference) */
+    lx_worker_t *workers;
+    int nworkers;
+    slot_t *slots;
+    size_t nslots;
+    int alog_fd;        /* shared by all loops; points at the access log file */
+    char *alog_path;    /* what alog_fd has open, or NULL */
+    char *pid_file;     /* written at start, removed at stop */
+    uint64_t reloads;   /* reload attempts, for the status file */
+    int *inherited;     /* LISTEN_FDS sockets not yet claimed */
+    int ninherited;
+} srv = {.alog_fd = -1};
+
+void lx_notify(const char *fmt, ...) {
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (path == NULL || (path[0] != '/' && path[0] != '@'))
+        return;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t len = strlen(path);
+    if (len >= sizeof(sa.sun_path))
+        return;
+    memcpy(sa.sun_path, path, len);
+    if (sa.sun_path[0] == '@')
+        sa.sun_path[0] = '\0'; /* abstract namespace */
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    if (sendto(fd, msg, (size_t)n, 0, (struct sockaddr *)&sa,
+               (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+        lx_log_warn("sd_notify: %s", strerror(errno));
+    close(fd);
+}
+
+static uint64_t monotonic_usec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int lx_reload_status_path(const char *pid_file, char *out, size_t len) {
+    if (pid_file == NULL)
+        return -ENOENT;
+    int n = snprintf(out, len, "%s.reload", pid_file);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* "SEQ ok|failed MESSAGE": written whole with a rename, so a reader never
+ * sees half a line. */
+static void write_status(int ok, const char *msg) {
+    char path[4096], tmp[4200];
+    if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) < 0)
+        return;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return;
+    fprintf(f, "%llu %s %s\n", (unsigned long long)srv.reloads, ok ? "ok" : "failed", msg);
+    fclose(f);
+    rename(tmp, path);
+}
+
+/* Finds a socket handed over by systemd (LISTEN_FDS) bound to l. */
+static int take_inherited(const lx_listen_t *l) {
+    for (int i = 0; i < srv.ninherited; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = srv.inherited[i];
+        if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+            continue;
+        if (len == l->addrlen && memcmp(&ss, &l->addr, len) == 0) {
+            srv.inherited[i] = -1;
+            return fd;
+        }
+    }
+    return -1;
+}
+
+/* Opens one listening socket. Each loop gets its own, bound with
+ * SO_REUSEPORT, so the kernel spreads connections without a shared lock. */
+static int open_listener(const lx_listen_t *l, const lx_server_conf_t *s) {
+    int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (l->addr.ss_family == AF_INET6) {
+        /* Only the "all addresses" form is dual-stack; "[::1]:80" means v6. */
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&l->addr;
+        int any = memcmp(&a6->sin6_addr, &in6addr_any, sizeof(in6addr_any)) == 0 &&
+                  l->text[0] != '[';
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(one));
+    }
+    /* Accepted sockets inherit TCP_NODELAY on Linux: one call here instead
+     * of one per connection. */
+    if (s->tcp_nodelay)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) < 0 ||
+        listen(fd, s->backlog) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    if (s->defer_accept) {
+        /* Wake the loop only when the request's first bytes are there. */
+        int secs = (int)(s->header_timeout / 1000) > 0 ? (int)(s->header_timeout / 1000) : 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+    }
+    return fd;
+}
+
+static void close_slot(slot_t *sl, int nworkers) {
+    for (int i = 0; i < nworkers; i++)
+        if (sl->fds[i] >= 0)
+            close(sl->fds[i]);
+    free(sl->fds);
+}
+
+static const slot_t *find_slot(const slot_t *slots, size_t n, const lx_listen_t *l) {
+    for (size_t i = 0; i < n; i++)
+        if (slots[i].addr.addrlen == l->addrlen &&
+            memcmp(&slots[i].addr.addr, &l->addr, l->addrlen) == 0 &&
+            strcmp(slots[i].addr.text, l->text) == 0)
+            return &slots[i];
+    return NULL;
+}
+
+/* The listener table for g: unchanged addresses keep their sockets, new
+ * ones are opened (or taken from LISTEN_FDS). On failure nothing is kept
+ * open and err says which address failed. */
+static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *nout, char *err,
+                       size_t errlen) {
+    const lx_server_conf_t *s = &g->srv;
+    slot_t *slots = calloc(s->nlisten ? s->nlisten : 1, sizeof(*slots));
+    size_t n = 0;
+    int r = slots ? 0 : -ENOMEM;
+    for (size_t j = 0; r == 0 && j < s->nlisten; j++) {
+        const lx_listen_t *l = &s->listen[j];
+        slot_t *sl = &slots[n];
+        sl->addr = *l;
+        sl->fds = malloc((size_t)nworkers * sizeof(int));
+        if (sl->fds == NULL) {
+            r = -ENOMEM;
+            break;
+        }
+        const slot_t *old = find_slot(srv.slots, srv.nslots, l);
+        if (old) {
+            memcpy(sl->fds, old->fds, (size_t)nworkers * sizeof(int));
+            n++;
+            continue;
+        }
+        int inherited = take_inherited(l);
+        for (int i = 0; i < nworkers; i++) {
+            /* Loops share an inherited socket, each through its own fd. */
+            int fd = inherited >= 0 ? (i == 0 ? inherited : dup(inherited)) : open_listener(l, s);
+            if (fd < 0) {
+                r = inherited >= 0 ? -errno : fd;
+                while (i-- > 0)
+                    close(sl->fds[i]);
+                free(sl->fds);
+                snprintf(err, errlen, "listen %s: %s", l->text, strerror(-r));
+                break;
+            }
+            sl->fds[i] = fd;
+        }
+        if (r == 0)
+            n++;
+    }
+    if (r < 0) {
+        /* Close only what this call opened; the running slots stay. */
+        for (size_t i = 0; i < n; i++) {
+            if (find_slot(srv.slots, srv.nslots, &slots[i].addr))
+                free(slots[i].fds);
+            else
+                close_slot(&slots[i], nworkers);
+        }
+        free(slots);
+        if (r == -ENOMEM && err[0] == '\0')
+            snprintf(err, errlen, "out of memory");
+        return r;
+    }
+    *out = slots;
+    *nout = n;
+    return 0;
+}
+
+static void free_slots(slot_t *slots, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free(slots[i].fds);
+    free(slots);
+}
+
+/* Points the shared access log fd at path (or at nothing). dup2 swaps the
+ * file under every loop at once, with no lock on the request path. */
+static int open_access_log(const char *path) {
+    if (path && srv.alog_path && strcmp(path, srv.alog_path) == 0)
+        return 0;
+    int fd = open(path ? path : "/dev/null", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    if (srv.alog_fd < 0) {
+        srv.alog_fd = fd;
+    } else {
+        dup2(fd, srv.alog_fd);
+        close(fd);
+    }
+    free(srv.alog_path);
+    srv.alog_path = path ? strdup(path) : NULL;
+    return 0;
+}
+
+static int write_pid_file(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -errno;
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+    return 0;
+}
+
+static int drop_privileges(const char *user) {
+    if (user == NULL || geteuid() != 0)
+        return 0;
+    struct passwd *pw = getpwnam(user);
+    if (pw == NULL)
+        return -ENOENT;
+    if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+        return -errno;
+    return 0;
+}
+
+/* Sockets systemd passed (LISTEN_PID/LISTEN_FDS, from fd 3 on). */
+static void collect_inherited(void) {
+    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+    if (pid == NULL || fds == NULL || atol(pid) != (long)getpid())
+        return;
+    int n = atoi(fds);
+    if (n <= 0 || (srv.inherited = malloc((size_t)n * sizeof(int))) == NULL)
+        return;
+    for (int i = 0; i < n; i++) {
+        srv.inherited[i] = 3 + i;
+        fcntl(3 + i, F_SETFD, FD_CLOEXEC);
+        fcntl(3 + i, F_SETFL, fcntl(3 + i, F_GETFL) | O_NONBLOCK);
+    }
+    srv.ninherited = n;
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+}
+
+int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_async_t *exited) {
+    const lx_server_conf_t *s = &gen->srv;
+    char err[512] = "";
+    srv.file = file;
+    srv.prefix = strdup(prefix);
+    srv.gen = gen;
+    srv.nworkers = s->workers;
+    int r = lx_log_open(s->error_log, s->error_log_level);
+    if (r < 0) {
+        fprintf(stderr, "luxd: error_log %s: %s\n", s->error_log, strerror(-r));
+        return r;
+    }
+    if ((r = open_access_log(s->access_log.path)) < 0) {
+        lx_log(LX_LOG_EMERG, "access_log %s: %s", s->access_log.path, strerror(-r));
+        return r;
+    }
+    collect_inherited();
+    if ((r = build_slots(gen, srv.nworkers, &srv.slots, &srv.nslots, err, sizeof(err))) < 0) {
+        lx_log(LX_LOG_EMERG, "%s", err);
+        return r;
+    }
+    for (int i = 0; i < srv.ninherited; i++)
+        if (srv.inherited[i] >= 0)
+            lx_log_warn("LISTEN_FDS: fd %d matches no listen address; ignored",
+                        srv.inherited[i]);
+    if ((r = drop_privileges(s->user)) < 0) {
+        lx_log(LX_LOG_EMERG, "user %s: %s", s->user, strerror(-r));
+        return r;
+    }
+    if (s->pid_file) {
+        if ((r = write_pid_file(s->pid_file)) < 0) {
+            lx_log(LX_LOG_EMERG, "pid_file %s: %s", s->pid_file, strerror(-r));
+            return r;
+        }
+        srv.pid_file = strdup(s->pid_file);
+    }
+    srv.workers = calloc((size_t)srv.nworkers, sizeof(*srv.workers));
+    if (srv.workers == NULL)
+        return -ENOMEM;
+    for (int i = 0; i < srv.nworkers; i++) {
+        int *fds = malloc((srv.nslots ? srv.nslots : 1) * sizeof(int));
+        for (size_t j = 0; fds && j < srv.nslots; j++)
+            fds[j] = srv.slots[j].fds[i];
+        srv.workers[i].exited = exited;
+        r = fds ? lx_worker_start(&srv.workers[i], i, gen, fds, srv.nslots, srv.alog_fd)
+                : -ENOMEM;
+        free(fds);
+        if (r < 0) {
+            lx_log(LX_LOG_EMERG, "worker %d: %s", i, uv_strerror(r));
+            return r;
+        }
+    }
+    lx_log_info("luxd " LX_VERSION " started: generation %llu, %d worker%s, config %s",
+                (unsigned long long)gen->id, srv.nworkers, srv.nworkers == 1 ? "" : "s", file);
+    for (size_t j = 0; j < srv.nslots; j++)
+        lx_log_info("listening on %s", srv.slots[j].addr.text);
+    lx_notify("READY=1\nMAINPID=%ld\nSTATUS=serving generation %llu", (long)getpid(),
+              (unsigned long long)gen->id);
+    return 0;
+}
+
+/* Settings a running process cannot change; said clearly, not ignored. */
+static void keep_restart_only(lx_gen_t *g) {
+    lx_server_conf_t *n = &g->srv;
+    const lx_server_conf_t *o = &srv.gen->srv;
+    if (n->workers != o->workers) {
+        lx_log_warn("reload: workers %d -> %d needs a restart; keeping %d", o->workers,
+                    n->workers, o->workers);
+        n->workers = o->workers;
+    }
+    if ((n->user == NULL) != (o->user == NULL) ||
+        (n->user && o->user && strcmp(n->user, o->user) != 0))
+        lx_log_warn("reload: user needs a restart; still running as before");
+}
+
+int lx_server_reload(void) {
+    uint64_t t0 = uv_hrtime();
+    char err[2048] = "";
+    srv.reloads++;
+    lx_notify("RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)monotonic_usec());
+    lx_gen_t *g;
+    int r = lx_config_load(srv.file, srv.prefix, srv.gen->id + 1, &g, err, sizeof(err));
+    slot_t *slots = NULL;
+    size_t nslots = 0;
+    if (r == 0) {
+        keep_restart_only(g);
+        r = build_slots(g, srv.nworkers, &slots, &nslots, err, sizeof(err));
+        if (r < 0)
+            lx_gen_unref(g);
+    }
+    if (r == 0 && (r = open_access_log(g->srv.access_log.path)) < 0) {
+        snprintf(err, sizeof(err), "access_log %s: %s", g->srv.access_log.path, strerror(-r));
+        for (size_t i = 0; i < nslots; i++)
+            if (!find_slot(srv.slots, srv.nslots, &slots[i].addr))
+                close_slot(&slots[i], srv.nworkers), slots[i].fds = NULL;
+        free_slots(slots, nslots);
+        lx_gen_unref(g);
+    }
+    if (r < 0) {
+        lx_log_error("reload failed, still serving generation %llu: %s",
+                     (unsigned long long)srv.gen->id, err);
+        write_status(0, err);
+        lx_notify("READY=1\nSTATUS=reload failed: %s", err);
+        return r;
+    }
+
+    /* Past this point nothing can fail: publish. */
+    if (strcmp(g->srv.error_log, srv.gen->srv.error_log) != 0 ||
+        g->srv.error_log_level != srv.gen->srv.error_log_level) {
+        if ((r = lx_log_open(g->srv.error_log, g->srv.error_log_level)) < 0)
+            lx_log_error("reload: error_log %s: %s; keeping the old one", g->srv.error_log,
+                         strerror(-r));
+    }
+    if (g->srv.pid_file && (!srv.pid_file || strcmp(g->srv.pid_file, srv.pid_file) != 0)) {
+        if (write_pid_file(g->srv.pid_file) == 0) {
+            if (srv.pid_file)
+                unlink(srv.pid_file);
+            free(srv.pid_file);
+            srv.pid_file = strdup(g->srv.pid_file);
+        }
+    }
+    for (int i = 0; i < srv.nworkers; i++) {
+        int *fds = malloc((nslots ? nslots : 1) * sizeof(int));
+        if (fds == NULL)
+            continue; /* that loop keeps the old generation */
+        for (size_t j = 0; j < nslots; j++)
+            fds[j] = slots[j].fds[i];
+        lx_gen_ref(g);
+        lx_worker_publish(&srv.workers[i], g, fds, nslots);
+    }
+    /* Loops close the sockets of dropped addresses themselves. */
+    for (size_t i = 0; i < srv.nslots; i++)
+        if (!find_slot(slots, nslots, &srv.slots[i].addr))
+            lx_log_info("reload: no longer listening on %s", srv.slots[i].addr.text);
+    for (size_t i = 0; i < nslots; i++)
+        if (!find_slot(srv.slots, srv.nslots, &slots[i].addr))
+            lx_log_info("reload: now listening on %s", slots[i].addr.text);
+    free_slots(srv.slots, srv.nslots);
+    srv.slots = slots;
+    srv.nslots = nslots;
+    lx_gen_unref(srv.gen);
+    srv.gen = g;
+    double ms = (double)(uv_hrtime() - t0) / 1e6;
+    lx_log_info("reload: generation %llu in %.1f ms (%zu vhosts)", (unsigned long long)g->id, ms,
+                g->nvhosts);
+    char msg[128];
+    snprintf(msg, sizeof(msg), "generation %llu in %.1f ms", (unsigned long long)g->id, ms);
+    write_status(1, msg);
+    lx_notify("READY=1\nSTATUS=serving generation %llu", (unsigned long long)g->id);
+    return 0;
+}
+
+void lx_server_reopen(void) {
+    int r = lx_log_reopen();
+    if (r < 0)
+        lx_log_error("reopen: error log: %s", strerror(-r));
+    char *path = srv.alog_path ? strdup(srv.alog_path) : NULL;
+    if (path) {
+        free(srv.alog_path);
+        srv.alog_path = NULL; /* force a fresh open of the same path */
+        if ((r = open_access_log(path)) < 0)
+            lx_log_error("reopen: access log %s: %s", path, strerror(-r));
+        free(path);
+    }
+    lx_log_info("logs reopened");
+}
+
+void lx_server_stop(int how) {
+    lx_notify("STOPPING=1");
+    for (int i = 0; i < srv.nworkers; i++)
+        lx_worker_stop(&srv.workers[i], how);
+}
+
+int lx_server_all_exited(void) {
+    for (int i = 0; i < srv.nworkers; i++)
+        if (!__atomic_load_n(&srv.workers[i].done, __ATOMIC_ACQUIRE))
+            return 0;
+    return 1;
+}
+
+void lx_server_cleanup(void) {
+    for (int i = 0; i < srv.nworkers; i++)
+        lx_worker_join(&srv.workers[i]);
+    free(srv.workers);
+    free_slots(srv.slots, srv.nslots); /* the loops closed the sockets */
+    if (srv.pid_file) {
+        char path[4200];
+        unlink(srv.pid_file);
+        if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) == 0)
+            unlink(path);
+    }
+    free(srv.pid_file);
+    if (srv.alog_fd >= 0)
+        close(srv.alog_fd);
+    free(srv.alog_path);
+    free(srv.prefix);
+    free(srv.inherited);
+    lx_gen_unref(srv.gen);
+}
