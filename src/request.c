@@ -67,9 +67,15 @@ static int host_name(lx_str_t host, lx_str_t *name) {
     const char *colon = memchr(p, ':', host.len);
     if (colon)
         end = colon;
+    /* No empty labels: ".a", "a..b" name no host (a single trailing dot,
+     * the root label, is fine and is dropped). */
+    if (end > p && end[-1] == '.')
+        end--;
+    if (p < end && *p == '.')
+        return -EINVAL;
     for (const char *s = p; s < end; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch <= 0x20 || ch == '/' || ch == '\\' || ch >= 0x7f)
+        if (ch <= 0x20 || ch == '/' || ch == '\\' || ch >= 0x7f || (ch == '.' && s[1] == '.'))
             return -EINVAL;
     }
     *name = (lx_str_t){p, (size_t)(end - p)};
@@ -217,25 +223,34 @@ static int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m) {
     if (i < 0)
         return 0;
     const lx_rule_t *rule = &r->vhost->rewrite->rules[i];
-    char buf[4096];
-    int n = lx_rule_expand(rule->target, r->decoded, m->md, buf, sizeof(buf), 0);
+    /* The query starts at the target's own '?', never at one a capture
+     * brings in (a decoded %3F is part of the path). */
+    const char *tq = strchr(rule->target, '?');
+    size_t tplen = tq ? (size_t)(tq - rule->target) : strlen(rule->target);
+    char tpath[1024], buf[4096], qbuf[4096];
+    if (tplen >= sizeof(tpath))
+        return -EINVAL;
+    memcpy(tpath, rule->target, tplen);
+    tpath[tplen] = '\0';
+    int n = lx_rule_expand(tpath, m->path, m->md, buf, sizeof(buf), 0);
     if (n < 0 || buf[0] != '/')
         return -EINVAL;
-    char *q = strchr(buf, '?');
-    size_t plen = q ? (size_t)(q - buf) : (size_t)n;
-    char *path = lx_arena_alloc(r->arena, plen + 1);
-    if (path == NULL || lx_path_clean(buf, plen, path, &r->decoded_len) < 0)
+    char *path = lx_arena_alloc(r->arena, (size_t)n + 1);
+    if (path == NULL || lx_path_clean(buf, (size_t)n, path, &r->decoded_len) < 0)
         return -EINVAL;
     r->decoded = path;
-    if (q) {
-        size_t tq = strlen(q + 1), cq = r->query.len;
-        char *nq = lx_arena_alloc(r->arena, tq + cq + 2);
+    if (tq) {
+        int q = lx_rule_expand(tq + 1, m->path, m->md, qbuf, sizeof(qbuf), 1);
+        if (q < 0)
+            return -EINVAL;
+        size_t cq = r->query.len;
+        char *nq = lx_arena_alloc(r->arena, (size_t)q + cq + 2);
         if (nq == NULL)
             return -ENOMEM;
-        memcpy(nq, q + 1, tq);
-        size_t len = tq;
+        memcpy(nq, qbuf, (size_t)q);
+        size_t len = (size_t)q;
         if (cq) {
-            if (tq)
+            if (q)
                 nq[len++] = '&';
             memcpy(nq + len, r->query.p, cq);
             len += cq;

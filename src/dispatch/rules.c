@@ -298,7 +298,7 @@ int lx_rule_expand(const char *target, const char *subject, pcre2_match_data *md
                 continue; /* an unset group expands to nothing */
             for (PCRE2_SIZE i = ov[2 * k]; i < ov[2 * k + 1]; i++) {
                 unsigned char c = (unsigned char)subject[i];
-                int enc = escape && (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#", c));
+                int enc = escape && (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#%?", c));
                 if (n + (enc ? 3 : 1) >= cap)
                     return -ENOSPC;
                 if (enc) {

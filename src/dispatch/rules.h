@@ -65,7 +65,8 @@ pcre2_code *lx_regex_compile(const char *src, char *err, size_t errlen);
 
 /* Expands $0..$9 in target with the captures of the last match. Returns the
  * length written (at most cap - 1, NUL-terminated), or -ENOSPC. `escape`
- * percent-encodes captured bytes that may not stand in a URL. */
+ * percent-encodes captured bytes that may not stand in a URL as data (a
+ * decoded "%" or "?" from the path is encoded again). */
 int lx_rule_expand(const char *target, const char *subject, pcre2_match_data *md, char *out,
                    size_t cap, int escape);
 
