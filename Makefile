@@ -59,6 +59,11 @@ $(BUILD)/unit/test_%: t/unit/test_%.c src/http/%.c t/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_$*.c src/http/$*.c
 
+# The rule tables need PCRE2 and llhttp's method names.
+$(BUILD)/unit/test_dispatch: t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) $(PKG_LIBS)
+
 unit: $(UNITS)
 
 run: deps all

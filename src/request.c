@@ -204,13 +204,16 @@ static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
         finish(r, 500);
         return 1;
     }
-    size_t cap = (size_t)n + 16;
+    /* The client's query goes along, after the target's own (nginx does
+     * the same). */
+    size_t cap = (size_t)n + r->query.len + 16;
     char *hdr = lx_arena_alloc(r->arena, cap);
     if (hdr == NULL) {
         finish(r, 500);
         return 1;
     }
-    snprintf(hdr, cap, "Location: %s\r\n", loc);
+    snprintf(hdr, cap, "Location: %s%s%.*s\r\n", loc,
+             r->query.len ? (strchr(loc, '?') ? "&" : "?") : "", (int)r->query.len, r->query.p);
     lx_resp_error_with(r, rule->status, hdr);
     lx_resp_done(r);
     return 1;

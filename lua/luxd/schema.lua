@@ -452,10 +452,13 @@ local VHOST_KEYS = {
   error_pages = check_error_pages,
 }
 
--- The keys a location may set: all of a vhost's but its names.
+-- The keys a location may set: all of a vhost's but its names, and but the
+-- rewrite and redirect lists, which run before a location is chosen (the
+-- location is picked for the rewritten path), so they belong to the vhost.
+local VHOST_ONLY = { aliases = true, default = true, rewrite = true, redirect = true }
 local LOCATION_KEYS, LOCATION_ORDER = {}, {}
 for _, k in ipairs(S.VHOST_ORDER) do
-  if k ~= "aliases" and k ~= "default" then
+  if not VHOST_ONLY[k] then
     LOCATION_KEYS[k] = VHOST_KEYS[k]
     LOCATION_ORDER[#LOCATION_ORDER + 1] = k
   end
@@ -508,6 +511,9 @@ local LOCATION_SCHEMA = {
   keys = LOCATION_KEYS, order = LOCATION_ORDER,
   hint = function(k)
     if k == "aliases" or k == "default" then return " (it is only valid on the vhost itself)" end
+    if k == "rewrite" or k == "redirect" then
+      return " (rewrite and redirect run before a location is chosen: put them on the vhost)"
+    end
     return belongs(k, "vhost")
   end,
   unknown = misplaced,

@@ -6,6 +6,7 @@
 
 #include "../conn.h"
 #include "../http/date.h"
+#include "../http/path.h"
 #include "../http/range.h"
 #include "../io/filecache.h"
 #include "../lx.h"
@@ -308,15 +309,22 @@ static lx_rc_t static_handle(lx_req_t *r) {
     if (f->err) {
         lx_resp_error(r, error_status(f->err));
     } else if (f->is_dir) {
-        /* "/dir" -> "/dir/", keeping the client's own encoding and query. */
-        size_t n = r->path.len + r->query.len + 32;
+        /* "/dir" -> "/dir/": the path being served (after any rewrite),
+         * encoded again, with the query. */
+        size_t n = 3 * len + r->query.len + 32;
         char *loc = lx_arena_alloc(r->arena, n);
         if (loc == NULL) {
             lx_file_unref(f);
             return LX_ERROR;
         }
-        snprintf(loc, n, "Location: %.*s/%s%.*s\r\n", (int)r->path.len, r->path.p,
-                 r->query.len ? "?" : "", (int)r->query.len, r->query.p);
+        memcpy(loc, "Location: ", 10);
+        int e = lx_path_encode(path, len, loc + 10, n - 10);
+        if (e < 0) {
+            lx_file_unref(f);
+            return LX_ERROR;
+        }
+        snprintf(loc + 10 + e, n - 10 - (size_t)e, "/%s%.*s\r\n", r->query.len ? "?" : "",
+                 (int)r->query.len, r->query.p);
         lx_resp_error_with(r, 301, loc);
     } else {
         res = serve_file(r, f, path, len);

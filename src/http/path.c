@@ -114,3 +114,27 @@ int lx_path_normalize(const char *in, size_t len, char *out, size_t *outlen) {
 int lx_path_clean(const char *in, size_t len, char *out, size_t *outlen) {
     return normalize(in, len, out, outlen, 0);
 }
+
+int lx_path_encode(const char *in, size_t len, char *out, size_t cap) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)in[i];
+        int enc = c <= 0x20 || c >= 0x7f;
+        for (const char *p = "\"<>\\^`{|}#%?"; !enc && *p; p++)
+            enc = c == (unsigned char)*p;
+        if (n + (enc ? 3 : 1) >= cap)
+            return -ENOSPC;
+        if (enc) {
+            out[n++] = '%';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    if (n >= cap)
+        return -ENOSPC;
+    out[n] = '\0';
+    return (int)n;
+}

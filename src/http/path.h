@@ -32,4 +32,10 @@ int lx_path_normalize(const char *in, size_t len, char *out, size_t *outlen);
  * twice. */
 int lx_path_clean(const char *in, size_t len, char *out, size_t *outlen);
 
+/* Percent-encodes a decoded path for a Location header: bytes that may not
+ * stand in a URL path as data (controls, space, non-ASCII, "%", "?", "#" and
+ * friends) become %XX. Returns the length written (NUL-terminated), or
+ * -ENOSPC when cap is too small. */
+int lx_path_encode(const char *in, size_t len, char *out, size_t cap);
+
 #endif

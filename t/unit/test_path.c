@@ -276,5 +276,26 @@ int main(void) {
            "outlen is 5 and the output NUL-terminated for \"/a/./b/\"");
     }
 
+    /* lx_path_clean: the same normalisation for an already-decoded path;
+     * '%' is data, so nothing is decoded a second time. */
+    {
+        char out[64];
+        size_t n;
+        ok(lx_path_clean("/a/%2e%2e/b", 11, out, &n) == 0 && strcmp(out, "/a/%2e%2e/b") == 0,
+           "clean: %%2e%%2e stays literal");
+        ok(lx_path_clean("/a/../b", 7, out, &n) == 0 && strcmp(out, "/b") == 0,
+           "clean: dot-segments removed");
+        ok(lx_path_clean("/../b", 5, out, &n) == -EINVAL, "clean: climbing above the root refused");
+    }
+    /* lx_path_encode: Location headers carry decoded bytes as data. */
+    {
+        char out[64];
+        is_int(lx_path_encode("/a b?c%#", 8, out, sizeof(out)), 16, "encode: length");
+        is_str(out, "/a%20b%3Fc%25%23", "encode: space ? %% # are escaped");
+        is_int(lx_path_encode("/\xc3\xa9", 3, out, sizeof(out)), 7, "encode: UTF-8 bytes");
+        is_str(out, "/%C3%A9", "encode: UTF-8 bytes as %%XX");
+        ok(lx_path_encode("/abcdef", 7, out, 4) == -ENOSPC, "encode: too small a buffer");
+    }
+
     return done_testing();
 }

@@ -1,0 +1,134 @@
+/* Unit tests for the compiled rule tables: CIDR sets, the byte trie, the
+ * literals read out of regexes, and first-match order through the index. */
+#include <string.h>
+
+#include "dispatch/cidr.h"
+#include "dispatch/rules.h"
+#include "dispatch/trie.h"
+#include "tap.h"
+
+static lx_addr_t addr(const char *s) {
+    lx_addr_t f, l;
+    lx_cidr_parse(s, &f, &l);
+    return f;
+}
+
+static int collect(void *ud, const uint32_t *ids, uint32_t n, size_t depth) {
+    char *out = ud;
+    (void)depth;
+    for (uint32_t i = 0; i < n; i++)
+        sprintf(out + strlen(out), "%u,", ids[i]);
+    return 0;
+}
+
+static lx_rule_t regex_rule(const char *re) {
+    char err[256];
+    lx_rule_t r = {.kind = LX_RULE_DENY, .status = 403, .regex = re};
+    r.re = lx_regex_compile(re, err, sizeof(err));
+    return r;
+}
+
+int main(void) {
+    /* CIDR parsing and sets. */
+    lx_addr_t f[4], l[4];
+    ok(lx_cidr_parse("10.0.0.0/8", &f[0], &l[0]) == 0, "parse 10.0.0.0/8");
+    ok(lx_cidr_parse("::1", &f[1], &l[1]) == 0, "parse ::1");
+    ok(lx_cidr_parse("192.168.1.7/24", &f[2], &l[2]) == 0, "host bits are cleared");
+    ok(lx_cidr_parse("2001:db8::/32", &f[3], &l[3]) == 0, "parse 2001:db8::/32");
+    ok(lx_cidr_parse("10.0.0.0/33", &f[0], &l[0]) < 0, "/33 on IPv4 refused");
+    ok(lx_cidr_parse("::/129", &f[0], &l[0]) < 0, "/129 refused");
+    ok(lx_cidr_parse("10.0.0", &f[0], &l[0]) < 0, "three octets refused");
+    ok(lx_cidr_parse("10.0.0.0/", &f[0], &l[0]) < 0, "empty prefix length refused");
+    ok(lx_cidr_parse("example.com", &f[0], &l[0]) < 0, "a name refused");
+    lx_cidr_parse("10.0.0.0/8", &f[0], &l[0]);
+    lx_cidrset_t set;
+    lx_cidrset_build(&set, f, l, 4);
+    ok(lx_cidrset_has(&set, addr("10.1.2.3")), "10.1.2.3 in 10/8");
+    ok(!lx_cidrset_has(&set, addr("11.0.0.0")), "11.0.0.0 not in the set");
+    ok(lx_cidrset_has(&set, addr("::1")), "::1 in the set");
+    ok(!lx_cidrset_has(&set, addr("::2")), "::2 not in the set");
+    ok(lx_cidrset_has(&set, addr("192.168.1.255")), "192.168.1.255 in /24");
+    ok(!lx_cidrset_has(&set, addr("192.168.2.0")), "192.168.2.0 not in /24");
+    ok(lx_cidrset_has(&set, addr("2001:db8:ffff::1")), "2001:db8:ffff::1 in /32");
+    ok(!lx_cidrset_has(&set, addr("::ffff:11.0.0.1")), "v4-mapped 11.0.0.1 not in the set");
+    ok(lx_cidrset_has(&set, addr("::ffff:10.9.9.9")), "v4-mapped 10.9.9.9 in 10/8");
+    lx_addr_t af[2], al[2];
+    lx_cidr_parse("0.0.0.0/0", &af[0], &al[0]);
+    lx_cidr_parse("::/0", &af[1], &al[1]);
+    lx_cidrset_build(&set, af, al, 2);
+    is_int((long long)set.n, 1, "::/0 swallows 0.0.0.0/0 when merged");
+    ok(lx_cidrset_has(&set, addr("255.255.255.255")), "::/0 holds everything");
+
+    /* The trie: prefixes shortest first, suffixes by reversed keys. */
+    lx_trie_t *t = lx_trie_new();
+    lx_trie_add(t, "/a/", 3, 0);
+    lx_trie_add(t, "/", 1, 1);
+    lx_trie_add(t, "/a/b/", 5, 2);
+    lx_trie_add(t, "/b/", 3, 3);
+    lx_trie_add(t, "/a/", 3, 4);
+    char got[64] = "";
+    lx_trie_walk(t, "/a/b/c", 6, 0, collect, got);
+    is_str(got, "1,0,4,2,", "prefixes of /a/b/c, shortest first, ids in order");
+    got[0] = '\0';
+    lx_trie_walk(t, "/c", 2, 0, collect, got);
+    is_str(got, "1,", "only / is a prefix of /c");
+    is_int((long long)lx_trie_keys(t), 5, "five keys");
+    lx_trie_free(t);
+
+    /* Literals read out of regexes: only where they are certain. */
+    char lit[64];
+    size_t n;
+    n = lx_regex_literal("^/old/(.*)$", 0, lit, sizeof(lit));
+    lit[n] = '\0';
+    is_str(lit, "/old/", "prefix of ^/old/(.*)$");
+    n = lx_regex_literal("^/a\\.b/", 0, lit, sizeof(lit));
+    lit[n] = '\0';
+    is_str(lit, "/a.b/", "an escaped dot is a literal dot");
+    n = lx_regex_literal("^/ab?c", 0, lit, sizeof(lit));
+    lit[n] = '\0';
+    is_str(lit, "/a", "a quantified character is not part of the prefix");
+    is_int((long long)lx_regex_literal("^/a|^/b", 0, lit, sizeof(lit)), 0,
+           "top-level alternation: no prefix");
+    is_int((long long)lx_regex_literal("(?i)^/admin", 0, lit, sizeof(lit)), 0,
+           "inline options: no prefix");
+    is_int((long long)lx_regex_literal("^\\Q/a\\E", 0, lit, sizeof(lit)), 0, "\\Q..\\E: no prefix");
+    is_int((long long)lx_regex_literal("/old/", 0, lit, sizeof(lit)), 0, "unanchored: no prefix");
+    is_int((long long)lx_regex_literal("^\\d+/", 0, lit, sizeof(lit)), 0, "\\d starts: no prefix");
+    n = lx_regex_literal("\\.bak$", 1, lit, sizeof(lit));
+    lit[n] = '\0';
+    is_str(lit, ".bak", "suffix of \\.bak$");
+    is_int((long long)lx_regex_literal("\\.(bak|swp)$", 1, lit, sizeof(lit)), 0,
+           "a group before $: no suffix");
+    is_int((long long)lx_regex_literal("a\\$", 1, lit, sizeof(lit)), 0, "an escaped $ anchors nothing");
+    n = lx_regex_literal("x\\\\$", 1, lit, sizeof(lit));
+    lit[n] = '\0';
+    is_str(lit, "x\\", "an escaped backslash before $ is a literal backslash");
+    is_int((long long)lx_regex_literal("\\d$", 1, lit, sizeof(lit)), 0, "\\d$: no suffix");
+
+    /* First match in written order, through the index. */
+    lx_rule_t rules[5] = {0};
+    rules[0] = regex_rule("\\.(bak|swp)$");           /* always tested */
+    rules[1] = (lx_rule_t){.kind = LX_RULE_ALLOW, .prefix = "/pub/", .prefix_len = 5};
+    rules[2] = regex_rule("^/pub/.*\\.txt$");          /* by prefix /pub/ */
+    rules[3] = (lx_rule_t){.kind = LX_RULE_DENY, .status = 404, .prefix = "/", .prefix_len = 1};
+    rules[4] = regex_rule("\\.txt$");                   /* by suffix .txt */
+    lx_ruleset_t rs = {.rules = rules, .n = 5};
+    ok(lx_ruleset_index(&rs) == 0, "index built");
+    is_int(rs.nalways, 1, "one rule must always be tested");
+    pcre2_match_data *md = pcre2_match_data_create(10, NULL);
+    lx_match_ctx_t m = {"/pub/a.txt", 10, 1, addr("127.0.0.1"), md};
+    is_int(lx_ruleset_first(&rs, &m), 1, "/pub/a.txt: the allow written first wins");
+    m.path = "/pub/a.bak";
+    m.len = 10;
+    is_int(lx_ruleset_first(&rs, &m), 0, "/pub/a.bak: the always-tested rule 0 wins");
+    m.path = "/x.txt";
+    m.len = 6;
+    is_int(lx_ruleset_first(&rs, &m), 3, "/x.txt: the / prefix (rule 3) before the suffix (4)");
+    lx_ruleset_t empty = {0};
+    is_int(lx_ruleset_first(&empty, &m), -1, "an empty set matches nothing");
+    ok(lx_method_bit("GET") != 0 && lx_method_bit("GET") != lx_method_bit("HEAD"), "method bits");
+    is_int((long long)(lx_method_bit("TRACK") >> 63), 1, "an unknown method gets bit 63");
+    pcre2_match_data_free(md);
+    lx_ruleset_free(&rs);
+    return done_testing();
+}
