@@ -17,6 +17,7 @@
 #include "handlers/handler.h"
 #include "http/path.h"
 #include "log.h"
+#include "policy/policy.h"
 
 /* Tried in order until one answers. */
 static const lx_handler_t *const handlers[] = {
@@ -270,6 +271,7 @@ void lx_request_run(lx_req_t *r) {
         finish(r, 400);
         return;
     }
+    r->host = host;
     r->vhost = choose_vhost(r, host);
     if (r->vhost == NULL) {
         finish(r, host.len ? 404 : 400);
@@ -317,6 +319,17 @@ void lx_request_run(lx_req_t *r) {
         int i = lx_ruleset_first(r->site->access, &m);
         if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY) {
             finish(r, r->site->access->rules[i].status);
+            return;
+        }
+    }
+    if (r->site->policy) {
+        int status = lx_policy_run(r, c->w->index, r->site->policy);
+        if (status < 0) {
+            lx_resp_done(r); /* the policy answered, or failed closed with a 500 */
+            return;
+        }
+        if (status > 0) {
+            finish(r, status);
             return;
         }
     }

@@ -67,6 +67,9 @@ typedef struct lx_req_s {
     unsigned reroute : 1;   /**< run the handlers again for r->decoded */
     lx_arena_t *arena;     /**< request memory, reset when the request ends */
     void *handler_data;    /**< a handler's state across an LX_ASYNC wait */
+    lx_str_t host;         /**< Host without port, for policies */
+    char *extra;           /**< header lines a policy added (arena) */
+    size_t extra_len;      /**< bytes in extra */
 } lx_req_t;
 
 /* Runs a complete request through vhost, path and handler; the single entry

@@ -80,6 +80,8 @@ void lx_resp_headerf(lx_req_t *r, const char *fmt, ...) {
 }
 
 void lx_resp_end_headers(lx_req_t *r) {
+    if (r->extra_len)
+        put(r, r->extra, r->extra_len);
     if (!r->keepalive)
         put(r, "Connection: close\r\n\r\n", 21);
     else if (r->http_minor == 0)

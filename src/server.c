@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "policy/policy.h"
 #include "worker.h"
 
 /* One listen address and its socket in each loop. */
@@ -192,7 +193,8 @@ static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *no
                 while (i-- > 0)
                     close(sl->fds[i]);
                 free(sl->fds);
-                snprintf(err, errlen, "listen %s: %s", l->text, strerror(-r));
+                snprintf(err, errlen, "%s:%d: listen %s: %s", l->file, l->line, l->text,
+                         strerror(-r));
                 break;
             }
             sl->fds[i] = fd;
@@ -240,6 +242,17 @@ static int open_access_log(const char *path) {
     }
     free(srv.alog_path);
     srv.alog_path = path ? strdup(path) : NULL;
+    return 0;
+}
+
+/* Whether path can be opened for appending (a log the config names). */
+static int can_append(const char *path) {
+    if (strcmp(path, "stderr") == 0)
+        return 0;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    close(fd);
     return 0;
 }
 
@@ -291,11 +304,17 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
     srv.nworkers = s->workers;
     int r = lx_log_open(s->error_log, s->error_log_level);
     if (r < 0) {
-        fprintf(stderr, "luxd: error_log %s: %s\n", s->error_log, strerror(-r));
+        fprintf(stderr, "%s:%d: error_log %s: %s\n", s->file, s->error_log_line, s->error_log,
+                strerror(-r));
         return r;
     }
     if ((r = open_access_log(s->access_log.path)) < 0) {
-        lx_log(LX_LOG_EMERG, "access_log %s: %s", s->access_log.path, strerror(-r));
+        lx_log(LX_LOG_EMERG, "%s:%d: access_log %s: %s", s->file, s->access_log_line,
+               s->access_log.path, strerror(-r));
+        return r;
+    }
+    if ((r = lx_policy_build(gen, file, prefix, srv.nworkers, err, sizeof(err))) < 0) {
+        lx_log(LX_LOG_EMERG, "%s", err);
         return r;
     }
     collect_inherited();
@@ -368,12 +387,22 @@ int lx_server_reload(void) {
     size_t nslots = 0;
     if (r == 0) {
         keep_restart_only(g);
-        r = build_slots(g, srv.nworkers, &slots, &nslots, err, sizeof(err));
+        r = lx_policy_build(g, srv.file, srv.prefix, srv.nworkers, err, sizeof(err));
+        if (r == 0)
+            r = build_slots(g, srv.nworkers, &slots, &nslots, err, sizeof(err));
         if (r < 0)
             lx_gen_unref(g);
     }
-    if (r == 0 && (r = open_access_log(g->srv.access_log.path)) < 0) {
-        snprintf(err, sizeof(err), "access_log %s: %s", g->srv.access_log.path, strerror(-r));
+    /* Files the new config names must open before anything is published. */
+    if (r == 0 && (r = can_append(g->srv.error_log)) < 0)
+        snprintf(err, sizeof(err), "%s:%d: error_log %s: %s", g->srv.file,
+                 g->srv.error_log_line, g->srv.error_log, strerror(-r));
+    if (r == 0)
+        r = open_access_log(g->srv.access_log.path);
+    if (r < 0 && err[0] == '\0')
+        snprintf(err, sizeof(err), "%s:%d: access_log %s: %s", g->srv.file,
+                 g->srv.access_log_line, g->srv.access_log.path, strerror(-r));
+    if (r < 0 && slots) {
         for (size_t i = 0; i < nslots; i++)
             if (!find_slot(srv.slots, srv.nslots, &slots[i].addr))
                 close_slot(&slots[i], srv.nworkers), slots[i].fds = NULL;

@@ -243,10 +243,37 @@ void lx_worker_publish(lx_worker_t *w, lx_gen_t *gen, int *fds, size_t nfds) {
     uv_async_send(&w->wakeup);
 }
 
+/* A generation replaced by a reload may live drain_timeout longer; then
+ * the requests still holding it (a client trickling a body, say) are cut. */
+static void expire_retired(lx_worker_t *w) {
+    uint64_t now = uv_now(&w->loop), limit = w->gen->srv.drain_timeout;
+    for (size_t i = 0; i < w->nretired;) {
+        lx_retired_t *rt = &w->retired[i];
+        if (now - rt->retired < limit) {
+            i++;
+            continue;
+        }
+        lx_gen_t *g = rt->gen;
+        lx_log_warn("worker %d: generation %llu still has %u request%s after drain_timeout; "
+                    "closing them",
+                    w->index, (unsigned long long)g->id, rt->users, rt->users == 1 ? "" : "s");
+        size_t before = w->nretired;
+        for (lx_conn_t *c = w->conns, *next; c && w->nretired == before; c = next) {
+            next = c->next;
+            if (c->gen_held && c->req.gen == g)
+                lx_conn_close(c); /* releases g; the last release drops the entry */
+        }
+        if (w->nretired == before)
+            i++; /* users we could not find (cannot happen): keep the entry */
+    }
+}
+
 static void on_tick(uv_timer_t *t) {
     lx_worker_t *w = t->data;
     if (w->alog_fd >= 0 && w->alog_len)
         lx_access_log_flush(w);
+    if (w->nretired)
+        expire_retired(w);
     if (w->stop && uv_now(&w->loop) >= w->drain_deadline) {
         lx_log_warn("worker %d: drain timeout, closing %u connections", w->index, w->nconns);
         begin_stop(w, 2);

@@ -39,6 +39,9 @@
 --   drain_timeout     30 (seconds a stopping or reloading server waits for
 --                     requests in flight, >= 0)
 --   backlog           511 (listen(2) backlog, as nginx)
+--   policy_budget     10000000 (Lua instructions a policy call may run before
+--                     it is stopped with a 500)
+--   policy_memory     67108864 (bytes of Lua memory per worker for policies)
 --   _file, _line      where server { } is (_line 0 when there is none)
 --
 -- desc.mime           { [".ext"] = "type/subtype" }, extensions lower-cased
@@ -496,6 +499,8 @@ function M.load(path, host)
   end
   local st = new_state(path, host)
   st.env = st:make_env()
+  -- luxd.shared (and whatever else the server provides) for policies.
+  if type(host.luxd) == "table" then st.env.luxd = host.luxd end
   local abs = V.abspath(st.prefix, path)
   local text, why = read_file(abs)
   if not text then error(fmt("%s: cannot read: %s", path, why), 0) end

@@ -23,7 +23,7 @@ S.SERVER_ORDER = {
   "access_log", "access_log_buffer", "keepalive_timeout", "keepalive_requests",
   "tcp_nodelay", "defer_accept", "header_timeout", "body_timeout", "send_timeout",
   "max_header_bytes", "max_body_bytes", "max_connections", "vhost_dir",
-  "drain_timeout", "backlog",
+  "drain_timeout", "backlog", "policy_budget", "policy_memory",
 }
 
 -- The defaults an nginx or lighttpd user would expect; see luxd/config.lua.
@@ -50,6 +50,8 @@ function S.server_defaults(st)
     vhost_dir = nil,
     drain_timeout = 30,
     backlog = 511,
+    policy_budget = 10000000,      -- Lua instructions one policy call may run
+    policy_memory = 64 * 1048576,  -- bytes of Lua memory per worker for policies
     _file = st.main,
     _line = 0,
   }
@@ -164,6 +166,8 @@ local SERVER_KEYS = {
   vhost_dir = T.path(),
   drain_timeout = T.number({ min = 0 }),
   backlog = int(1),
+  policy_budget = int(1000),
+  policy_memory = int(1048576),
 }
 
 ---------------------------------------------------------------------------
@@ -586,6 +590,10 @@ function S.server(ctx, t)
   })
   for k, v in pairs(got) do out[k] = v end
   out._file, out._line = ctx.file, ctx.line
+  -- Where each key is written, for errors only the running server can see
+  -- (a log file that cannot be opened): "file:line" of that key.
+  out._lines = {}
+  for k in pairs(got) do out._lines[k] = ctx:key_line(k) end
   return out
 end
 

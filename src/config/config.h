@@ -32,6 +32,7 @@ typedef struct lx_site_s {
     const lx_ruleset_t *access; /**< access rules, or NULL */
     const int *error_status;   /**< statuses that have an error page */
     const char **error_page;   /**< the page (a path in the site) for each */
+    uint32_t policy;           /**< policy slot (1..), 0: none */
     size_t nerror_pages;       /**< entries in both */
 } lx_site_t;
 
@@ -61,6 +62,8 @@ typedef struct {
     char text[80];               /**< as written in the config, for messages */
     struct sockaddr_storage addr; /**< resolved numeric address */
     socklen_t addrlen;           /**< length of addr */
+    const char *file;            /**< where it was written */
+    int line;
 } lx_listen_t;
 
 typedef struct {
@@ -88,9 +91,15 @@ typedef struct {
     size_t max_header_bytes;     /**< request line plus headers */
     uint64_t max_body_bytes;     /**< request body */
     uint32_t max_connections;    /**< per server, split across loops */
+    const char *file;            /**< where server {} was written */
+    int line;                    /**< (line 0: no server block) */
+    int error_log_line;          /**< line of the error_log key */
+    int access_log_line;         /**< line of the access_log key */
     int tcp_nodelay;             /**< TCP_NODELAY on accepted sockets */
     int defer_accept;            /**< TCP_DEFER_ACCEPT on listeners */
     int backlog;                 /**< listen(2) backlog */
+    uint64_t policy_budget;      /**< Lua instructions per policy call */
+    size_t policy_memory;        /**< Lua bytes per loop for policies */
     const char *vhost_dir;       /**< mass hosting root, or NULL */
     size_t vhost_dir_len;        /**< strlen(vhost_dir) */
 } lx_server_conf_t;
@@ -115,6 +124,9 @@ typedef struct lx_gen_s {
     size_t hosts_mask;       /**< slots - 1 (a power of two) */
     lx_vhost_t *default_vhost; /**< or NULL */
     lx_vhost_t mass_vhost;   /**< settings for vhost_dir hosts */
+    uint32_t npolicies;      /**< policy slots in use */
+    struct lx_policy_vm_s **vms; /**< one Lua state per loop running the policies */
+    int nvms;                /**< entries in vms */
     lx_ruleset_t **rulesets; /**< every rule set, to free them */
     size_t nrulesets;        /**< entries in rulesets */
 } lx_gen_t;
@@ -125,6 +137,12 @@ typedef struct lx_gen_s {
  * directory relative paths are resolved against. */
 int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t **out, char *err,
                    size_t errlen);
+
+/* Runs the config file in L (a fresh state with the standard libraries) and
+ * leaves the description on the stack. Returns 0, or -EINVAL with err set. */
+struct lua_State;
+int lx_config_run(struct lua_State *L, const char *path, const char *prefix, char *err,
+                  size_t errlen);
 
 void lx_gen_ref(lx_gen_t *g);
 void lx_gen_unref(lx_gen_t *g);

@@ -22,6 +22,7 @@
 
 #include "../log.h"
 #include "lua_embed.h"
+#include "../policy/shared.h"
 
 typedef struct {
     lua_State *L;
@@ -86,6 +87,9 @@ static uint32_t get_ms(loader_t *ld, int idx, const char *key, double def_s) {
 }
 
 static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {
+    locate(ld, idx);
+    l->file = ld->file;
+    l->line = ld->line;
     const char *host = get_str(ld, idx, "host", "");
     int port = (int)get_num(ld, idx, "port", 0);
     if (port < 1 || port > 65535)
@@ -119,6 +123,8 @@ static int read_server(loader_t *ld, int idx) {
     lua_State *L = ld->L;
     lx_server_conf_t *s = &ld->g->srv;
     locate(ld, idx);
+    s->file = ld->file;
+    s->line = ld->line;
     lua_getfield(L, idx, "listen");
     size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
     s->listen = lx_arena_calloc(&ld->g->arena, (n ? n : 1) * sizeof(*s->listen));
@@ -131,6 +137,8 @@ static int read_server(loader_t *ld, int idx) {
     }
     s->nlisten = n;
     lua_pop(L, 1);
+    ld->file = s->file;
+    ld->line = s->line;
     if (n == 0)
         return fail(ld, "server: no listen address");
 
@@ -157,6 +165,14 @@ static int read_server(loader_t *ld, int idx) {
     }
     lua_pop(L, 1);
     /* 0 asks for a write per request; the buffer still assembles the line. */
+    lua_getfield(L, idx, "_lines");
+    if (lua_istable(L, -1)) {
+        s->error_log_line = (int)get_num(ld, lua_gettop(L), "error_log", s->line);
+        s->access_log_line = (int)get_num(ld, lua_gettop(L), "access_log", s->line);
+    } else {
+        s->error_log_line = s->access_log_line = s->line;
+    }
+    lua_pop(L, 1);
     s->access_log_buffer = (size_t)get_num(ld, idx, "access_log_buffer", 65536);
     s->access_log_unbuffered = s->access_log_buffer == 0;
     if (s->access_log_buffer < 16384)
@@ -176,6 +192,8 @@ static int read_server(loader_t *ld, int idx) {
     s->tcp_nodelay = get_bool(ld, idx, "tcp_nodelay", 1);
     s->defer_accept = get_bool(ld, idx, "defer_accept", 1);
     s->backlog = (int)get_num(ld, idx, "backlog", 511);
+    s->policy_budget = (uint64_t)get_num(ld, idx, "policy_budget", 10000000);
+    s->policy_memory = (size_t)get_num(ld, idx, "policy_memory", 64 * 1048576);
     s->vhost_dir = get_str(ld, idx, "vhost_dir", NULL);
     if (s->vhost_dir) {
         size_t dl = strlen(s->vhost_dir);
@@ -244,6 +262,11 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site, uint32_t id) {
             lua_pop(L, 1);
         }
     }
+    lua_pop(L, 1);
+
+    lua_getfield(L, idx, "policy");
+    if (lua_isfunction(L, -1))
+        site->policy = ++ld->g->npolicies; /* slots in desc order: see policy.c */
     lua_pop(L, 1);
 
     site->etag = (unsigned)get_bool(ld, idx, "etag", site->etag);
@@ -634,6 +657,10 @@ static int convert(loader_t *ld, int desc) {
     return r;
 }
 
+static int l_no_ffi(lua_State *L) {
+    return luaL_error(L, "the ffi module is not available in luxd configs");
+}
+
 /* host.glob(pattern): sorted matches, for include "conf.d/NAME.lua" globs. */
 static int l_glob(lua_State *L) {
     const char *pattern = luaL_checkstring(L, 1);
@@ -660,7 +687,51 @@ static void install_modules(lua_State *L) {
         else
             lua_pop(L, 1);
     }
+    /* The FFI reaches any C function, blocking ones included: a config
+     * (and so a policy) must not capture it. */
+    lua_pushcfunction(L, l_no_ffi);
+    lua_setfield(L, -2, "ffi");
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "loaded");
+    lua_pushnil(L);
+    lua_setfield(L, -2, "ffi");
     lua_pop(L, 2);
+}
+
+int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err, size_t errlen) {
+    install_modules(L);
+    /* require("luxd.config").load(path, host): Lua errors come back as
+     * "file:line: message" strings, ready for the operator. */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "luxd.config");
+    int lua_failed = lua_pcall(L, 1, 1, 0);
+    if (!lua_failed) {
+        lua_getfield(L, -1, "load");
+        lua_pushstring(L, path);
+        lua_newtable(L);
+        lua_pushstring(L, prefix);
+        lua_setfield(L, -2, "prefix");
+        lua_pushcfunction(L, l_glob);
+        lua_setfield(L, -2, "glob");
+        lua_newtable(L); /* host.luxd: the API policies use */
+        lx_shared_push(L);
+        lua_setfield(L, -2, "shared");
+        lua_setfield(L, -2, "luxd");
+        lua_failed = lua_pcall(L, 2, 1, 0);
+        lua_remove(L, -2); /* the module table */
+    }
+    if (lua_failed) {
+        const char *msg = lua_tostring(L, -1);
+        snprintf(err, errlen, "%s", msg ? msg : "config error");
+        lua_pop(L, 1);
+        return -EINVAL;
+    }
+    if (!lua_istable(L, -1)) {
+        snprintf(err, errlen, "%s: the config loader returned no description", path);
+        lua_pop(L, 1);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t **out, char *err,
@@ -684,28 +755,8 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
     luaL_openlibs(L);
     install_modules(L);
 
-    /* require("luxd.config").load(path, host): Lua errors come back as
-     * "file:line: message" strings, ready for the operator. */
-    int r = -EINVAL;
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "luxd.config");
-    int lua_failed = lua_pcall(L, 1, 1, 0);
-    if (!lua_failed) {
-        lua_getfield(L, -1, "load");
-        lua_pushstring(L, path);
-        lua_newtable(L);
-        lua_pushstring(L, prefix);
-        lua_setfield(L, -2, "prefix");
-        lua_pushcfunction(L, l_glob);
-        lua_setfield(L, -2, "glob");
-        lua_failed = lua_pcall(L, 2, 1, 0);
-    }
-    if (lua_failed) {
-        const char *msg = lua_tostring(L, -1);
-        snprintf(err, errlen, "%s", msg ? msg : "config error");
-    } else if (!lua_istable(L, -1)) {
-        snprintf(err, errlen, "%s: the config loader returned no description", path);
-    } else {
+    int r = lx_config_run(L, path, prefix, err, errlen);
+    if (r == 0) {
         loader_t ld = {.L = L, .g = g, .err = err, .errlen = errlen};
         r = convert(&ld, lua_gettop(L));
     }

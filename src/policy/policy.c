@@ -1,0 +1,473 @@
+#include "policy.h"
+
+#include <lauxlib.h>
+#include <luajit.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../conn.h"
+#include "../log.h"
+#include "llhttp.h"
+
+/* The budget is checked every HOOK_EVERY instructions. */
+#define HOOK_EVERY 10000
+
+struct lx_policy_vm_s {
+    lua_State *L;
+    int *refs;          /* registry refs of the functions, by slot - 1 */
+    uint32_t n;         /* slots */
+    size_t mem;         /* bytes the state holds */
+    size_t limit;       /* bytes it may hold; 0 while the config loads */
+    uint64_t ticks;     /* hook calls left in this call */
+    uint64_t budget;    /* hook calls per call */
+    lx_req_t *cur;      /* the request being run, NULL between calls */
+    int answered;       /* r:respond or r:redirect queued a response */
+    int req_ref;        /* the request object, made once */
+};
+
+/* Lua's allocator with a ceiling: past it, LuaJIT raises "not enough memory"
+ * in the policy, which fails closed like any other error. */
+static void *vm_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    lx_policy_vm_t *vm = ud;
+    if (nsize == 0) {
+        free(ptr);
+        vm->mem -= osize;
+        return NULL;
+    }
+    if (vm->limit && nsize > osize && vm->mem + (nsize - osize) > vm->limit)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p)
+        vm->mem = vm->mem - osize + nsize;
+    return p;
+}
+
+static lx_policy_vm_t *vm_of(lua_State *L) {
+    void *ud;
+    lua_getallocf(L, &ud);
+    return ud;
+}
+
+static void budget_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lx_policy_vm_t *vm = vm_of(L);
+    if (vm->cur && vm->ticks-- == 0) {
+        /* lua_pushfstring knows no %llu: format here. */
+        char msg[96];
+        snprintf(msg, sizeof(msg), "policy stopped: it ran more than %llu instructions",
+                 (unsigned long long)vm->budget * HOOK_EVERY);
+        lua_pushstring(L, msg);
+        lua_error(L);
+    }
+}
+
+/* ---- the request object ---------------------------------------------- */
+
+static lx_req_t *current(lua_State *L) {
+    lx_req_t *r = vm_of(L)->cur;
+    if (r == NULL)
+        luaL_error(L, "the request object is only valid while its policy runs");
+    return r;
+}
+
+static int valid_header_value(const char *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 && v[i] != '\t')
+            return 0;
+    return 1;
+}
+
+static int valid_token(const char *s, size_t n) {
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", c))
+            return 0;
+    }
+    return 1;
+}
+
+/* r:set_header(name, value): added to the response, whatever answers. */
+static int r_set_header(lua_State *L) {
+    lx_req_t *r = current(L);
+    size_t nl, vl;
+    const char *name = luaL_checklstring(L, 2, &nl);
+    const char *value = luaL_checklstring(L, 3, &vl);
+    if (!valid_token(name, nl))
+        return luaL_argerror(L, 2, "not a header name");
+    if (!valid_header_value(value, vl))
+        return luaL_argerror(L, 3, "header values cannot hold control characters");
+    size_t need = r->extra_len + nl + vl + 4;
+    char *b = lx_arena_alloc(r->arena, need);
+    if (b == NULL)
+        return luaL_error(L, "out of memory");
+    memcpy(b, r->extra, r->extra_len);
+    memcpy(b + r->extra_len, name, nl);
+    memcpy(b + r->extra_len + nl, ": ", 2);
+    memcpy(b + r->extra_len + nl + 2, value, vl);
+    memcpy(b + need - 2, "\r\n", 2);
+    r->extra = b;
+    r->extra_len = need;
+    return 0;
+}
+
+static void once_only(lua_State *L, lx_policy_vm_t *vm) {
+    if (vm->answered)
+        luaL_error(L, "the request was already answered");
+}
+
+/* r:redirect(url [, status = 302]) */
+static int r_redirect(lua_State *L) {
+    lx_req_t *r = current(L);
+    lx_policy_vm_t *vm = vm_of(L);
+    size_t n;
+    const char *url = luaL_checklstring(L, 2, &n);
+    int status = (int)luaL_optinteger(L, 3, 302);
+    if (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)
+        return luaL_argerror(L, 3, "a redirect status is 301, 302, 303, 307 or 308");
+    if (n == 0 || !valid_header_value(url, n))
+        return luaL_argerror(L, 2, "not a usable Location");
+    once_only(L, vm);
+    char *hdr = lx_arena_alloc(r->arena, n + 13);
+    if (hdr == NULL)
+        return luaL_error(L, "out of memory");
+    memcpy(hdr, "Location: ", 10);
+    memcpy(hdr + 10, url, n);
+    memcpy(hdr + 10 + n, "\r\n", 3);
+    lx_resp_error_with(r, status, hdr);
+    vm->answered = 1;
+    return 0;
+}
+
+/* r:respond(status [, body]) */
+static int r_respond(lua_State *L) {
+    lx_req_t *r = current(L);
+    lx_policy_vm_t *vm = vm_of(L);
+    int status = (int)luaL_checkinteger(L, 2);
+    size_t n = 0;
+    const char *body = luaL_optlstring(L, 3, NULL, &n);
+    if (status < 200 || status > 599)
+        return luaL_argerror(L, 2, "status must be 200..599");
+    once_only(L, vm);
+    if (body == NULL) {
+        lx_resp_error(r, status);
+    } else {
+        lx_resp_start(r, status);
+        lx_resp_headerf(r, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n", n);
+        lx_resp_header(r, r->site->headers, r->site->headers_len);
+        lx_resp_end_headers(r);
+        lx_resp_body_copy(r, body, n);
+    }
+    vm->answered = 1;
+    return 0;
+}
+
+/* r.headers[name]: the first header of that name (any case). */
+static int headers_index(lua_State *L) {
+    lx_req_t *r = current(L);
+    size_t n;
+    const char *name = luaL_checklstring(L, 2, &n);
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        lx_str_t h = r->headers[i].name;
+        if (h.len == n && strncasecmp(h.p, name, n) == 0) {
+            lua_pushlstring(L, r->headers[i].value.p, r->headers[i].value.len);
+            return 1;
+        }
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
+/* r.<field>: computed from the C request on each access, so nothing per
+ * request is allocated unless the policy asks. Upvalues: set_header,
+ * redirect, respond, headers. */
+static int req_index(lua_State *L) {
+    lx_req_t *r = current(L);
+    size_t n;
+    const char *k = luaL_checklstring(L, 2, &n);
+    switch (n) {
+    case 4:
+        if (memcmp(k, "path", 4) == 0) {
+            lua_pushlstring(L, r->decoded, r->decoded_len);
+            return 1;
+        }
+        if (memcmp(k, "host", 4) == 0) {
+            lua_pushlstring(L, r->host.p ? r->host.p : "", r->host.len);
+            return 1;
+        }
+        break;
+    case 5:
+        if (memcmp(k, "query", 5) == 0) {
+            lua_pushlstring(L, r->query.p ? r->query.p : "", r->query.len);
+            return 1;
+        }
+        break;
+    case 6:
+        if (memcmp(k, "method", 6) == 0) {
+            lua_pushstring(L, llhttp_method_name((llhttp_method_t)r->method));
+            return 1;
+        }
+        break;
+    case 7:
+        if (memcmp(k, "headers", 7) == 0) {
+            lua_pushvalue(L, lua_upvalueindex(4));
+            return 1;
+        }
+        if (memcmp(k, "respond", 7) == 0) {
+            lua_pushvalue(L, lua_upvalueindex(3));
+            return 1;
+        }
+        break;
+    case 8:
+        if (memcmp(k, "redirect", 8) == 0) {
+            lua_pushvalue(L, lua_upvalueindex(2));
+            return 1;
+        }
+        break;
+    case 10:
+        if (memcmp(k, "set_header", 10) == 0) {
+            lua_pushvalue(L, lua_upvalueindex(1));
+            return 1;
+        }
+        break;
+    case 11:
+        if (memcmp(k, "remote_addr", 11) == 0) {
+            lua_pushstring(L, r->conn->peer);
+            return 1;
+        }
+        break;
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
+static int req_newindex(lua_State *L) {
+    return luaL_error(L, "the request object is read-only; use r:set_header()");
+}
+
+static void make_request_object(lua_State *L, lx_policy_vm_t *vm) {
+    lua_newuserdata(L, 1);             /* r */
+    lua_newtable(L);                   /* its metatable */
+    lua_pushcfunction(L, r_set_header);
+    lua_pushcfunction(L, r_redirect);
+    lua_pushcfunction(L, r_respond);
+    lua_newuserdata(L, 1);             /* r.headers */
+    lua_newtable(L);
+    lua_pushcfunction(L, headers_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    lua_pushcclosure(L, req_index, 4);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, req_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushliteral(L, "luxd request");
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    vm->req_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* ---- building the states ---------------------------------------------- */
+
+static int refuse(lua_State *L) {
+    return luaL_error(L, "%s is not available while serving requests (only while the "
+                         "config loads)",
+                      lua_tostring(L, lua_upvalueindex(1)));
+}
+
+/* Replaces tbl[name] (tbl at the top of the stack) by refuse(). Library
+ * tables are shared, so a policy that captured `io` at config time gets the
+ * refusing functions too. */
+static void neuter(lua_State *L, const char *lib, const char *const names[]) {
+    for (size_t i = 0; names[i]; i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "%s%s%s", lib ? lib : "", lib ? "." : "", names[i]);
+        lua_pushstring(L, what);
+        lua_pushcclosure(L, refuse, 1);
+        lua_setfield(L, -2, names[i]);
+    }
+}
+
+/* Nothing a policy runs may block the loop or escape the budget. */
+static void sandbox(lua_State *L) {
+    static const char *const io_fns[] = {"open",  "popen",  "lines", "read", "write", "input",
+                                         "output", "close", "tmpfile", NULL};
+    static const char *const os_fns[] = {"execute", "exit",    "remove", "rename",
+                                         "tmpname", "setlocale", NULL};
+    static const char *const base_fns[] = {"dofile", "loadfile", "require", NULL};
+    static const char *const debug_fns[] = {"sethook", "gethook",  "debug", "setlocal",
+                                            "setupvalue", "setmetatable", "setfenv", "getregistry",
+                                            NULL};
+    static const char *const pkg_fns[] = {"loadlib", NULL};
+    static const struct {
+        const char *lib;
+        const char *const *fns;
+    } libs[] = {{"io", io_fns}, {"os", os_fns}, {"debug", debug_fns}, {"package", pkg_fns}};
+    for (size_t i = 0; i < LX_ARRAY_SIZE(libs); i++) {
+        lua_getglobal(L, libs[i].lib);
+        if (lua_istable(L, -1))
+            neuter(L, libs[i].lib, libs[i].fns);
+        lua_pop(L, 1);
+    }
+    lua_pushvalue(L, LUA_GLOBALSINDEX);
+    neuter(L, NULL, base_fns);
+    lua_pop(L, 1);
+}
+
+/* Collects the policy functions in the order load.c numbered the slots:
+ * each vhost, then its locations. */
+static int collect(lua_State *L, lx_policy_vm_t *vm, int desc) {
+    lua_getfield(L, desc, "vhosts");
+    size_t nv = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+    for (size_t i = 1; i <= nv; i++) {
+        lua_rawgeti(L, -1, (int)i);
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 0) {
+                lua_pushvalue(L, -1);
+            } else {
+                lua_getfield(L, -1, "locations");
+                if (!lua_istable(L, -1)) {
+                    lua_pop(L, 1);
+                    break;
+                }
+            }
+            size_t nl = pass == 0 ? 1 : lua_objlen(L, -1);
+            for (size_t j = 1; j <= nl; j++) {
+                if (pass == 1)
+                    lua_rawgeti(L, -1, (int)j);
+                lua_getfield(L, -1, "policy");
+                if (lua_isfunction(L, -1)) {
+                    int *refs = realloc(vm->refs, (vm->n + 1) * sizeof(int));
+                    if (refs == NULL)
+                        return -ENOMEM;
+                    vm->refs = refs;
+                    vm->refs[vm->n++] = luaL_ref(L, LUA_REGISTRYINDEX);
+                } else {
+                    lua_pop(L, 1);
+                }
+                if (pass == 1)
+                    lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+static void vm_free(lx_policy_vm_t *vm) {
+    if (vm == NULL)
+        return;
+    if (vm->L)
+        lua_close(vm->L);
+    free(vm->refs);
+    free(vm);
+}
+
+static lx_policy_vm_t *vm_build(const lx_gen_t *g, const char *path, const char *prefix,
+                                char *err, size_t errlen) {
+    lx_policy_vm_t *vm = calloc(1, sizeof(*vm));
+    if (vm == NULL || (vm->L = lua_newstate(vm_alloc, vm)) == NULL) {
+        snprintf(err, errlen, "%s: cannot create a Lua state for policies", path);
+        vm_free(vm);
+        return NULL;
+    }
+    lua_State *L = vm->L;
+    luaL_openlibs(L);
+    if (lx_config_run(L, path, prefix, err, errlen) < 0 || collect(L, vm, lua_gettop(L)) < 0) {
+        vm_free(vm);
+        return NULL;
+    }
+    lua_pop(L, 1); /* the description: only the functions stay */
+    if (vm->n != g->npolicies) {
+        snprintf(err, errlen, "%s: the config declared %u policies on one run and %u on the next; "
+                 "a config must declare the same vhosts each time it runs",
+                 path, g->npolicies, vm->n);
+        vm_free(vm);
+        return NULL;
+    }
+    sandbox(L);
+    make_request_object(L, vm);
+    /* The interpreter honours the count hook; compiled traces would not,
+     * and a runaway loop must be stoppable. */
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    vm->budget = g->srv.policy_budget / HOOK_EVERY + 1;
+    vm->limit = vm->mem + g->srv.policy_memory;
+    return vm;
+}
+
+int lx_policy_build(lx_gen_t *g, const char *path, const char *prefix, int nloops, char *err,
+                    size_t errlen) {
+    if (g->npolicies == 0)
+        return 0;
+    g->vms = calloc((size_t)nloops, sizeof(*g->vms));
+    if (g->vms == NULL)
+        return -ENOMEM;
+    for (int i = 0; i < nloops; i++) {
+        if ((g->vms[i] = vm_build(g, path, prefix, err, errlen)) == NULL)
+            return -EINVAL; /* lx_gen_unref frees what was built */
+        g->nvms = i + 1;
+    }
+    return 0;
+}
+
+void lx_policy_free(lx_gen_t *g) {
+    for (int i = 0; i < g->nvms; i++)
+        vm_free(g->vms[i]);
+    free(g->vms);
+    g->vms = NULL;
+    g->nvms = 0;
+}
+
+/* ---- running ------------------------------------------------------------ */
+
+int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
+    lx_gen_t *g = r->gen;
+    if (loop >= g->nvms || slot == 0 || slot > g->vms[loop]->n) {
+        lx_log_error("vhost \"%s\": policy slot %u missing; failing closed", r->vhost->name, slot);
+        lx_resp_error(r, 500);
+        return -1;
+    }
+    lx_policy_vm_t *vm = g->vms[loop];
+    lua_State *L = vm->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->refs[slot - 1]);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->req_ref);
+    vm->cur = r;
+    vm->answered = 0;
+    vm->ticks = vm->budget;
+    int rc = lua_pcall(L, 1, 1, 0);
+    vm->cur = NULL;
+    if (rc != 0) {
+        const char *msg = lua_tostring(L, -1);
+        lx_log_error("policy of vhost \"%s\" failed for %s: %s", r->vhost->name, r->decoded,
+                     rc == LUA_ERRMEM ? "out of memory (policy_memory)" : msg ? msg : "error");
+        lua_settop(L, 0);
+        if (rc == LUA_ERRMEM)
+            lua_gc(L, LUA_GCCOLLECT, 0);
+        if (!r->responded)
+            lx_resp_error(r, 500);
+        return -1;
+    }
+    int status = 0;
+    if (lua_type(L, -1) == LUA_TNUMBER) {
+        status = (int)lua_tointeger(L, -1);
+        if (status < 100 || status > 599) {
+            lx_log_error("policy of vhost \"%s\" returned %d, not a status; failing closed",
+                         r->vhost->name, status);
+            status = 500;
+        }
+    } else if (!lua_isnil(L, -1)) {
+        lx_log_error("policy of vhost \"%s\" returned a %s; return a status or nil",
+                     r->vhost->name, luaL_typename(L, -1));
+        status = 500;
+    }
+    lua_settop(L, 0);
+    if (vm->answered)
+        return -1;
+    return status;
+}

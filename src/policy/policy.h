@@ -1,0 +1,30 @@
+/* Per-request Lua policies (policy = function(r) ... end on a vhost or a
+ * location), run in one LuaJIT state per loop and per generation.
+ *
+ * A policy is a closure over the config's locals, so it cannot be copied out
+ * of the state that ran the config. Each loop therefore gets its own state
+ * in which the main thread runs the config once more, off the request path,
+ * and picks the policy functions in the same order as the compiled sites
+ * (site->policy is the slot). */
+#ifndef LX_POLICY_H
+#define LX_POLICY_H
+
+#include <stddef.h>
+
+#include "../config/config.h"
+#include "../request.h"
+
+typedef struct lx_policy_vm_s lx_policy_vm_t;
+
+/* Builds g->vms (one state per loop) when g has policies. Runs in the main
+ * thread. Returns 0, or -EINVAL with err set. */
+int lx_policy_build(lx_gen_t *g, const char *path, const char *prefix, int nloops, char *err,
+                    size_t errlen);
+void lx_policy_free(lx_gen_t *g);
+
+/* Runs the policy in `slot` for r in loop `loop`. Returns 0 to go on, a
+ * status (100..599) to answer with, or -1 when the policy answered itself
+ * (r:respond, r:redirect) or failed (a 500 is queued and the fault logged). */
+int lx_policy_run(lx_req_t *r, int loop, uint32_t slot);
+
+#endif

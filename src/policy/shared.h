@@ -1,0 +1,13 @@
+/* luxd.shared: one store of counters and strings shared by every loop, with
+ * expiry, so a per-IP rate limit holds across loops (OpenResty's
+ * lua_shared_dict). */
+#ifndef LX_SHARED_H
+#define LX_SHARED_H
+
+#include <lua.h>
+
+/* Pushes the luxd.shared table (get, set, incr, delete, count) onto L. The
+ * store itself is process-wide and survives reloads. */
+void lx_shared_push(lua_State *L);
+
+#endif
