@@ -20,8 +20,7 @@ void *lx_arena_alloc(lx_arena_t *a, size_t n) {
     if ((size_t)(a->end - a->cur) < n || a->cur == NULL) {
         size_t size = n > a->block_size ? n : a->block_size;
         lx_arena_block_t *b = malloc(sizeof(*b) + size);
-        if (b == NULL)
-            return NULL;
+        if (b == NULL) return NULL;
         b->size = size;
         /* An oversized request gets its own block behind the head, so the
          * head's remaining space is not wasted. */
@@ -42,8 +41,7 @@ void *lx_arena_alloc(lx_arena_t *a, size_t n) {
 
 void *lx_arena_calloc(lx_arena_t *a, size_t n) {
     void *p = lx_arena_alloc(a, n);
-    if (p != NULL)
-        memset(p, 0, n);
+    if (p != NULL) memset(p, 0, n);
     return p;
 }
 
@@ -61,8 +59,7 @@ char *lx_arena_strdup(lx_arena_t *a, const char *s) {
 }
 
 void lx_arena_reset(lx_arena_t *a) {
-    if (a->head == NULL)
-        return;
+    if (a->head == NULL) return;
     lx_arena_block_t *keep = a->head;
     /* Keep the last block in the chain: it is the first one allocated, of the
      * normal size unless the very first request was oversized. */

@@ -57,8 +57,7 @@ static void set_deadline(lx_conn_t *c, int kind, uint32_t ms) {
 static void on_timer(uv_timer_t *t) {
     lx_conn_t *c = container_of(t, lx_conn_t, timer);
     uint64_t now = uv_now(&c->w->loop);
-    if (c->timeout_kind == TO_NONE)
-        return;
+    if (c->timeout_kind == TO_NONE) return;
     if (now < c->deadline) {
         uv_timer_start(&c->timer, on_timer, c->deadline - now, 0);
         return;
@@ -84,8 +83,7 @@ static void on_timer(uv_timer_t *t) {
         }
         lx_conn_close(c);
         return;
-    default:
-        lx_conn_close(c);
+    default: lx_conn_close(c);
     }
 }
 
@@ -95,8 +93,7 @@ static void on_timer(uv_timer_t *t) {
  * connection (TCP_DEFER_ACCEPT) and asks for Connection: close is answered
  * and closed without the socket ever entering epoll. */
 static void want(lx_conn_t *c, int events) {
-    if (c->closed || events == c->events)
-        return;
+    if (c->closed || events == c->events) return;
     if (!c->polled) {
         if (uv_poll_init(&c->w->loop, &c->poll, c->fd) < 0) {
             lx_conn_close(c);
@@ -116,8 +113,7 @@ static void want(lx_conn_t *c, int events) {
 
 static void on_handle_closed(uv_handle_t *h) {
     lx_conn_t *c = h->data;
-    if (--c->handles > 0 || c->pending > 0)
-        return;
+    if (--c->handles > 0 || c->pending > 0) return;
     lx_arena_free(&c->arena);
     free(c->rbuf);
     free(c->obuf);
@@ -127,8 +123,7 @@ static void on_handle_closed(uv_handle_t *h) {
 static void drop_output(lx_conn_t *c) {
     while (c->out_n) {
         lx_out_t *o = &c->out[c->out_head];
-        if (o->file)
-            lx_file_unref(o->file);
+        if (o->file) lx_file_unref(o->file);
         c->out_head = (c->out_head + 1) % LX_OUT_MAX;
         c->out_n--;
     }
@@ -136,8 +131,7 @@ static void drop_output(lx_conn_t *c) {
 }
 
 void lx_conn_close(lx_conn_t *c) {
-    if (c->closed)
-        return;
+    if (c->closed) return;
     c->closed = 1;
     release_gen(c);
     drop_output(c);
@@ -146,14 +140,12 @@ void lx_conn_close(lx_conn_t *c) {
         c->prev->next = c->next;
     else
         w->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    if (c->next) c->next->prev = c->prev;
     w->nconns--;
     extern void lx_worker_conn_closed(lx_worker_t * w);
     lx_worker_conn_closed(w);
     c->handles = 1 + c->polled;
-    if (c->polled)
-        uv_close((uv_handle_t *)&c->poll, on_handle_closed);
+    if (c->polled) uv_close((uv_handle_t *)&c->poll, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
     close(c->fd);
 }
@@ -188,8 +180,7 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
     llhttp_init(&c->parser, HTTP_REQUEST, parser_settings());
     c->parser.data = c;
     c->next = w->conns;
-    if (w->conns)
-        w->conns->prev = c;
+    if (w->conns) w->conns->prev = c;
     w->conns = c;
     w->nconns++;
     /* With TCP_DEFER_ACCEPT the request is usually already here: try to read
@@ -199,8 +190,7 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
 }
 
 void lx_conn_drain(lx_conn_t *c) {
-    if (c->closed)
-        return;
+    if (c->closed) return;
     if (!c->in_request && c->out_n == 0 && !c->waiting && c->rpos == c->rlen)
         lx_conn_close(c);
     else
@@ -215,8 +205,7 @@ char *lx_conn_obuf_reserve(lx_conn_t *c, size_t n) {
         while (cap < c->olen + n)
             cap *= 2;
         char *b = realloc(c->obuf, cap);
-        if (b == NULL)
-            return NULL;
+        if (b == NULL) return NULL;
         c->obuf = b;
         c->ocap = cap;
     }
@@ -226,8 +215,7 @@ char *lx_conn_obuf_reserve(lx_conn_t *c, size_t n) {
 static lx_out_t *out_push(lx_conn_t *c) {
     lx_out_t *last = c->out_n ? &c->out[(c->out_head + c->out_n - 1) % LX_OUT_MAX] : NULL;
     (void)last;
-    if (c->out_n == LX_OUT_MAX)
-        return NULL;
+    if (c->out_n == LX_OUT_MAX) return NULL;
     lx_out_t *o = &c->out[(c->out_head + c->out_n) % LX_OUT_MAX];
     c->out_n++;
     memset(o, 0, sizeof(*o));
@@ -235,8 +223,7 @@ static lx_out_t *out_push(lx_conn_t *c) {
 }
 
 void lx_conn_queue_obuf(lx_conn_t *c, size_t from) {
-    if (c->olen == from)
-        return;
+    if (c->olen == from) return;
     /* Extend the previous obuf piece when it ends where this one starts. */
     if (c->out_n) {
         lx_out_t *last = &c->out[(c->out_head + c->out_n - 1) % LX_OUT_MAX];
@@ -256,23 +243,20 @@ void lx_conn_queue_obuf(lx_conn_t *c, size_t from) {
 }
 
 void lx_conn_queue_mem(lx_conn_t *c, lx_file_t *f, const char *p, size_t len) {
-    if (len == 0)
-        return;
+    if (len == 0) return;
     lx_out_t *o = out_push(c);
     if (o == NULL) {
         c->closing = 1;
         return;
     }
     o->file = f;
-    if (f)
-        lx_file_ref(f);
+    if (f) lx_file_ref(f);
     o->ptr = p;
     o->len = len;
 }
 
 void lx_conn_queue_file(lx_conn_t *c, lx_file_t *f, uint64_t off, uint64_t len) {
-    if (len == 0)
-        return;
+    if (len == 0) return;
     lx_out_t *o = out_push(c);
     if (o == NULL) {
         c->closing = 1;
@@ -290,18 +274,15 @@ static void out_consume(lx_conn_t *c, size_t n) {
         size_t take = n < o->len ? n : (size_t)o->len;
         o->len -= take;
         o->off += take;
-        if (o->ptr)
-            o->ptr += take;
+        if (o->ptr) o->ptr += take;
         n -= take;
         if (o->len == 0) {
-            if (o->file)
-                lx_file_unref(o->file);
+            if (o->file) lx_file_unref(o->file);
             c->out_head = (c->out_head + 1) % LX_OUT_MAX;
             c->out_n--;
         }
     }
-    if (c->out_n == 0)
-        c->olen = 0;
+    if (c->out_n == 0) c->olen = 0;
 }
 
 /* Data for sendfile must be in the page cache, or sendfile blocks the loop.
@@ -321,8 +302,7 @@ static void readahead_work(uv_work_t *w) {
     while (off < end) {
         size_t n = end - off < sizeof(buf) ? (size_t)(end - off) : sizeof(buf);
         ssize_t r = pread(ra->fd, buf, n, (off_t)off);
-        if (r <= 0)
-            break;
+        if (r <= 0) break;
         off += (uint64_t)r;
     }
 }
@@ -346,10 +326,8 @@ static void readahead_done(uv_work_t *w, int status) {
 static int in_page_cache(int fd, uint64_t off, uint64_t len) {
     char b;
     struct iovec iov = {&b, 1};
-    if (preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0 && errno == EAGAIN)
-        return 0;
-    if (len > 1 && preadv2(fd, &iov, 1, (off_t)(off + len - 1), RWF_NOWAIT) < 0 &&
-        errno == EAGAIN)
+    if (preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0 && errno == EAGAIN) return 0;
+    if (len > 1 && preadv2(fd, &iov, 1, (off_t)(off + len - 1), RWF_NOWAIT) < 0 && errno == EAGAIN)
         return 0;
     return 1;
 }
@@ -363,8 +341,7 @@ static int write_out(lx_conn_t *c) {
             size_t n = o->len < SENDFILE_CHUNK ? (size_t)o->len : SENDFILE_CHUNK;
             if (!in_page_cache(o->file->fd, o->off, n)) {
                 readahead_t *ra = malloc(sizeof(*ra));
-                if (ra == NULL)
-                    return -ENOMEM;
+                if (ra == NULL) return -ENOMEM;
                 ra->c = c;
                 ra->fd = o->file->fd;
                 ra->off = o->off;
@@ -379,10 +356,8 @@ static int write_out(lx_conn_t *c) {
             }
             off_t off = (off_t)o->off;
             ssize_t r = sendfile(c->fd, o->file->fd, &off, n);
-            if (r < 0)
-                return errno == EAGAIN ? -EAGAIN : -errno;
-            if (r == 0)
-                return -EIO; /* the file shrank under us: the length is a lie now */
+            if (r < 0) return errno == EAGAIN ? -EAGAIN : -errno;
+            if (r == 0) return -EIO; /* the file shrank under us: the length is a lie now */
             out_consume(c, (size_t)r);
             continue;
         }
@@ -403,11 +378,9 @@ static int write_out(lx_conn_t *c) {
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t r = sendmsg(c->fd, &mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
-        if (r < 0)
-            return errno == EAGAIN ? -EAGAIN : -errno;
+        if (r < 0) return errno == EAGAIN ? -EAGAIN : -errno;
         out_consume(c, (size_t)r);
-        if ((size_t)r < total)
-            return -EAGAIN;
+        if ((size_t)r < total) return -EAGAIN;
     }
     return 0;
 }
@@ -428,8 +401,7 @@ static void conn_flush(lx_conn_t *c) {
     }
     /* Everything is written. A stopping server ends keep-alive here, even
      * for a response that was sent before the stop began. */
-    if (c->w->stop && !c->closing && !c->in_request)
-        c->closing = 1;
+    if (c->w->stop && !c->closing && !c->in_request) c->closing = 1;
     if (c->closing) {
         if (c->linger && !c->eof) {
             /* Half-close, then read and discard what the client still sends,
@@ -443,8 +415,7 @@ static void conn_flush(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
-    if (!c->eof)
-        want(c, UV_READABLE);
+    if (!c->eof) want(c, UV_READABLE);
     conn_process(c);
 }
 
@@ -454,10 +425,8 @@ static void linger_read(lx_conn_t *c) {
     char buf[4096];
     for (;;) {
         ssize_t n = read(c->fd, buf, sizeof(buf));
-        if (n > 0)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return;
+        if (n > 0) continue;
+        if (n < 0 && errno == EAGAIN) return;
         lx_conn_close(c);
         return;
     }
@@ -474,8 +443,7 @@ static void on_poll(uv_poll_t *p, int status, int events) {
         return;
     }
     if (c->closing) {
-        if (c->linger && c->out_n == 0)
-            linger_read(c);
+        if (c->linger && c->out_n == 0) linger_read(c);
         return;
     }
     conn_read(c);
@@ -499,8 +467,7 @@ static void conn_read(lx_conn_t *c) {
          * still answered (a half-close is legal); then we close. */
         c->eof = 1;
         want(c, c->events & ~UV_READABLE);
-        if (c->waiting)
-            return;
+        if (c->waiting) return;
     } else {
         c->rlen += (size_t)n;
     }
@@ -511,13 +478,11 @@ static void conn_read(lx_conn_t *c) {
  * the connection closes after the response. */
 static void parse_error(lx_conn_t *c, int status) {
     lx_req_t *r = &c->req;
-    if (r->gen == NULL)
-        r->gen = c->w->gen;
+    if (r->gen == NULL) r->gen = c->w->gen;
     r->keepalive = 0;
     c->closing = 1;
     c->linger = 1;
-    if (r->arena == NULL)
-        r->arena = &c->arena;
+    if (r->arena == NULL) r->arena = &c->arena;
     lx_resp_error(r, status);
     lx_resp_done(r);
     lx_log_debug("%s: bad request (%d): %s", c->peer, status,
@@ -550,16 +515,14 @@ static void request_begin(lx_conn_t *c) {
     c->cur_header = NULL;
     c->last_end = NULL;
     c->nreq++;
-    if (c->timeout_kind != TO_HEADER)
-        set_deadline(c, TO_HEADER, s->header_timeout);
+    if (c->timeout_kind != TO_HEADER) set_deadline(c, TO_HEADER, s->header_timeout);
 }
 
 static void conn_process(lx_conn_t *c) {
     const lx_server_conf_t *s = &c->w->gen->srv;
     while (!c->closed && !c->closing && !c->waiting) {
         /* Answer pipelined requests only while their output stays small. */
-        if (c->out_n > LX_OUT_MAX / 2 || c->olen > 64 * 1024)
-            break;
+        if (c->out_n > LX_OUT_MAX / 2 || c->olen > 64 * 1024) break;
         if (!c->in_request) {
             if (c->rpos == c->rlen) {
                 c->rpos = c->rlen = 0;
@@ -582,8 +545,7 @@ static void conn_process(lx_conn_t *c) {
                 }
             } else {
                 /* Body bytes are discarded: read the rest into the same space. */
-                if (c->body_base == 0)
-                    c->body_base = c->rlen;
+                if (c->body_base == 0) c->body_base = c->rlen;
                 c->rlen = c->rpos = c->body_base;
                 set_deadline(c, TO_BODY, s->body_timeout);
             }
@@ -591,8 +553,7 @@ static void conn_process(lx_conn_t *c) {
                 c->closing = 1; /* the rest of this request will never come */
                 break;
             }
-            if (c->out_n == 0)
-                want(c, UV_READABLE);
+            if (c->out_n == 0) want(c, UV_READABLE);
             break;
         }
         if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
@@ -609,13 +570,11 @@ static void conn_process(lx_conn_t *c) {
             continue;
         }
         int status = c->err_status ? c->err_status : 400;
-        if (e == HPE_INVALID_METHOD && c->parser.method == 0)
-            status = 400;
+        if (e == HPE_INVALID_METHOD && c->parser.method == 0) status = 400;
         parse_error(c, status);
         return;
     }
-    if (c->closed || c->waiting)
-        return;
+    if (c->closed || c->waiting) return;
     if (c->out_n)
         conn_flush(c);
     else if (c->closing)
@@ -653,8 +612,7 @@ void lx_conn_resume(lx_conn_t *c) {
     }
     c->waiting = 0;
     lx_request_resume(&c->req);
-    if (!c->waiting && !c->closed)
-        conn_process(c);
+    if (!c->waiting && !c->closed) conn_process(c);
 }
 
 /* ---- llhttp callbacks ------------------------------------------------- */
@@ -663,8 +621,7 @@ void lx_conn_resume(lx_conn_t *c) {
 
 static int on_url(llhttp_t *p, const char *at, size_t len) {
     lx_conn_t *c = CONN(p);
-    if (c->req.target.p == NULL)
-        c->req.target.p = at;
+    if (c->req.target.p == NULL) c->req.target.p = at;
     c->req.target.len = (size_t)(at + len - c->req.target.p);
     return 0;
 }
@@ -686,8 +643,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
     if (h == NULL) {
         if (r->headers == NULL) {
             r->headers = lx_arena_alloc(&c->arena, LX_MAX_HEADERS * sizeof(lx_header_t));
-            if (r->headers == NULL)
-                return -1;
+            if (r->headers == NULL) return -1;
         }
         if (r->nheaders == LX_MAX_HEADERS) {
             c->err_status = 431;
@@ -707,8 +663,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     lx_conn_t *c = CONN(p);
     lx_header_t *h = c->cur_header;
-    if (h == NULL)
-        return -1; /* a line with an empty field name */
+    if (h == NULL) return -1; /* a line with an empty field name */
     if (h->value.p == NULL) {
         h->value.p = at;
     } else if (at != c->last_end) {
@@ -749,8 +704,7 @@ static int on_header_value_complete(llhttp_t *p) {
     lx_conn_t *c = CONN(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
-    if (h == NULL)
-        return -1; /* a line with an empty field name */
+    if (h == NULL) return -1; /* a line with an empty field name */
     c->cur_header = NULL;
     if (h->value.p == NULL) {
         h->value.p = c->last_end;
@@ -759,13 +713,11 @@ static int on_header_value_complete(llhttp_t *p) {
     /* llhttp lets "Name :" and ": value" through; RFC 9112 5.1 wants a
      * token and no whitespace before the colon, and such names are how
      * request smuggling starts. */
-    if (h->name.len == 0)
-        return -1;
+    if (h->name.len == 0) return -1;
     for (size_t i = 0; i < h->name.len; i++)
-        if (!is_tchar((unsigned char)h->name.p[i]))
-            return -1;
-    while (h->value.len && (h->value.p[h->value.len - 1] == ' ' ||
-                            h->value.p[h->value.len - 1] == '\t'))
+        if (!is_tchar((unsigned char)h->name.p[i])) return -1;
+    while (h->value.len &&
+           (h->value.p[h->value.len - 1] == ' ' || h->value.p[h->value.len - 1] == '\t'))
         h->value.len--;
     for (size_t i = 0; i < LX_ARRAY_SIZE(known_headers); i++) {
         if (lx_str_ieq(h->name, known_headers[i].name, known_headers[i].len)) {
@@ -831,8 +783,7 @@ static int on_headers_complete(llhttp_t *p) {
 static int on_body(llhttp_t *p, const char *at, size_t len) {
     lx_conn_t *c = CONN(p);
     lx_req_t *r = &c->req;
-    if (c->body_base == 0)
-        c->body_base = (size_t)(at - c->rbuf);
+    if (c->body_base == 0) c->body_base = (size_t)(at - c->rbuf);
     r->body_read += len;
     if (r->body_read > c->w->gen->srv.max_body_bytes) {
         c->err_status = 413;

@@ -14,59 +14,59 @@
 
 /* One piece of queued output. */
 typedef struct {
-    lx_file_t *file;  /**< reference held until sent, or NULL */
-    const char *ptr;  /**< memory to send; NULL with a file: send from file->fd */
-    uint64_t off;     /**< offset into obuf (ptr == obuf), or file offset */
-    uint64_t len;     /**< bytes left */
-    int in_obuf;      /**< ptr is the connection's obuf (which may move) */
+    lx_file_t *file; /**< reference held until sent, or NULL */
+    const char *ptr; /**< memory to send; NULL with a file: send from file->fd */
+    uint64_t off;    /**< offset into obuf (ptr == obuf), or file offset */
+    uint64_t len;    /**< bytes left */
+    int in_obuf;     /**< ptr is the connection's obuf (which may move) */
 } lx_out_t;
 
 #define LX_OUT_MAX 80
 
 struct lx_conn_s {
-    uv_poll_t poll;          /**< socket readiness */
-    uv_timer_t timer;        /**< fires at deadline */
-    int fd;                  /**< the socket */
-    int events;              /**< events poll is started with */
-    lx_worker_t *w;          /**< owning loop */
-    lx_conn_t *prev, *next;  /**< in w->conns */
-    char peer[48];           /**< client address as text */
-    lx_addr_t addr;          /**< client address for `from` rules */
-    llhttp_t parser;         /**< HTTP/1 parser state */
-    char *rbuf;              /**< read buffer */
-    size_t rcap;             /**< its size */
-    size_t rlen;             /**< bytes in it */
-    size_t rpos;             /**< bytes parsed */
-    size_t req_start;        /**< offset where the current request began */
-    size_t body_base;        /**< offset body bytes are read into (0: unset) */
-    lx_req_t req;            /**< the request being parsed or answered */
-    lx_arena_t arena;        /**< its memory */
-    lx_header_t *cur_header; /**< header being parsed */
-    const char *last_end;    /**< end of the last header byte seen */
-    int err_status;          /**< status to answer a parse error with */
-    lx_out_t out[LX_OUT_MAX]; /**< queued output */
-    unsigned out_head;       /**< first queued entry */
-    unsigned out_n;          /**< queued entries */
-    char *obuf;              /**< header and small-body bytes */
-    size_t olen, ocap;       /**< used and allocated */
-    size_t resp_from;        /**< obuf offset where the response's headers start */
-    uint64_t deadline;       /**< loop time of the next timeout */
-    int timeout_kind;        /**< what deadline is for */
-    uint32_t nreq;           /**< requests started on this connection */
-    unsigned in_request : 1; /**< bytes of a request have arrived */
-    unsigned in_url : 1;     /**< the request line is not complete */
+    uv_poll_t poll;            /**< socket readiness */
+    uv_timer_t timer;          /**< fires at deadline */
+    int fd;                    /**< the socket */
+    int events;                /**< events poll is started with */
+    lx_worker_t *w;            /**< owning loop */
+    lx_conn_t *prev, *next;    /**< in w->conns */
+    char peer[48];             /**< client address as text */
+    lx_addr_t addr;            /**< client address for `from` rules */
+    llhttp_t parser;           /**< HTTP/1 parser state */
+    char *rbuf;                /**< read buffer */
+    size_t rcap;               /**< its size */
+    size_t rlen;               /**< bytes in it */
+    size_t rpos;               /**< bytes parsed */
+    size_t req_start;          /**< offset where the current request began */
+    size_t body_base;          /**< offset body bytes are read into (0: unset) */
+    lx_req_t req;              /**< the request being parsed or answered */
+    lx_arena_t arena;          /**< its memory */
+    lx_header_t *cur_header;   /**< header being parsed */
+    const char *last_end;      /**< end of the last header byte seen */
+    int err_status;            /**< status to answer a parse error with */
+    lx_out_t out[LX_OUT_MAX];  /**< queued output */
+    unsigned out_head;         /**< first queued entry */
+    unsigned out_n;            /**< queued entries */
+    char *obuf;                /**< header and small-body bytes */
+    size_t olen, ocap;         /**< used and allocated */
+    size_t resp_from;          /**< obuf offset where the response's headers start */
+    uint64_t deadline;         /**< loop time of the next timeout */
+    int timeout_kind;          /**< what deadline is for */
+    uint32_t nreq;             /**< requests started on this connection */
+    unsigned in_request : 1;   /**< bytes of a request have arrived */
+    unsigned in_url : 1;       /**< the request line is not complete */
     unsigned headers_done : 1; /**< headers complete, maybe body to come */
     unsigned message_done : 1; /**< whole request parsed */
-    unsigned waiting : 1;    /**< the request waits on the thread pool */
-    unsigned closing : 1;    /**< close once output is flushed */
-    unsigned linger : 1;     /**< half-close and drain input before closing */
-    unsigned closed : 1;     /**< uv_close called */
-    unsigned upgrade : 1;    /**< the client asked to switch protocols */
-    unsigned eof : 1;        /**< the client closed its sending side */
-    unsigned polled : 1;     /**< poll is initialised (the socket is in epoll) */
-    unsigned gen_held : 1;   /**< req.gen is counted in the worker's users */
-    int handles;             /**< uv handles not yet closed */
-    int pending;             /**< thread-pool jobs that will call back */
+    unsigned waiting : 1;      /**< the request waits on the thread pool */
+    unsigned closing : 1;      /**< close once output is flushed */
+    unsigned linger : 1;       /**< half-close and drain input before closing */
+    unsigned closed : 1;       /**< uv_close called */
+    unsigned upgrade : 1;      /**< the client asked to switch protocols */
+    unsigned eof : 1;          /**< the client closed its sending side */
+    unsigned polled : 1;       /**< poll is initialised (the socket is in epoll) */
+    unsigned gen_held : 1;     /**< req.gen is counted in the worker's users */
+    int handles;               /**< uv handles not yet closed */
+    int pending;               /**< thread-pool jobs that will call back */
 };
 
 void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer);
@@ -77,7 +77,7 @@ void lx_conn_drain(lx_conn_t *c);
 
 /* Output queue (used by response.c and handlers). */
 char *lx_conn_obuf_reserve(lx_conn_t *c, size_t n); /* room for n bytes at obuf + olen */
-void lx_conn_queue_obuf(lx_conn_t *c, size_t from);  /* queue obuf[from, olen) */
+void lx_conn_queue_obuf(lx_conn_t *c, size_t from); /* queue obuf[from, olen) */
 void lx_conn_queue_mem(lx_conn_t *c, lx_file_t *f, const char *p, size_t len);
 void lx_conn_queue_file(lx_conn_t *c, lx_file_t *f, uint64_t off, uint64_t len);
 /* The request finished queuing its response: flush, then continue. */

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const level_names[] = {"debug", "info",  "notice", "warn",
+static const char *const level_names[] = {"debug", "info", "notice", "warn",
                                           "error", "crit", "alert",  "emerg"};
 
 /* Writers read the fd without a lock; open/reopen serialise on log_lock. */
@@ -21,26 +21,22 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int lx_log_level_parse(const char *name) {
     for (int i = 0; i < (int)(sizeof(level_names) / sizeof(level_names[0])); i++)
-        if (strcmp(name, level_names[i]) == 0)
-            return i;
+        if (strcmp(name, level_names[i]) == 0) return i;
     return -EINVAL;
 }
 
 static int open_path(const char *path) {
-    if (strcmp(path, "stderr") == 0)
-        return 2;
+    if (strcmp(path, "stderr") == 0) return 2;
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     return fd < 0 ? -errno : fd;
 }
 
 int lx_log_open(const char *path, int level) {
     int fd = open_path(path);
-    if (fd < 0)
-        return fd;
+    if (fd < 0) return fd;
     char *copy = strdup(path);
     if (copy == NULL) {
-        if (fd != 2)
-            close(fd);
+        if (fd != 2) close(fd);
         return -ENOMEM;
     }
     pthread_mutex_lock(&log_lock);
@@ -65,8 +61,7 @@ int lx_log_reopen(void) {
     char *path = log_path ? strdup(log_path) : NULL;
     int level = log_level;
     pthread_mutex_unlock(&log_lock);
-    if (path == NULL)
-        return 0;
+    if (path == NULL) return 0;
     int r = lx_log_open(path, level);
     free(path);
     return r;
@@ -81,8 +76,7 @@ int lx_log_enabled(int level) {
 }
 
 void lx_log(int level, const char *fmt, ...) {
-    if (!lx_log_enabled(level))
-        return;
+    if (!lx_log_enabled(level)) return;
     char line[2048];
     time_t now = time(NULL);
     struct tm tm;
@@ -93,11 +87,9 @@ void lx_log(int level, const char *fmt, ...) {
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
     va_end(ap);
-    if (m < 0)
-        m = 0;
+    if (m < 0) m = 0;
     n += (size_t)m;
-    if (n > sizeof(line) - 2)
-        n = sizeof(line) - 2;
+    if (n > sizeof(line) - 2) n = sizeof(line) - 2;
     line[n++] = '\n';
     ssize_t w = write(__atomic_load_n(&log_fd, __ATOMIC_ACQUIRE), line, n);
     (void)w; /* Nowhere left to report a failing error log. */

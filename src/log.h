@@ -32,8 +32,7 @@ void lx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 #define lx_log_info(...)  lx_log(LX_LOG_INFO, __VA_ARGS__)
 #define lx_log_debug(...)                                                                          \
     do {                                                                                           \
-        if (lx_log_enabled(LX_LOG_DEBUG))                                                          \
-            lx_log(LX_LOG_DEBUG, __VA_ARGS__);                                                     \
+        if (lx_log_enabled(LX_LOG_DEBUG)) lx_log(LX_LOG_DEBUG, __VA_ARGS__);                       \
     } while (0)
 
 #endif

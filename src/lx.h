@@ -15,7 +15,7 @@
 #define lx_unlikely(x) __builtin_expect(!!(x), 0)
 
 #ifndef container_of
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 #endif
 
 #define LX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -35,14 +35,11 @@ static inline int lx_str_eq(lx_str_t a, const char *b, size_t blen) {
 
 /* ASCII case-insensitive compare of a view with a lower-case literal. */
 static inline int lx_str_ieq(lx_str_t a, const char *lower, size_t llen) {
-    if (a.len != llen)
-        return 0;
+    if (a.len != llen) return 0;
     for (size_t i = 0; i < llen; i++) {
         unsigned char c = (unsigned char)a.p[i];
-        if (c >= 'A' && c <= 'Z')
-            c |= 0x20;
-        if (c != (unsigned char)lower[i])
-            return 0;
+        if (c >= 'A' && c <= 'Z') c |= 0x20;
+        if (c != (unsigned char)lower[i]) return 0;
     }
     return 1;
 }

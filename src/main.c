@@ -52,12 +52,9 @@ static void on_signal(uv_signal_t *h, int sig) {
         stopping = 2;
         lx_server_stop(2);
         break;
-    case SIGUSR1:
-        lx_server_reopen();
-        break;
+    case SIGUSR1: lx_server_reopen(); break;
     case SIGHUP:
-        if (!stopping)
-            lx_server_reload();
+        if (!stopping) lx_server_reload();
         break;
     }
 }
@@ -65,8 +62,7 @@ static void on_signal(uv_signal_t *h, int sig) {
 static void on_worker_exited(uv_async_t *a) {
     (void)a;
     /* uv_async_send coalesces, so count the flags, not the callbacks. */
-    if (!lx_server_all_exited())
-        return;
+    if (!lx_server_all_exited()) return;
     for (size_t i = 0; i < LX_ARRAY_SIZE(signals); i++)
         uv_close((uv_handle_t *)&signals[i], NULL);
     uv_close((uv_handle_t *)&exited_async, NULL);
@@ -74,12 +70,10 @@ static void on_worker_exited(uv_async_t *a) {
 
 static long read_reload_seq(const char *path, char *msg, size_t len) {
     FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
+    if (f == NULL) return 0;
     long seq = 0;
     char line[2048] = "";
-    if (fgets(line, sizeof(line), f))
-        sscanf(line, "%ld", &seq);
+    if (fgets(line, sizeof(line), f)) sscanf(line, "%ld", &seq);
     fclose(f);
     if (msg) {
         char *sp = strchr(line, ' ');
@@ -97,15 +91,13 @@ static int send_signal(const char *file, const char *what) {
     } sigs[] = {{"stop", SIGTERM}, {"quit", SIGQUIT}, {"reopen", SIGUSR1}, {"reload", SIGHUP}};
     int sig = 0;
     for (size_t i = 0; i < LX_ARRAY_SIZE(sigs); i++)
-        if (strcmp(what, sigs[i].name) == 0)
-            sig = sigs[i].sig;
+        if (strcmp(what, sigs[i].name) == 0) sig = sigs[i].sig;
     if (sig == 0) {
         fprintf(stderr, "luxd: unknown signal \"%s\" (stop, quit, reload, reopen)\n", what);
         return 1;
     }
     char prefix[4096], err[2048];
-    if (getcwd(prefix, sizeof(prefix)) == NULL)
-        return 1;
+    if (getcwd(prefix, sizeof(prefix)) == NULL) return 1;
     lx_gen_t *g;
     if (lx_config_load(file, prefix, 0, &g, err, sizeof(err)) < 0) {
         /* A reload of a broken file would fail anyway: say why right here. */
@@ -123,8 +115,7 @@ static int send_signal(const char *file, const char *what) {
         fprintf(stderr, "luxd: no pid in %s\n", g->srv.pid_file);
     else {
         int have_status = lx_reload_status_path(g->srv.pid_file, status, sizeof(status)) == 0;
-        if (have_status)
-            before = read_reload_seq(status, NULL, 0);
+        if (have_status) before = read_reload_seq(status, NULL, 0);
         if (kill((pid_t)pid, sig) < 0)
             fprintf(stderr, "luxd: kill %ld: %s\n", pid, strerror(errno));
         else if (sig != SIGHUP || !have_status)
@@ -141,13 +132,11 @@ static int send_signal(const char *file, const char *what) {
                     rc = ok ? 0 : 1;
                     break;
                 }
-                if (i == 1199)
-                    fprintf(stderr, "luxd: no answer from pid %ld within 60 s\n", pid);
+                if (i == 1199) fprintf(stderr, "luxd: no answer from pid %ld within 60 s\n", pid);
             }
         }
     }
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
     lx_gen_unref(g);
     return rc;
 }
@@ -167,8 +156,7 @@ int main(int argc, char **argv) {
         default: usage(stderr); return 2;
         }
     }
-    if (sig)
-        return send_signal(file, sig);
+    if (sig) return send_signal(file, sig);
 
     char prefix[4096];
     if (getcwd(prefix, sizeof(prefix)) == NULL) {
@@ -183,8 +171,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (test || dump) {
-        if (dump)
-            lx_gen_dump(g, stdout);
+        if (dump) lx_gen_dump(g, stdout);
         fprintf(stderr, "luxd: configuration %s is ok (%zu vhosts, compiled in %.1f ms)\n", file,
                 g->nvhosts, (double)(uv_hrtime() - t0) / 1e6);
         lx_gen_unref(g);
@@ -200,8 +187,7 @@ int main(int argc, char **argv) {
         uv_signal_start(&signals[i], on_signal, sigs[i]);
     }
     uv_async_init(loop, &exited_async, on_worker_exited);
-    if (lx_server_start(file, prefix, g, &exited_async) < 0)
-        return 1;
+    if (lx_server_start(file, prefix, g, &exited_async) < 0) return 1;
     uv_run(loop, UV_RUN_DEFAULT);
     lx_server_cleanup();
     lx_log_info("stopped");

@@ -37,17 +37,14 @@ static int split_target(lx_req_t *r) {
         r->known[LX_H_HOST] = (lx_str_t){host, (size_t)(p - host)};
         if (p == end || *p == '?') {
             r->path = LX_STR("/");
-            if (p < end)
-                r->query = (lx_str_t){p + 1, (size_t)(end - p - 1)};
+            if (p < end) r->query = (lx_str_t){p + 1, (size_t)(end - p - 1)};
             return 0;
         }
     }
-    if (p == end || *p != '/')
-        return -EINVAL;
+    if (p == end || *p != '/') return -EINVAL;
     const char *q = memchr(p, '?', (size_t)(end - p));
     r->path = (lx_str_t){p, (size_t)((q ? q : end) - p)};
-    if (q)
-        r->query = (lx_str_t){q + 1, (size_t)(end - q - 1)};
+    if (q) r->query = (lx_str_t){q + 1, (size_t)(end - q - 1)};
     return 0;
 }
 
@@ -60,20 +57,16 @@ static int host_name(lx_str_t host, lx_str_t *name) {
     }
     if (p < end && *p == '[') {
         const char *close = memchr(p, ']', host.len);
-        if (close == NULL)
-            return -EINVAL;
+        if (close == NULL) return -EINVAL;
         *name = (lx_str_t){p, (size_t)(close + 1 - p)};
         return 0;
     }
     const char *colon = memchr(p, ':', host.len);
-    if (colon)
-        end = colon;
+    if (colon) end = colon;
     /* No empty labels: ".a", "a..b" name no host (a single trailing dot,
      * the root label, is fine and is dropped). */
-    if (end > p && end[-1] == '.')
-        end--;
-    if (p < end && *p == '.')
-        return -EINVAL;
+    if (end > p && end[-1] == '.') end--;
+    if (p < end && *p == '.') return -EINVAL;
     for (const char *s = p; s < end; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch <= 0x20 || ch == '/' || ch == '\\' || ch >= 0x7f || (ch == '.' && s[1] == '.'))
@@ -86,13 +79,11 @@ static int host_name(lx_str_t host, lx_str_t *name) {
 /* A plain DNS name: labels of [a-z0-9-_], none empty, none starting with a
  * dot-dot. Only such a name may become a directory under vhost_dir. */
 static int plain_hostname(const char *h, size_t len) {
-    if (len == 0 || len > 253 || h[0] == '.' || h[len - 1] == '.')
-        return 0;
+    if (len == 0 || len > 253 || h[0] == '.' || h[len - 1] == '.') return 0;
     for (size_t i = 0; i < len; i++) {
         char c = h[i];
         if (c == '.') {
-            if (h[i + 1] == '.')
-                return 0;
+            if (h[i + 1] == '.') return 0;
             continue;
         }
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -108,13 +99,11 @@ static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
     const lx_gen_t *g = r->gen;
     const lx_server_conf_t *s = &g->srv;
     lx_vhost_t *vh = lx_gen_match_vhost(g, host.p, host.len);
-    if (vh != NULL)
-        return vh;
+    if (vh != NULL) return vh;
     if (s->vhost_dir && plain_hostname(host.p, host.len)) {
         size_t n = s->vhost_dir_len + 1 + host.len;
         char *root = lx_arena_alloc(r->arena, n + 1);
-        if (root == NULL)
-            return NULL;
+        if (root == NULL) return NULL;
         memcpy(root, s->vhost_dir, s->vhost_dir_len);
         root[s->vhost_dir_len] = '/';
         for (size_t i = 0; i < host.len; i++) {
@@ -132,19 +121,16 @@ static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
 /* The site's error page for status, or NULL. */
 static const char *error_page(const lx_req_t *r, int status) {
     const lx_site_t *s = r->site;
-    if (s == NULL || r->error_status)
-        return NULL; /* one error page per request: no loops */
+    if (s == NULL || r->error_status) return NULL; /* one error page per request: no loops */
     for (size_t i = 0; i < s->nerror_pages; i++)
-        if (s->error_status[i] == status)
-            return s->error_page[i];
+        if (s->error_status[i] == status) return s->error_page[i];
     return NULL;
 }
 
 /* Switches the request to serving its error page. Returns 0 if it has none. */
 int lx_request_error_page(lx_req_t *r, int status) {
     const char *page = error_page(r, status);
-    if (page == NULL)
-        return 0;
+    if (page == NULL) return 0;
     r->error_status = status;
     r->decoded = (char *)page;
     r->decoded_len = strlen(page);
@@ -158,8 +144,7 @@ static void finish(lx_req_t *r, int status) {
         run_handlers(r);
         return;
     }
-    if (status)
-        lx_resp_error(r, status);
+    if (status) lx_resp_error(r, status);
     lx_resp_done(r);
 }
 
@@ -174,15 +159,12 @@ static void run_handlers(lx_req_t *r) {
             continue;
         }
         switch (rc) {
-        case LX_DECLINED:
-            continue;
+        case LX_DECLINED: continue;
         case LX_DONE:
             r->in_handlers = 0;
             finish(r, 0);
             return;
-        case LX_ASYNC:
-            r->conn->waiting = 1;
-            return;
+        case LX_ASYNC: r->conn->waiting = 1; return;
         case LX_ERROR:
             r->in_handlers = 0;
             finish(r, 500);
@@ -196,8 +178,7 @@ static void run_handlers(lx_req_t *r) {
 /* redirect = { { regex, target, status } }: the first match answers. */
 static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
     int i = lx_ruleset_first(r->vhost->redirect, m);
-    if (i < 0)
-        return 0;
+    if (i < 0) return 0;
     const lx_rule_t *rule = &r->vhost->redirect->rules[i];
     char loc[4096];
     int n = lx_rule_expand(rule->target, r->decoded, m->md, loc, sizeof(loc), 1);
@@ -224,38 +205,31 @@ static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
  * in the target comes first, the client's own query follows it. */
 static int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m) {
     int i = lx_ruleset_first(r->vhost->rewrite, m);
-    if (i < 0)
-        return 0;
+    if (i < 0) return 0;
     const lx_rule_t *rule = &r->vhost->rewrite->rules[i];
     /* The query starts at the target's own '?', never at one a capture
      * brings in (a decoded %3F is part of the path). */
     const char *tq = strchr(rule->target, '?');
     size_t tplen = tq ? (size_t)(tq - rule->target) : strlen(rule->target);
     char tpath[1024], buf[4096], qbuf[4096];
-    if (tplen >= sizeof(tpath))
-        return -EINVAL;
+    if (tplen >= sizeof(tpath)) return -EINVAL;
     memcpy(tpath, rule->target, tplen);
     tpath[tplen] = '\0';
     int n = lx_rule_expand(tpath, m->path, m->md, buf, sizeof(buf), 0);
-    if (n < 0 || buf[0] != '/')
-        return -EINVAL;
+    if (n < 0 || buf[0] != '/') return -EINVAL;
     char *path = lx_arena_alloc(r->arena, (size_t)n + 1);
-    if (path == NULL || lx_path_clean(buf, (size_t)n, path, &r->decoded_len) < 0)
-        return -EINVAL;
+    if (path == NULL || lx_path_clean(buf, (size_t)n, path, &r->decoded_len) < 0) return -EINVAL;
     r->decoded = path;
     if (tq) {
         int q = lx_rule_expand(tq + 1, m->path, m->md, qbuf, sizeof(qbuf), 1);
-        if (q < 0)
-            return -EINVAL;
+        if (q < 0) return -EINVAL;
         size_t cq = r->query.len;
         char *nq = lx_arena_alloc(r->arena, (size_t)q + cq + 2);
-        if (nq == NULL)
-            return -ENOMEM;
+        if (nq == NULL) return -ENOMEM;
         memcpy(nq, qbuf, (size_t)q);
         size_t len = (size_t)q;
         if (cq) {
-            if (q)
-                nq[len++] = '&';
+            if (q) nq[len++] = '&';
             memcpy(nq + len, r->query.p, cq);
             len += cq;
         }
@@ -294,8 +268,7 @@ void lx_request_run(lx_req_t *r) {
 
     lx_conn_t *c = r->conn;
     lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, c->addr, c->w->match_data};
-    if (r->vhost->redirect && apply_redirect(r, &m))
-        return;
+    if (r->vhost->redirect && apply_redirect(r, &m)) return;
     if (r->vhost->rewrite) {
         int rc = apply_rewrite(r, &m);
         if (rc < 0) {

@@ -37,39 +37,39 @@ typedef struct {
 #define LX_MAX_HEADERS 100
 
 typedef struct lx_req_s {
-    lx_conn_t *conn;       /**< the connection it arrived on */
-    lx_gen_t *gen;         /**< the generation it runs under, start to end */
-    int method;            /**< llhttp_method_t */
-    int http_minor;        /**< 0 or 1 (major is always 1) */
-    lx_str_t target;       /**< request target as sent */
-    lx_str_t path;         /**< raw path part of target */
-    lx_str_t query;        /**< after '?', without it; len 0 if none */
+    lx_conn_t *conn;            /**< the connection it arrived on */
+    lx_gen_t *gen;              /**< the generation it runs under, start to end */
+    int method;                 /**< llhttp_method_t */
+    int http_minor;             /**< 0 or 1 (major is always 1) */
+    lx_str_t target;            /**< request target as sent */
+    lx_str_t path;              /**< raw path part of target */
+    lx_str_t query;             /**< after '?', without it; len 0 if none */
     lx_str_t known[LX_H_KNOWN]; /**< values of the headers above */
-    lx_header_t *headers;  /**< all headers, in order (arena) */
-    unsigned nheaders;     /**< entries in headers */
-    unsigned hosts;        /**< Host headers seen (more than one is a 400) */
-    char *decoded;         /**< normalised path (arena) */
-    size_t decoded_len;    /**< strlen(decoded) */
-    lx_vhost_t *vhost;     /**< chosen by Host */
-    const lx_site_t *site; /**< vhost or location settings */
-    const char *root;      /**< document root: the site's, or vhost_dir/host */
-    size_t root_len;       /**< strlen(root) */
-    int error_status;      /**< serving the error page for this status, or 0 */
-    int status;            /**< response status, for the log */
-    uint64_t body_bytes;   /**< response body bytes, for the log */
-    uint64_t content_length; /**< request body length announced */
-    uint64_t body_read;    /**< request body bytes received */
-    unsigned keepalive : 1; /**< the connection stays open after this response */
-    unsigned head : 1;      /**< HEAD: headers only */
-    unsigned chunked : 1;   /**< the request body is chunked */
-    unsigned responded : 1; /**< a response has been queued */
-    unsigned in_handlers : 1; /**< lx_resp_error may reroute to an error page */
-    unsigned reroute : 1;   /**< run the handlers again for r->decoded */
-    lx_arena_t *arena;     /**< request memory, reset when the request ends */
-    void *handler_data;    /**< a handler's state across an LX_ASYNC wait */
-    lx_str_t host;         /**< Host without port, for policies */
-    char *extra;           /**< header lines a policy added (arena) */
-    size_t extra_len;      /**< bytes in extra */
+    lx_header_t *headers;       /**< all headers, in order (arena) */
+    unsigned nheaders;          /**< entries in headers */
+    unsigned hosts;             /**< Host headers seen (more than one is a 400) */
+    char *decoded;              /**< normalised path (arena) */
+    size_t decoded_len;         /**< strlen(decoded) */
+    lx_vhost_t *vhost;          /**< chosen by Host */
+    const lx_site_t *site;      /**< vhost or location settings */
+    const char *root;           /**< document root: the site's, or vhost_dir/host */
+    size_t root_len;            /**< strlen(root) */
+    int error_status;           /**< serving the error page for this status, or 0 */
+    int status;                 /**< response status, for the log */
+    uint64_t body_bytes;        /**< response body bytes, for the log */
+    uint64_t content_length;    /**< request body length announced */
+    uint64_t body_read;         /**< request body bytes received */
+    unsigned keepalive : 1;     /**< the connection stays open after this response */
+    unsigned head : 1;          /**< HEAD: headers only */
+    unsigned chunked : 1;       /**< the request body is chunked */
+    unsigned responded : 1;     /**< a response has been queued */
+    unsigned in_handlers : 1;   /**< lx_resp_error may reroute to an error page */
+    unsigned reroute : 1;       /**< run the handlers again for r->decoded */
+    lx_arena_t *arena;          /**< request memory, reset when the request ends */
+    void *handler_data;         /**< a handler's state across an LX_ASYNC wait */
+    lx_str_t host;              /**< Host without port, for policies */
+    char *extra;                /**< header lines a policy added (arena) */
+    size_t extra_len;           /**< bytes in extra */
 } lx_req_t;
 
 /* Runs a complete request through vhost, path and handler; the single entry

@@ -38,16 +38,18 @@ const char *lx_status_reason(int status) {
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
     case 505: return "HTTP Version Not Supported";
-    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error"
-                                                                                  : "Server Error";
+    default:
+        return status < 300   ? "OK"
+               : status < 400 ? "Redirect"
+               : status < 500 ? "Client Error"
+                              : "Server Error";
     }
 }
 
 static void put(lx_req_t *r, const char *p, size_t len) {
     lx_conn_t *c = r->conn;
     char *b = lx_conn_obuf_reserve(c, len);
-    if (b == NULL)
-        return; /* out of memory: the response comes out short and the close tells */
+    if (b == NULL) return; /* out of memory: the response comes out short and the close tells */
     memcpy(b, p, len);
     c->olen += len;
 }
@@ -75,13 +77,11 @@ void lx_resp_headerf(lx_req_t *r, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (n > 0)
-        put(r, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+    if (n > 0) put(r, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
 void lx_resp_end_headers(lx_req_t *r) {
-    if (r->extra_len)
-        put(r, r->extra, r->extra_len);
+    if (r->extra_len) put(r, r->extra, r->extra_len);
     if (!r->keepalive)
         put(r, "Connection: close\r\n\r\n", 21);
     else if (r->http_minor == 0)
@@ -92,8 +92,7 @@ void lx_resp_end_headers(lx_req_t *r) {
 }
 
 void lx_resp_body_copy(lx_req_t *r, const char *p, size_t len) {
-    if (r->head || len == 0)
-        return;
+    if (r->head || len == 0) return;
     size_t from = r->conn->olen;
     put(r, p, len);
     lx_conn_queue_obuf(r->conn, from);
@@ -118,12 +117,9 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
                      "<body><h1>%d %s</h1><hr>" LX_SERVER "</body></html>\n",
                      status, reason, status, reason);
     lx_resp_start(r, status);
-    if (status == 405)
-        put(r, "Allow: GET, HEAD\r\n", 18);
-    if (extra)
-        put(r, extra, strlen(extra));
-    if (r->site && r->site->headers_len)
-        put(r, r->site->headers, r->site->headers_len);
+    if (status == 405) put(r, "Allow: GET, HEAD\r\n", 18);
+    if (extra) put(r, extra, strlen(extra));
+    if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
     lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n", n);
     lx_resp_end_headers(r);
     lx_resp_body_copy(r, body, (size_t)n);
@@ -131,7 +127,6 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
 
 void lx_resp_done(lx_req_t *r) {
     lx_conn_t *c = r->conn;
-    if (r->gen->srv.access_log.path)
-        lx_access_log(c->w, r);
+    if (r->gen->srv.access_log.path) lx_access_log(c->w, r);
     lx_conn_request_done(c);
 }

@@ -26,40 +26,36 @@ typedef struct {
 } slot_t;
 
 static struct {
-    const char *file;   /* config file, as given */
-    char *prefix;       /* directory relative paths start from */
-    lx_gen_t *gen;      /* current generation (one reference) */
+    const char *file; /* config file, as given */
+    char *prefix;     /* directory relative paths start from */
+    lx_gen_t *gen;    /* current generation (one reference) */
     lx_worker_t *workers;
     int nworkers;
     slot_t *slots;
     size_t nslots;
-    int alog_fd;        /* shared by all loops; points at the access log file */
-    char *alog_path;    /* what alog_fd has open, or NULL */
-    char *pid_file;     /* written at start, removed at stop */
-    uint64_t reloads;   /* reload attempts, for the status file */
-    int *inherited;     /* LISTEN_FDS sockets not yet claimed */
+    int alog_fd;      /* shared by all loops; points at the access log file */
+    char *alog_path;  /* what alog_fd has open, or NULL */
+    char *pid_file;   /* written at start, removed at stop */
+    uint64_t reloads; /* reload attempts, for the status file */
+    int *inherited;   /* LISTEN_FDS sockets not yet claimed */
     int ninherited;
 } srv = {.alog_fd = -1};
 
 void lx_notify(const char *fmt, ...) {
     const char *path = getenv("NOTIFY_SOCKET");
-    if (path == NULL || (path[0] != '/' && path[0] != '@'))
-        return;
+    if (path == NULL || (path[0] != '/' && path[0] != '@')) return;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     size_t len = strlen(path);
-    if (len >= sizeof(sa.sun_path))
-        return;
+    if (len >= sizeof(sa.sun_path)) return;
     memcpy(sa.sun_path, path, len);
-    if (sa.sun_path[0] == '@')
-        sa.sun_path[0] = '\0'; /* abstract namespace */
+    if (sa.sun_path[0] == '@') sa.sun_path[0] = '\0'; /* abstract namespace */
     char msg[256];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     if (sendto(fd, msg, (size_t)n, 0, (struct sockaddr *)&sa,
                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
         lx_log_warn("sd_notify: %s", strerror(errno));
@@ -73,8 +69,7 @@ static uint64_t monotonic_usec(void) {
 }
 
 int lx_reload_status_path(const char *pid_file, char *out, size_t len) {
-    if (pid_file == NULL)
-        return -ENOENT;
+    if (pid_file == NULL) return -ENOENT;
     int n = snprintf(out, len, "%s.reload", pid_file);
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
@@ -83,12 +78,10 @@ int lx_reload_status_path(const char *pid_file, char *out, size_t len) {
  * sees half a line. */
 static void write_status(int ok, const char *msg) {
     char path[4096], tmp[4200];
-    if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) < 0)
-        return;
+    if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) < 0) return;
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return;
+    if (f == NULL) return;
     fprintf(f, "%llu %s %s\n", (unsigned long long)srv.reloads, ok ? "ok" : "failed", msg);
     fclose(f);
     rename(tmp, path);
@@ -100,8 +93,7 @@ static int take_inherited(const lx_listen_t *l) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);
         int fd = srv.inherited[i];
-        if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-            continue;
+        if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0) continue;
         if (len == l->addrlen && memcmp(&ss, &l->addr, len) == 0) {
             srv.inherited[i] = -1;
             return fd;
@@ -114,24 +106,21 @@ static int take_inherited(const lx_listen_t *l) {
  * SO_REUSEPORT, so the kernel spreads connections without a shared lock. */
 static int open_listener(const lx_listen_t *l, const lx_server_conf_t *s) {
     int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) return -errno;
     int one = 1, zero = 0;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
     if (l->addr.ss_family == AF_INET6) {
         /* Only the "all addresses" form is dual-stack; "[::1]:80" means v6. */
         const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&l->addr;
-        int any = memcmp(&a6->sin6_addr, &in6addr_any, sizeof(in6addr_any)) == 0 &&
-                  l->text[0] != '[';
+        int any =
+            memcmp(&a6->sin6_addr, &in6addr_any, sizeof(in6addr_any)) == 0 && l->text[0] != '[';
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(one));
     }
     /* Accepted sockets inherit TCP_NODELAY on Linux: one call here instead
      * of one per connection. */
-    if (s->tcp_nodelay)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) < 0 ||
-        listen(fd, s->backlog) < 0) {
+    if (s->tcp_nodelay) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) < 0 || listen(fd, s->backlog) < 0) {
         int err = -errno;
         close(fd);
         return err;
@@ -146,8 +135,7 @@ static int open_listener(const lx_listen_t *l, const lx_server_conf_t *s) {
 
 static void close_slot(slot_t *sl, int nworkers) {
     for (int i = 0; i < nworkers; i++)
-        if (sl->fds[i] >= 0)
-            close(sl->fds[i]);
+        if (sl->fds[i] >= 0) close(sl->fds[i]);
     free(sl->fds);
 }
 
@@ -199,8 +187,7 @@ static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *no
             }
             sl->fds[i] = fd;
         }
-        if (r == 0)
-            n++;
+        if (r == 0) n++;
     }
     if (r < 0) {
         /* Close only what this call opened; the running slots stay. */
@@ -211,8 +198,7 @@ static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *no
                 close_slot(&slots[i], nworkers);
         }
         free(slots);
-        if (r == -ENOMEM && err[0] == '\0')
-            snprintf(err, errlen, "out of memory");
+        if (r == -ENOMEM && err[0] == '\0') snprintf(err, errlen, "out of memory");
         return r;
     }
     *out = slots;
@@ -229,11 +215,9 @@ static void free_slots(slot_t *slots, size_t n) {
 /* Points the shared access log fd at path (or at nothing). dup2 swaps the
  * file under every loop at once, with no lock on the request path. */
 static int open_access_log(const char *path) {
-    if (path && srv.alog_path && strcmp(path, srv.alog_path) == 0)
-        return 0;
+    if (path && srv.alog_path && strcmp(path, srv.alog_path) == 0) return 0;
     int fd = open(path ? path : "/dev/null", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) return -errno;
     if (srv.alog_fd < 0) {
         srv.alog_fd = fd;
     } else {
@@ -247,43 +231,35 @@ static int open_access_log(const char *path) {
 
 /* Whether path can be opened for appending (a log the config names). */
 static int can_append(const char *path) {
-    if (strcmp(path, "stderr") == 0)
-        return 0;
+    if (strcmp(path, "stderr") == 0) return 0;
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) return -errno;
     close(fd);
     return 0;
 }
 
 static int write_pid_file(const char *path) {
     FILE *f = fopen(path, "w");
-    if (f == NULL)
-        return -errno;
+    if (f == NULL) return -errno;
     fprintf(f, "%ld\n", (long)getpid());
     fclose(f);
     return 0;
 }
 
 static int drop_privileges(const char *user) {
-    if (user == NULL || geteuid() != 0)
-        return 0;
+    if (user == NULL || geteuid() != 0) return 0;
     struct passwd *pw = getpwnam(user);
-    if (pw == NULL)
-        return -ENOENT;
-    if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
-        return -errno;
+    if (pw == NULL) return -ENOENT;
+    if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) return -errno;
     return 0;
 }
 
 /* Sockets systemd passed (LISTEN_PID/LISTEN_FDS, from fd 3 on). */
 static void collect_inherited(void) {
     const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-    if (pid == NULL || fds == NULL || atol(pid) != (long)getpid())
-        return;
+    if (pid == NULL || fds == NULL || atol(pid) != (long)getpid()) return;
     int n = atoi(fds);
-    if (n <= 0 || (srv.inherited = malloc((size_t)n * sizeof(int))) == NULL)
-        return;
+    if (n <= 0 || (srv.inherited = malloc((size_t)n * sizeof(int))) == NULL) return;
     for (int i = 0; i < n; i++) {
         srv.inherited[i] = 3 + i;
         fcntl(3 + i, F_SETFD, FD_CLOEXEC);
@@ -324,8 +300,7 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
     }
     for (int i = 0; i < srv.ninherited; i++)
         if (srv.inherited[i] >= 0)
-            lx_log_warn("LISTEN_FDS: fd %d matches no listen address; ignored",
-                        srv.inherited[i]);
+            lx_log_warn("LISTEN_FDS: fd %d matches no listen address; ignored", srv.inherited[i]);
     if ((r = drop_privileges(s->user)) < 0) {
         lx_log(LX_LOG_EMERG, "user %s: %s", s->user, strerror(-r));
         return r;
@@ -338,15 +313,13 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
         srv.pid_file = strdup(s->pid_file);
     }
     srv.workers = calloc((size_t)srv.nworkers, sizeof(*srv.workers));
-    if (srv.workers == NULL)
-        return -ENOMEM;
+    if (srv.workers == NULL) return -ENOMEM;
     for (int i = 0; i < srv.nworkers; i++) {
         int *fds = malloc((srv.nslots ? srv.nslots : 1) * sizeof(int));
         for (size_t j = 0; fds && j < srv.nslots; j++)
             fds[j] = srv.slots[j].fds[i];
         srv.workers[i].exited = exited;
-        r = fds ? lx_worker_start(&srv.workers[i], i, gen, fds, srv.nslots, srv.alog_fd)
-                : -ENOMEM;
+        r = fds ? lx_worker_start(&srv.workers[i], i, gen, fds, srv.nslots, srv.alog_fd) : -ENOMEM;
         free(fds);
         if (r < 0) {
             lx_log(LX_LOG_EMERG, "worker %d: %s", i, uv_strerror(r));
@@ -367,8 +340,8 @@ static void keep_restart_only(lx_gen_t *g) {
     lx_server_conf_t *n = &g->srv;
     const lx_server_conf_t *o = &srv.gen->srv;
     if (n->workers != o->workers) {
-        lx_log_warn("reload: workers %d -> %d needs a restart; keeping %d", o->workers,
-                    n->workers, o->workers);
+        lx_log_warn("reload: workers %d -> %d needs a restart; keeping %d", o->workers, n->workers,
+                    o->workers);
         n->workers = o->workers;
     }
     if ((n->user == NULL) != (o->user == NULL) ||
@@ -388,20 +361,17 @@ int lx_server_reload(void) {
     if (r == 0) {
         keep_restart_only(g);
         r = lx_policy_build(g, srv.file, srv.prefix, srv.nworkers, err, sizeof(err));
-        if (r == 0)
-            r = build_slots(g, srv.nworkers, &slots, &nslots, err, sizeof(err));
-        if (r < 0)
-            lx_gen_unref(g);
+        if (r == 0) r = build_slots(g, srv.nworkers, &slots, &nslots, err, sizeof(err));
+        if (r < 0) lx_gen_unref(g);
     }
     /* Files the new config names must open before anything is published. */
     if (r == 0 && (r = can_append(g->srv.error_log)) < 0)
-        snprintf(err, sizeof(err), "%s:%d: error_log %s: %s", g->srv.file,
-                 g->srv.error_log_line, g->srv.error_log, strerror(-r));
-    if (r == 0)
-        r = open_access_log(g->srv.access_log.path);
+        snprintf(err, sizeof(err), "%s:%d: error_log %s: %s", g->srv.file, g->srv.error_log_line,
+                 g->srv.error_log, strerror(-r));
+    if (r == 0) r = open_access_log(g->srv.access_log.path);
     if (r < 0 && err[0] == '\0')
-        snprintf(err, sizeof(err), "%s:%d: access_log %s: %s", g->srv.file,
-                 g->srv.access_log_line, g->srv.access_log.path, strerror(-r));
+        snprintf(err, sizeof(err), "%s:%d: access_log %s: %s", g->srv.file, g->srv.access_log_line,
+                 g->srv.access_log.path, strerror(-r));
     if (r < 0 && slots) {
         for (size_t i = 0; i < nslots; i++)
             if (!find_slot(srv.slots, srv.nslots, &slots[i].addr))
@@ -426,16 +396,14 @@ int lx_server_reload(void) {
     }
     if (g->srv.pid_file && (!srv.pid_file || strcmp(g->srv.pid_file, srv.pid_file) != 0)) {
         if (write_pid_file(g->srv.pid_file) == 0) {
-            if (srv.pid_file)
-                unlink(srv.pid_file);
+            if (srv.pid_file) unlink(srv.pid_file);
             free(srv.pid_file);
             srv.pid_file = strdup(g->srv.pid_file);
         }
     }
     for (int i = 0; i < srv.nworkers; i++) {
         int *fds = malloc((nslots ? nslots : 1) * sizeof(int));
-        if (fds == NULL)
-            continue; /* that loop keeps the old generation */
+        if (fds == NULL) continue; /* that loop keeps the old generation */
         for (size_t j = 0; j < nslots; j++)
             fds[j] = slots[j].fds[i];
         lx_gen_ref(g);
@@ -465,8 +433,7 @@ int lx_server_reload(void) {
 
 void lx_server_reopen(void) {
     int r = lx_log_reopen();
-    if (r < 0)
-        lx_log_error("reopen: error log: %s", strerror(-r));
+    if (r < 0) lx_log_error("reopen: error log: %s", strerror(-r));
     char *path = srv.alog_path ? strdup(srv.alog_path) : NULL;
     if (path) {
         free(srv.alog_path);
@@ -486,8 +453,7 @@ void lx_server_stop(int how) {
 
 int lx_server_all_exited(void) {
     for (int i = 0; i < srv.nworkers; i++)
-        if (!__atomic_load_n(&srv.workers[i].done, __ATOMIC_ACQUIRE))
-            return 0;
+        if (!__atomic_load_n(&srv.workers[i].done, __ATOMIC_ACQUIRE)) return 0;
     return 1;
 }
 
@@ -499,12 +465,10 @@ void lx_server_cleanup(void) {
     if (srv.pid_file) {
         char path[4200];
         unlink(srv.pid_file);
-        if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) == 0)
-            unlink(path);
+        if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) == 0) unlink(path);
     }
     free(srv.pid_file);
-    if (srv.alog_fd >= 0)
-        close(srv.alog_fd);
+    if (srv.alog_fd >= 0) close(srv.alog_fd);
     free(srv.alog_path);
     free(srv.prefix);
     free(srv.inherited);

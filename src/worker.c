@@ -33,16 +33,14 @@ void lx_worker_set_time(lx_worker_t *w, time_t t) {
 static void on_accept(uv_poll_t *p, int status, int events);
 
 static void listen_start(lx_worker_t *w) {
-    if (w->listening || w->stop)
-        return;
+    if (w->listening || w->stop) return;
     for (size_t i = 0; i < w->nlisteners; i++)
         uv_poll_start(&w->listeners[i]->poll, UV_READABLE, on_accept);
     w->listening = 1;
 }
 
 static void listen_pause(lx_worker_t *w) {
-    if (!w->listening)
-        return;
+    if (!w->listening) return;
     for (size_t i = 0; i < w->nlisteners; i++)
         uv_poll_stop(&w->listeners[i]->poll);
     w->listening = 0;
@@ -52,8 +50,7 @@ static void on_accept(uv_poll_t *p, int status, int events) {
     lx_listener_t *l = container_of(p, lx_listener_t, poll);
     lx_worker_t *w = p->data;
     (void)events;
-    if (status < 0)
-        return;
+    if (status < 0) return;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         if (w->nconns >= w->max_conns) {
             /* Leave the rest in the kernel's queue until a slot frees. */
@@ -88,8 +85,7 @@ static void close_listeners(lx_worker_t *w) {
 
 static lx_listener_t *new_listener(lx_worker_t *w, int fd) {
     lx_listener_t *l = calloc(1, sizeof(*l));
-    if (l == NULL)
-        return NULL;
+    if (l == NULL) return NULL;
     if (uv_poll_init(&w->loop, &l->poll, fd) < 0) {
         free(l);
         return NULL;
@@ -100,8 +96,7 @@ static lx_listener_t *new_listener(lx_worker_t *w, int fd) {
 }
 
 static void finish(lx_worker_t *w) {
-    if (w->alog_fd >= 0 && w->alog_len)
-        lx_access_log_flush(w);
+    if (w->alog_fd >= 0 && w->alog_len) lx_access_log_flush(w);
     if (!uv_is_closing((uv_handle_t *)&w->tick)) {
         uv_close((uv_handle_t *)&w->tick, NULL);
         uv_close((uv_handle_t *)&w->wakeup, NULL);
@@ -110,17 +105,14 @@ static void finish(lx_worker_t *w) {
 
 void lx_worker_conn_closed(lx_worker_t *w) {
     if (w->stop) {
-        if (w->nconns == 0)
-            finish(w);
+        if (w->nconns == 0) finish(w);
         return;
     }
-    if (!w->listening && w->nconns < w->max_conns)
-        listen_start(w);
+    if (!w->listening && w->nconns < w->max_conns) listen_start(w);
 }
 
 static void begin_stop(lx_worker_t *w, int how) {
-    if (how <= w->stop)
-        return;
+    if (how <= w->stop) return;
     int first = w->stop == 0;
     w->stop = how;
     if (first) {
@@ -134,8 +126,7 @@ static void begin_stop(lx_worker_t *w, int how) {
         else
             lx_conn_drain(c);
     }
-    if (w->nconns == 0)
-        finish(w);
+    if (w->nconns == 0) finish(w);
 }
 
 void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
@@ -145,8 +136,7 @@ void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
     }
     for (size_t i = 0; i < w->nretired; i++) {
         lx_retired_t *rt = &w->retired[i];
-        if (rt->gen != gen)
-            continue;
+        if (rt->gen != gen) continue;
         if (--rt->users == 0) {
             lx_log_debug("worker %d: generation %llu drained", w->index,
                          (unsigned long long)gen->id);
@@ -188,8 +178,7 @@ static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
     free(w->listeners);
     w->listeners = nl;
     w->nlisteners = n;
-    if (!w->stop)
-        listen_start(w);
+    if (!w->stop) listen_start(w);
 }
 
 static void adopt(lx_worker_t *w) {
@@ -198,8 +187,7 @@ static void adopt(lx_worker_t *w) {
     w->mailbox.gen = NULL;
     w->mailbox.fds = NULL;
     uv_mutex_unlock(&w->mailbox_lock);
-    if (m.gen == NULL)
-        return;
+    if (m.gen == NULL) return;
     swap_listeners(w, m.fds, m.nfds);
     free(m.fds);
     if (w->gen_users > 0) {
@@ -217,8 +205,7 @@ static void adopt(lx_worker_t *w) {
     w->gen_users = 0;
     const lx_server_conf_t *s = &m.gen->srv;
     w->max_conns = s->max_connections / (uint32_t)s->workers;
-    if (w->max_conns == 0)
-        w->max_conns = 1;
+    if (w->max_conns == 0) w->max_conns = 1;
     /* Cached files carry the old sites' headers: start afresh. */
     lx_filecache_clear(w->cache);
 }
@@ -227,8 +214,7 @@ static void on_wakeup(uv_async_t *a) {
     lx_worker_t *w = a->data;
     adopt(w);
     int how = __atomic_load_n(&w->stop_request, __ATOMIC_ACQUIRE);
-    if (how)
-        begin_stop(w, how);
+    if (how) begin_stop(w, how);
 }
 
 void lx_worker_publish(lx_worker_t *w, lx_gen_t *gen, int *fds, size_t nfds) {
@@ -270,16 +256,13 @@ static void expire_retired(lx_worker_t *w) {
 
 static void on_tick(uv_timer_t *t) {
     lx_worker_t *w = t->data;
-    if (w->alog_fd >= 0 && w->alog_len)
-        lx_access_log_flush(w);
-    if (w->nretired)
-        expire_retired(w);
+    if (w->alog_fd >= 0 && w->alog_len) lx_access_log_flush(w);
+    if (w->nretired) expire_retired(w);
     if (w->stop && uv_now(&w->loop) >= w->drain_deadline) {
         lx_log_warn("worker %d: drain timeout, closing %u connections", w->index, w->nconns);
         begin_stop(w, 2);
     }
-    if (!w->stop && !w->listening && w->nconns < w->max_conns)
-        listen_start(w); /* after EMFILE */
+    if (!w->stop && !w->listening && w->nconns < w->max_conns) listen_start(w); /* after EMFILE */
 }
 
 static void thread_main(void *arg) {
@@ -291,36 +274,29 @@ static void thread_main(void *arg) {
     if (uv_loop_close(&w->loop) != 0)
         lx_log_warn("worker %d: loop closed with handles open", w->index);
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
-    if (w->exited)
-        uv_async_send(w->exited);
+    if (w->exited) uv_async_send(w->exited);
 }
 
 int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds,
                     int alog_fd) {
     const lx_server_conf_t *s = &gen->srv;
     int r = uv_loop_init(&w->loop);
-    if (r < 0)
-        return r;
+    if (r < 0) return r;
     w->index = index;
     w->gen = gen;
     lx_gen_ref(gen);
     w->max_conns = s->max_connections / (uint32_t)s->workers;
-    if (w->max_conns == 0)
-        w->max_conns = 1;
+    if (w->max_conns == 0) w->max_conns = 1;
     w->alog_fd = alog_fd;
     w->alog_cap = s->access_log_buffer;
-    if ((w->alog = malloc(w->alog_cap)) == NULL)
-        return -ENOMEM;
+    if ((w->alog = malloc(w->alog_cap)) == NULL) return -ENOMEM;
     w->cache = lx_filecache_new(&w->loop);
     w->match_data = pcre2_match_data_create(10, NULL); /* $0..$9 */
-    if (w->match_data == NULL)
-        return -ENOMEM;
+    if (w->match_data == NULL) return -ENOMEM;
     w->listeners = calloc(nfds ? nfds : 1, sizeof(*w->listeners));
-    if (w->cache == NULL || w->listeners == NULL)
-        return -ENOMEM;
+    if (w->cache == NULL || w->listeners == NULL) return -ENOMEM;
     for (size_t i = 0; i < nfds; i++) {
-        if ((w->listeners[i] = new_listener(w, fds[i])) == NULL)
-            return -ENOMEM;
+        if ((w->listeners[i] = new_listener(w, fds[i])) == NULL) return -ENOMEM;
         w->nlisteners++;
     }
     uv_mutex_init(&w->mailbox_lock);
@@ -336,8 +312,7 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
 
 void lx_worker_stop(lx_worker_t *w, int how) {
     int cur = __atomic_load_n(&w->stop_request, __ATOMIC_ACQUIRE);
-    if (how > cur)
-        __atomic_store_n(&w->stop_request, how, __ATOMIC_RELEASE);
+    if (how > cur) __atomic_store_n(&w->stop_request, how, __ATOMIC_RELEASE);
     uv_async_send(&w->wakeup);
 }
 

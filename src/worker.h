@@ -18,50 +18,50 @@ typedef struct {
 
 /* A generation replaced by a reload, kept while requests still use it. */
 typedef struct {
-    lx_gen_t *gen;     /**< one reference held */
-    uint32_t users;    /**< requests of this loop still running under it */
-    uint64_t retired;  /**< loop ms when it was replaced */
+    lx_gen_t *gen;    /**< one reference held */
+    uint32_t users;   /**< requests of this loop still running under it */
+    uint64_t retired; /**< loop ms when it was replaced */
 } lx_retired_t;
 
 /* What the main thread hands a loop on reload (under the mailbox lock). */
 typedef struct {
-    lx_gen_t *gen;     /**< the new generation, one reference for the loop */
-    int *fds;          /**< the loop's listening fds under the new config */
-    size_t nfds;       /**< entries in fds */
+    lx_gen_t *gen; /**< the new generation, one reference for the loop */
+    int *fds;      /**< the loop's listening fds under the new config */
+    size_t nfds;   /**< entries in fds */
 } lx_mailbox_t;
 
 typedef struct lx_worker_s {
-    uv_loop_t loop;           /**< this worker's loop */
-    uv_thread_t thread;       /**< the thread running it */
-    int index;                /**< 0..workers-1 */
-    lx_gen_t *gen;            /**< current generation (one reference held) */
-    uint32_t gen_users;       /**< requests running under gen */
-    lx_retired_t *retired;    /**< older generations still in use */
-    size_t nretired;          /**< entries in retired */
-    uv_mutex_t mailbox_lock;  /**< guards mailbox */
-    lx_mailbox_t mailbox;     /**< a pending reload, gen NULL when none */
-    uv_async_t wakeup;        /**< main thread -> loop: stop requested */
-    uv_timer_t tick;          /**< once a second: log flush, drain deadline */
-    lx_listener_t **listeners; /**< one per listen address (uv handles do not move) */
-    size_t nlisteners;        /**< entries in listeners */
-    int listening;            /**< listeners are being polled */
-    lx_conn_t *conns;         /**< all open connections (doubly linked) */
-    uint32_t nconns;          /**< entries in conns */
-    uint32_t max_conns;       /**< this loop's share of max_connections */
-    lx_filecache_t *cache;    /**< this loop's file cache */
-    void *match_data;         /**< pcre2_match_data for this loop's regex matches */
-    char *alog;               /**< access log buffer */
-    size_t alog_len;          /**< bytes in alog */
-    size_t alog_cap;          /**< its size */
-    int alog_fd;              /**< access log file, or -1 */
-    int stop;                 /**< 1: graceful stop, 2: immediate */
-    int stop_request;         /**< atomic: what the main thread asked for */
-    uv_async_t *exited;       /**< signalled when the thread is about to end */
-    int done;                 /**< atomic: the thread's loop has ended */
-    uint64_t drain_deadline;  /**< loop ms after which a graceful stop gets forceful */
-    time_t now;               /**< second of the cached strings below */
+    uv_loop_t loop;                  /**< this worker's loop */
+    uv_thread_t thread;              /**< the thread running it */
+    int index;                       /**< 0..workers-1 */
+    lx_gen_t *gen;                   /**< current generation (one reference held) */
+    uint32_t gen_users;              /**< requests running under gen */
+    lx_retired_t *retired;           /**< older generations still in use */
+    size_t nretired;                 /**< entries in retired */
+    uv_mutex_t mailbox_lock;         /**< guards mailbox */
+    lx_mailbox_t mailbox;            /**< a pending reload, gen NULL when none */
+    uv_async_t wakeup;               /**< main thread -> loop: stop requested */
+    uv_timer_t tick;                 /**< once a second: log flush, drain deadline */
+    lx_listener_t **listeners;       /**< one per listen address (uv handles do not move) */
+    size_t nlisteners;               /**< entries in listeners */
+    int listening;                   /**< listeners are being polled */
+    lx_conn_t *conns;                /**< all open connections (doubly linked) */
+    uint32_t nconns;                 /**< entries in conns */
+    uint32_t max_conns;              /**< this loop's share of max_connections */
+    lx_filecache_t *cache;           /**< this loop's file cache */
+    void *match_data;                /**< pcre2_match_data for this loop's regex matches */
+    char *alog;                      /**< access log buffer */
+    size_t alog_len;                 /**< bytes in alog */
+    size_t alog_cap;                 /**< its size */
+    int alog_fd;                     /**< access log file, or -1 */
+    int stop;                        /**< 1: graceful stop, 2: immediate */
+    int stop_request;                /**< atomic: what the main thread asked for */
+    uv_async_t *exited;              /**< signalled when the thread is about to end */
+    int done;                        /**< atomic: the thread's loop has ended */
+    uint64_t drain_deadline;         /**< loop ms after which a graceful stop gets forceful */
+    time_t now;                      /**< second of the cached strings below */
     char date[LX_HTTP_DATE_LEN + 1]; /**< Date header value for `now` */
-    char clf_time[32];        /**< "29/Nov/2026:17:50:54 +0000" for `now` */
+    char clf_time[32];               /**< "29/Nov/2026:17:50:54 +0000" for `now` */
 } lx_worker_t;
 
 /* Starts a worker thread serving on the given listening fds (taken over),

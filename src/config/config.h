@@ -17,23 +17,23 @@
 /* Serving settings of a vhost or of one of its locations. A location starts as
  * a copy of its vhost's site and overrides the keys it names. */
 typedef struct lx_site_s {
-    const char *root;          /**< absolute document root, no trailing slash; NULL: none */
-    size_t root_len;           /**< strlen(root) */
-    const char **index;        /**< index file names tried for a path ending in '/' */
-    size_t nindex;             /**< entries in index */
-    const char *cache_control; /**< Cache-Control value, or NULL */
-    const char *headers;       /**< pre-built "Name: value\r\n" lines added to every response */
-    size_t headers_len;        /**< bytes in headers */
-    unsigned etag : 1;         /**< send ETag and honour If-None-Match */
+    const char *root;           /**< absolute document root, no trailing slash; NULL: none */
+    size_t root_len;            /**< strlen(root) */
+    const char **index;         /**< index file names tried for a path ending in '/' */
+    size_t nindex;              /**< entries in index */
+    const char *cache_control;  /**< Cache-Control value, or NULL */
+    const char *headers;        /**< pre-built "Name: value\r\n" lines added to every response */
+    size_t headers_len;         /**< bytes in headers */
+    unsigned etag : 1;          /**< send ETag and honour If-None-Match */
     unsigned last_modified : 1; /**< send Last-Modified and honour If-Modified-Since */
-    unsigned gzip_static : 1;  /**< serve FILE.gz to clients that accept gzip */
-    unsigned dir_listing : 1;  /**< list directories that have no index file */
-    uint32_t id;               /**< unique within a generation; part of the file cache key */
+    unsigned gzip_static : 1;   /**< serve FILE.gz to clients that accept gzip */
+    unsigned dir_listing : 1;   /**< list directories that have no index file */
+    uint32_t id;                /**< unique within a generation; part of the file cache key */
     const lx_ruleset_t *access; /**< access rules, or NULL */
-    const int *error_status;   /**< statuses that have an error page */
-    const char **error_page;   /**< the page (a path in the site) for each */
-    uint32_t policy;           /**< policy slot (1..), 0: none */
-    size_t nerror_pages;       /**< entries in both */
+    const int *error_status;    /**< statuses that have an error page */
+    const char **error_page;    /**< the page (a path in the site) for each */
+    uint32_t policy;            /**< policy slot (1..), 0: none */
+    size_t nerror_pages;        /**< entries in both */
 } lx_site_t;
 
 /* location "/prefix/" { ... }: the longest matching prefix wins. */
@@ -46,23 +46,23 @@ typedef struct {
 } lx_location_t;
 
 typedef struct lx_vhost_s {
-    const char *name;  /**< lower-case primary name */
-    int is_default;    /**< serves requests whose Host matches no vhost */
-    lx_site_t site;    /**< the vhost's own settings */
-    const char *file;  /**< config file that declared it */
-    int line;          /**< line of the declaration */
-    lx_ruleset_t *redirect; /**< answered with Location, or NULL */
-    lx_ruleset_t *rewrite;  /**< internal rewrites, or NULL */
+    const char *name;         /**< lower-case primary name */
+    int is_default;           /**< serves requests whose Host matches no vhost */
+    lx_site_t site;           /**< the vhost's own settings */
+    const char *file;         /**< config file that declared it */
+    int line;                 /**< line of the declaration */
+    lx_ruleset_t *redirect;   /**< answered with Location, or NULL */
+    lx_ruleset_t *rewrite;    /**< internal rewrites, or NULL */
     lx_location_t *locations; /**< in declaration order */
-    size_t nlocations;      /**< entries in locations */
+    size_t nlocations;        /**< entries in locations */
     lx_trie_t *location_trie; /**< location index by prefix, or NULL */
 } lx_vhost_t;
 
 typedef struct {
-    char text[80];               /**< as written in the config, for messages */
+    char text[80];                /**< as written in the config, for messages */
     struct sockaddr_storage addr; /**< resolved numeric address */
-    socklen_t addrlen;           /**< length of addr */
-    const char *file;            /**< where it was written */
+    socklen_t addrlen;            /**< length of addr */
+    const char *file;             /**< where it was written */
     int line;
 } lx_listen_t;
 
@@ -72,36 +72,36 @@ typedef struct {
 } lx_access_log_conf_t;
 
 typedef struct {
-    lx_listen_t *listen;         /**< addresses to listen on */
-    size_t nlisten;              /**< entries in listen */
-    int workers;                 /**< event loops; resolved from "auto" */
-    const char *user;            /**< drop privileges to this user, or NULL */
-    const char *pid_file;        /**< or NULL */
-    const char *error_log;       /**< path or "stderr" */
-    int error_log_level;         /**< LX_LOG_* */
+    lx_listen_t *listen;             /**< addresses to listen on */
+    size_t nlisten;                  /**< entries in listen */
+    int workers;                     /**< event loops; resolved from "auto" */
+    const char *user;                /**< drop privileges to this user, or NULL */
+    const char *pid_file;            /**< or NULL */
+    const char *error_log;           /**< path or "stderr" */
+    int error_log_level;             /**< LX_LOG_* */
     lx_access_log_conf_t access_log; /**< path NULL: off */
-    size_t access_log_buffer;    /**< bytes buffered per loop before a write */
-    int access_log_unbuffered;   /**< write each line at once (access_log_buffer = 0) */
-    uint32_t keepalive_timeout;  /**< ms; 0 disables keep-alive */
-    uint32_t keepalive_requests; /**< requests per connection */
-    uint32_t header_timeout;     /**< ms for the whole request header */
-    uint32_t body_timeout;       /**< ms between two reads of a body */
-    uint32_t send_timeout;       /**< ms between two writes of a response */
-    uint32_t drain_timeout;      /**< ms a graceful stop waits for requests */
-    size_t max_header_bytes;     /**< request line plus headers */
-    uint64_t max_body_bytes;     /**< request body */
-    uint32_t max_connections;    /**< per server, split across loops */
-    const char *file;            /**< where server {} was written */
-    int line;                    /**< (line 0: no server block) */
-    int error_log_line;          /**< line of the error_log key */
-    int access_log_line;         /**< line of the access_log key */
-    int tcp_nodelay;             /**< TCP_NODELAY on accepted sockets */
-    int defer_accept;            /**< TCP_DEFER_ACCEPT on listeners */
-    int backlog;                 /**< listen(2) backlog */
-    uint64_t policy_budget;      /**< Lua instructions per policy call */
-    size_t policy_memory;        /**< Lua bytes per loop for policies */
-    const char *vhost_dir;       /**< mass hosting root, or NULL */
-    size_t vhost_dir_len;        /**< strlen(vhost_dir) */
+    size_t access_log_buffer;        /**< bytes buffered per loop before a write */
+    int access_log_unbuffered;       /**< write each line at once (access_log_buffer = 0) */
+    uint32_t keepalive_timeout;      /**< ms; 0 disables keep-alive */
+    uint32_t keepalive_requests;     /**< requests per connection */
+    uint32_t header_timeout;         /**< ms for the whole request header */
+    uint32_t body_timeout;           /**< ms between two reads of a body */
+    uint32_t send_timeout;           /**< ms between two writes of a response */
+    uint32_t drain_timeout;          /**< ms a graceful stop waits for requests */
+    size_t max_header_bytes;         /**< request line plus headers */
+    uint64_t max_body_bytes;         /**< request body */
+    uint32_t max_connections;        /**< per server, split across loops */
+    const char *file;                /**< where server {} was written */
+    int line;                        /**< (line 0: no server block) */
+    int error_log_line;              /**< line of the error_log key */
+    int access_log_line;             /**< line of the access_log key */
+    int tcp_nodelay;                 /**< TCP_NODELAY on accepted sockets */
+    int defer_accept;                /**< TCP_DEFER_ACCEPT on listeners */
+    int backlog;                     /**< listen(2) backlog */
+    uint64_t policy_budget;          /**< Lua instructions per policy call */
+    size_t policy_memory;            /**< Lua bytes per loop for policies */
+    const char *vhost_dir;           /**< mass hosting root, or NULL */
+    size_t vhost_dir_len;            /**< strlen(vhost_dir) */
 } lx_server_conf_t;
 
 /* One slot of the host-name hash. */
@@ -112,23 +112,23 @@ typedef struct {
 } lx_host_slot_t;
 
 typedef struct lx_gen_s {
-    uint64_t id;             /**< generation number, 1 for the first */
-    int refs;                /**< atomic: loops and requests holding it */
-    lx_arena_t arena;        /**< owns everything below */
-    const char *file;        /**< main config file */
-    lx_server_conf_t srv;    /**< server {} */
-    lx_mime_t *mime;         /**< built-in table plus mime {} */
-    lx_vhost_t *vhosts;      /**< in declaration order */
-    size_t nvhosts;          /**< entries in vhosts */
-    lx_host_slot_t *hosts;   /**< exact names and wildcard suffixes */
-    size_t hosts_mask;       /**< slots - 1 (a power of two) */
-    lx_vhost_t *default_vhost; /**< or NULL */
-    lx_vhost_t mass_vhost;   /**< settings for vhost_dir hosts */
-    uint32_t npolicies;      /**< policy slots in use */
+    uint64_t id;                 /**< generation number, 1 for the first */
+    int refs;                    /**< atomic: loops and requests holding it */
+    lx_arena_t arena;            /**< owns everything below */
+    const char *file;            /**< main config file */
+    lx_server_conf_t srv;        /**< server {} */
+    lx_mime_t *mime;             /**< built-in table plus mime {} */
+    lx_vhost_t *vhosts;          /**< in declaration order */
+    size_t nvhosts;              /**< entries in vhosts */
+    lx_host_slot_t *hosts;       /**< exact names and wildcard suffixes */
+    size_t hosts_mask;           /**< slots - 1 (a power of two) */
+    lx_vhost_t *default_vhost;   /**< or NULL */
+    lx_vhost_t mass_vhost;       /**< settings for vhost_dir hosts */
+    uint32_t npolicies;          /**< policy slots in use */
     struct lx_policy_vm_s **vms; /**< one Lua state per loop running the policies */
-    int nvms;                /**< entries in vms */
-    lx_ruleset_t **rulesets; /**< every rule set, to free them */
-    size_t nrulesets;        /**< entries in rulesets */
+    int nvms;                    /**< entries in vms */
+    lx_ruleset_t **rulesets;     /**< every rule set, to free them */
+    size_t nrulesets;            /**< entries in rulesets */
 } lx_gen_t;
 
 /* Runs the config file in a fresh Lua state and compiles it. On success

@@ -12,8 +12,7 @@ void lx_gen_ref(lx_gen_t *g) {
 }
 
 void lx_gen_unref(lx_gen_t *g) {
-    if (g == NULL || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0)
-        return;
+    if (g == NULL || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     lx_mime_free(g->mime);
     lx_policy_free(g);
     for (size_t i = 0; i < g->nrulesets; i++)
@@ -29,30 +28,24 @@ static const lx_host_slot_t *host_get(const lx_gen_t *g, const char *name, size_
     uint64_t h = lx_hash(name, len, 0);
     for (size_t i = h & g->hosts_mask;; i = (i + 1) & g->hosts_mask) {
         const lx_host_slot_t *s = &g->hosts[i];
-        if (s->vhost == NULL)
-            return NULL;
-        if (s->len == len && memcmp(s->name, name, len) == 0)
-            return s;
+        if (s->vhost == NULL) return NULL;
+        if (s->len == len && memcmp(s->name, name, len) == 0) return s;
     }
 }
 
 lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len) {
     char lower[256];
-    if (len > 0 && host[len - 1] == '.')
-        len--; /* "example.com." names the same host */
-    if (len == 0 || len >= sizeof(lower) || g->hosts == NULL)
-        return NULL;
+    if (len > 0 && host[len - 1] == '.') len--; /* "example.com." names the same host */
+    if (len == 0 || len >= sizeof(lower) || g->hosts == NULL) return NULL;
     for (size_t i = 0; i < len; i++) {
         char c = host[i];
         lower[i] = (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
     }
     const lx_host_slot_t *s = host_get(g, lower, len);
-    if (s != NULL)
-        return s->vhost;
+    if (s != NULL) return s->vhost;
     /* Wildcards: the longest suffix first, so "*.a.example" beats "*.example". */
     for (size_t i = 1; i < len; i++) {
-        if (lower[i] == '.' && (s = host_get(g, lower + i, len - i)) != NULL)
-            return s->vhost;
+        if (lower[i] == '.' && (s = host_get(g, lower + i, len - i)) != NULL) return s->vhost;
     }
     return NULL;
 }
@@ -69,8 +62,7 @@ static int deepest(void *ud, const uint32_t *ids, uint32_t n, size_t depth) {
 }
 
 const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, size_t len) {
-    if (vh->location_trie == NULL)
-        return NULL;
+    if (vh->location_trie == NULL) return NULL;
     int64_t id = -1;
     lx_trie_walk(vh->location_trie, path, len, 0, deepest, &id);
     return id < 0 ? NULL : &vh->locations[id];
@@ -79,30 +71,25 @@ const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, s
 static const char *const kind_names[] = {"allow", "deny", "rewrite", "redirect"};
 
 static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, const char *indent) {
-    if (rs == NULL)
-        return;
+    if (rs == NULL) return;
     fprintf(out, "%s%s (%u rules; indexed: %zu by prefix, %zu by suffix; %u always tested)\n",
             indent, title, rs->n, lx_trie_keys(rs->by_prefix), lx_trie_keys(rs->by_suffix),
             rs->nalways);
     for (uint32_t i = 0; i < rs->n; i++) {
         const lx_rule_t *r = &rs->rules[i];
         fprintf(out, "%s  %u. %s", indent, i + 1, kind_names[r->kind]);
-        if (r->prefix)
-            fprintf(out, " prefix=%s", r->prefix);
+        if (r->prefix) fprintf(out, " prefix=%s", r->prefix);
         for (size_t j = 0; j < r->nsuffix; j++)
             fprintf(out, "%s%s", j ? "," : " suffix=", r->suffix[j]);
-        if (r->regex)
-            fprintf(out, " regex=%s", r->regex);
+        if (r->regex) fprintf(out, " regex=%s", r->regex);
         if (r->methods) {
             fprintf(out, " method=");
             for (int m = 0; m < 63; m++)
                 if (r->methods & (1ULL << m))
                     fprintf(out, "%s ", llhttp_method_name((llhttp_method_t)m));
         }
-        if (r->has_from)
-            fprintf(out, " from=(%zu ranges)", r->from.n);
-        if (r->target)
-            fprintf(out, " -> %s", r->target);
+        if (r->has_from) fprintf(out, " from=(%zu ranges)", r->from.n);
+        if (r->target) fprintf(out, " -> %s", r->target);
         if (r->kind == LX_RULE_DENY || r->kind == LX_RULE_REDIRECT)
             fprintf(out, " status=%d", r->status);
         fprintf(out, "  (%s:%d)\n", r->file, r->line);
@@ -115,8 +102,8 @@ static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
     for (size_t i = 0; i < s->nindex; i++)
         fprintf(out, " %s", s->index[i]);
     fprintf(out, "\n%setag %s, last_modified %s, gzip_static %s, dir_listing %s\n", indent,
-            s->etag ? "on" : "off", s->last_modified ? "on" : "off",
-            s->gzip_static ? "on" : "off", s->dir_listing ? "on" : "off");
+            s->etag ? "on" : "off", s->last_modified ? "on" : "off", s->gzip_static ? "on" : "off",
+            s->dir_listing ? "on" : "off");
     if (s->headers_len) {
         fprintf(out, "%sheaders:\n", indent);
         const char *p = s->headers, *end = s->headers + s->headers_len;
@@ -164,8 +151,8 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
         dump_rules("redirect", v->redirect, out, "  ");
         dump_rules("rewrite", v->rewrite, out, "  ");
         for (size_t j = 0; j < v->nlocations; j++) {
-            fprintf(out, "  location %s  (%s:%d)\n", v->locations[j].prefix,
-                    v->locations[j].file, v->locations[j].line);
+            fprintf(out, "  location %s  (%s:%d)\n", v->locations[j].prefix, v->locations[j].file,
+                    v->locations[j].line);
             dump_site(&v->locations[j].site, out, "    ");
         }
     }

@@ -37,8 +37,7 @@ typedef struct {
 static int fail(loader_t *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(loader_t *ld, const char *fmt, ...) {
     int n = snprintf(ld->err, ld->errlen, "%s:%d: ", ld->file ? ld->file : "?", ld->line);
-    if (n < 0 || (size_t)n >= ld->errlen)
-        return -EINVAL;
+    if (n < 0 || (size_t)n >= ld->errlen) return -EINVAL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ld->err + n, ld->errlen - (size_t)n, fmt, ap);
@@ -49,12 +48,10 @@ static int fail(loader_t *ld, const char *fmt, ...) {
 /* Sets ld->file/line from the _file/_line fields of the table at idx. */
 static void locate(loader_t *ld, int idx) {
     lua_getfield(ld->L, idx, "_file");
-    if (lua_isstring(ld->L, -1))
-        ld->file = lx_arena_strdup(&ld->g->arena, lua_tostring(ld->L, -1));
+    if (lua_isstring(ld->L, -1)) ld->file = lx_arena_strdup(&ld->g->arena, lua_tostring(ld->L, -1));
     lua_pop(ld->L, 1);
     lua_getfield(ld->L, idx, "_line");
-    if (lua_isnumber(ld->L, -1))
-        ld->line = (int)lua_tointeger(ld->L, -1);
+    if (lua_isnumber(ld->L, -1)) ld->line = (int)lua_tointeger(ld->L, -1);
     lua_pop(ld->L, 1);
 }
 
@@ -92,8 +89,7 @@ static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {
     l->line = ld->line;
     const char *host = get_str(ld, idx, "host", "");
     int port = (int)get_num(ld, idx, "port", 0);
-    if (port < 1 || port > 65535)
-        return fail(ld, "listen: port %d out of range", port);
+    if (port < 1 || port > 65535) return fail(ld, "listen: port %d out of range", port);
     snprintf(l->text, sizeof(l->text), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     memset(&l->addr, 0, sizeof(l->addr));
     if (*host == '\0') {
@@ -111,8 +107,7 @@ static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {
     char portstr[8];
     snprintf(portstr, sizeof(portstr), "%d", port);
     int r = getaddrinfo(host, portstr, &hints, &res);
-    if (r != 0)
-        return fail(ld, "listen \"%s\": %s", l->text, gai_strerror(r));
+    if (r != 0) return fail(ld, "listen \"%s\": %s", l->text, gai_strerror(r));
     memcpy(&l->addr, res->ai_addr, res->ai_addrlen);
     l->addrlen = res->ai_addrlen;
     freeaddrinfo(res);
@@ -132,15 +127,13 @@ static int read_server(loader_t *ld, int idx) {
         lua_rawgeti(L, -1, (int)i + 1);
         int r = parse_listen(ld, lua_gettop(L), &s->listen[i]);
         lua_pop(L, 1);
-        if (r < 0)
-            return r;
+        if (r < 0) return r;
     }
     s->nlisten = n;
     lua_pop(L, 1);
     ld->file = s->file;
     ld->line = s->line;
-    if (n == 0)
-        return fail(ld, "server: no listen address");
+    if (n == 0) return fail(ld, "server: no listen address");
 
     s->workers = (int)get_num(ld, idx, "workers", 0);
     if (s->workers <= 0) {
@@ -152,8 +145,7 @@ static int read_server(loader_t *ld, int idx) {
     s->error_log = get_str(ld, idx, "error_log", "stderr");
     const char *level = get_str(ld, idx, "error_log_level", "info");
     s->error_log_level = lx_log_level_parse(level);
-    if (s->error_log_level < 0)
-        return fail(ld, "server: unknown error_log_level \"%s\"", level);
+    if (s->error_log_level < 0) return fail(ld, "server: unknown error_log_level \"%s\"", level);
 
     lua_getfield(L, idx, "access_log");
     if (lua_istable(L, -1)) {
@@ -175,8 +167,7 @@ static int read_server(loader_t *ld, int idx) {
     lua_pop(L, 1);
     s->access_log_buffer = (size_t)get_num(ld, idx, "access_log_buffer", 65536);
     s->access_log_unbuffered = s->access_log_buffer == 0;
-    if (s->access_log_buffer < 16384)
-        s->access_log_buffer = 16384;
+    if (s->access_log_buffer < 16384) s->access_log_buffer = 16384;
 
     s->keepalive_timeout = get_ms(ld, idx, "keepalive_timeout", 30);
     s->keepalive_requests = (uint32_t)get_num(ld, idx, "keepalive_requests", 1000);
@@ -185,8 +176,7 @@ static int read_server(loader_t *ld, int idx) {
     s->send_timeout = get_ms(ld, idx, "send_timeout", 60);
     s->drain_timeout = get_ms(ld, idx, "drain_timeout", 30);
     s->max_header_bytes = (size_t)get_num(ld, idx, "max_header_bytes", 8192);
-    if (s->max_header_bytes < 256)
-        return fail(ld, "server: max_header_bytes must be at least 256");
+    if (s->max_header_bytes < 256) return fail(ld, "server: max_header_bytes must be at least 256");
     s->max_body_bytes = (uint64_t)get_num(ld, idx, "max_body_bytes", 1048576);
     s->max_connections = (uint32_t)get_num(ld, idx, "max_connections", 10000);
     s->tcp_nodelay = get_bool(ld, idx, "tcp_nodelay", 1);
@@ -214,8 +204,7 @@ static int add_header(loader_t *ld, char **buf, size_t *len, size_t *cap, const 
     for (const char *p = name; *p; p++)
         if (!is_token_char((unsigned char)*p))
             return fail(ld, "header name \"%s\" is not an HTTP token", name);
-    if (*name == '\0')
-        return fail(ld, "empty header name");
+    if (*name == '\0') return fail(ld, "empty header name");
     for (const char *p = value; *p; p++)
         if ((unsigned char)*p < 0x20 && *p != '\t')
             return fail(ld, "header \"%s\": value contains a control character", name);
@@ -223,8 +212,7 @@ static int add_header(loader_t *ld, char **buf, size_t *len, size_t *cap, const 
     if (*len + need + 1 > *cap) {
         size_t ncap = (*cap + need) * 2;
         char *nb = realloc(*buf, ncap);
-        if (nb == NULL)
-            return -ENOMEM;
+        if (nb == NULL) return -ENOMEM;
         *buf = nb;
         *cap = ncap;
     }
@@ -317,7 +305,6 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site, uint32_t id) {
     return r;
 }
 
-
 /* Reads an array of strings at t[key] into arena memory. */
 static const char **get_strings(loader_t *ld, int idx, const char *key, size_t *n) {
     lua_State *L = ld->L;
@@ -342,8 +329,7 @@ static const char **get_strings(loader_t *ld, int idx, const char *key, size_t *
     return v;
 }
 
-static int read_rule(loader_t *ld, int idx, int kind, const char *what, size_t pos,
-                     lx_rule_t *r) {
+static int read_rule(loader_t *ld, int idx, int kind, const char *what, size_t pos, lx_rule_t *r) {
     locate(ld, idx);
     r->file = ld->file;
     r->line = ld->line;
@@ -372,8 +358,7 @@ static int read_rule(loader_t *ld, int idx, int kind, const char *what, size_t p
             lx_addr_t *last = lx_arena_alloc(&ld->g->arena, nfrom * sizeof(lx_addr_t));
             for (size_t i = 0; i < nfrom; i++)
                 if (lx_cidr_parse(from[i], &first[i], &last[i]) < 0)
-                    return fail(ld, "%s %zu: invalid address \"%s\" in from", what, pos,
-                                from[i]);
+                    return fail(ld, "%s %zu: invalid address \"%s\" in from", what, pos, from[i]);
             lx_cidrset_build(&r->from, first, last, nfrom);
             r->has_from = 1;
         }
@@ -421,8 +406,7 @@ static int read_rules(loader_t *ld, int idx, const char *key, int kind, const ch
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    if (r == 0)
-        r = lx_ruleset_index(rs);
+    if (r == 0) r = lx_ruleset_index(rs);
     *out = rs;
     return r;
 }
@@ -468,8 +452,7 @@ static int read_locations(loader_t *ld, int idx, lx_vhost_t *vh) {
     if (n) {
         vh->locations = lx_arena_calloc(&ld->g->arena, n * sizeof(lx_location_t));
         vh->location_trie = lx_trie_new();
-        if (vh->locations == NULL || vh->location_trie == NULL)
-            r = -ENOMEM;
+        if (vh->locations == NULL || vh->location_trie == NULL) r = -ENOMEM;
     }
     for (size_t i = 0; r == 0 && i < n; i++) {
         lua_rawgeti(L, -1, (int)i + 1);
@@ -482,15 +465,11 @@ static int read_locations(loader_t *ld, int idx, lx_vhost_t *vh) {
         loc->len = strlen(loc->prefix);
         loc->site = vh->site; /* inherit, then override */
         r = read_site(ld, t, &loc->site, vh->site.id + (uint32_t)i + 1);
-        if (r == 0)
-            r = read_error_pages(ld, t, &loc->site);
+        if (r == 0) r = read_error_pages(ld, t, &loc->site);
         lx_ruleset_t *access = NULL;
-        if (r == 0)
-            r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
-        if (access)
-            loc->site.access = access; /* a location's own list replaces the vhost's */
-        if (r == 0)
-            r = lx_trie_add(vh->location_trie, loc->prefix, loc->len, (uint32_t)i);
+        if (r == 0) r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
+        if (access) loc->site.access = access; /* a location's own list replaces the vhost's */
+        if (r == 0) r = lx_trie_add(vh->location_trie, loc->prefix, loc->len, (uint32_t)i);
         vh->nlocations = i + 1;
         lua_pop(L, 1);
     }
@@ -512,8 +491,8 @@ static int host_insert(loader_t *ld, const char *name, lx_vhost_t *vh) {
         }
         if (s->len == len && memcmp(s->name, name, len) == 0)
             return fail(ld, "vhost \"%s\": name \"%s\" is already used by vhost \"%s\" (%s:%d)",
-                        vh->name, *name == '.' ? name - 1 : name, s->vhost->name,
-                        s->vhost->file, s->vhost->line);
+                        vh->name, *name == '.' ? name - 1 : name, s->vhost->name, s->vhost->file,
+                        s->vhost->line);
     }
 }
 
@@ -521,8 +500,7 @@ static int host_insert(loader_t *ld, const char *name, lx_vhost_t *vh) {
 static int add_name(loader_t *ld, const char *name, lx_vhost_t *vh) {
     char *lower = lx_arena_strdup(&ld->g->arena, name);
     for (char *p = lower; *p; p++)
-        if (*p >= 'A' && *p <= 'Z')
-            *p |= 0x20;
+        if (*p >= 'A' && *p <= 'Z') *p |= 0x20;
     return host_insert(ld, lower[0] == '*' && lower[1] == '.' ? lower + 1 : lower, vh);
 }
 
@@ -537,8 +515,7 @@ static int read_vhosts(loader_t *ld, int idx) {
         lua_pop(L, 2);
     }
     size_t slots = 16;
-    if (n > 1023 * 1024)
-        return fail(ld, "too many vhosts (%zu)", n);
+    if (n > 1023 * 1024) return fail(ld, "too many vhosts (%zu)", n);
     while (slots < names * 2)
         slots <<= 1;
     g->hosts = lx_arena_calloc(&g->arena, slots * sizeof(*g->hosts));
@@ -558,21 +535,15 @@ static int read_vhosts(loader_t *ld, int idx) {
         vh->site.etag = vh->site.last_modified = 1;
         /* Site ids leave room for the vhost's locations after its own. */
         int r = read_site(ld, t, &vh->site, (uint32_t)i * 1024);
-        if (r == 0)
-            r = read_error_pages(ld, t, &vh->site);
+        if (r == 0) r = read_error_pages(ld, t, &vh->site);
         lx_ruleset_t *access = NULL;
-        if (r == 0)
-            r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
+        if (r == 0) r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
         vh->site.access = access;
-        if (r == 0)
-            r = read_rules(ld, t, "rewrite", LX_RULE_REWRITE, "rewrite", &vh->rewrite);
-        if (r == 0)
-            r = read_rules(ld, t, "redirect", LX_RULE_REDIRECT, "redirect", &vh->redirect);
-        if (r == 0)
-            r = read_locations(ld, t, vh);
+        if (r == 0) r = read_rules(ld, t, "rewrite", LX_RULE_REWRITE, "rewrite", &vh->rewrite);
+        if (r == 0) r = read_rules(ld, t, "redirect", LX_RULE_REDIRECT, "redirect", &vh->redirect);
+        if (r == 0) r = read_locations(ld, t, vh);
         locate(ld, t);
-        if (r == 0)
-            r = add_name(ld, vh->name, vh);
+        if (r == 0) r = add_name(ld, vh->name, vh);
         lua_getfield(L, t, "aliases");
         for (size_t j = 1; r == 0 && lua_istable(L, -1) && j <= lua_objlen(L, -1); j++) {
             lua_rawgeti(L, -1, (int)j);
@@ -580,12 +551,12 @@ static int read_vhosts(loader_t *ld, int idx) {
             lua_pop(L, 1);
         }
         lua_pop(L, 2);
-        if (r < 0)
-            return r;
+        if (r < 0) return r;
         if (vh->is_default) {
             if (g->default_vhost)
-                return fail(ld, "vhost \"%s\": default = true, but vhost \"%s\" (%s:%d) is "
-                                "already the default",
+                return fail(ld,
+                            "vhost \"%s\": default = true, but vhost \"%s\" (%s:%d) is "
+                            "already the default",
                             vh->name, g->default_vhost->name, g->default_vhost->file,
                             g->default_vhost->line);
             g->default_vhost = vh;
@@ -623,14 +594,12 @@ static int convert(loader_t *ld, int desc) {
     lua_pop(L, 1);
     if (r == 0) {
         lua_getfield(L, desc, "mime");
-        if (lua_istable(L, -1))
-            r = read_mime(ld, lua_gettop(L));
+        if (lua_istable(L, -1)) r = read_mime(ld, lua_gettop(L));
         lua_pop(L, 1);
     }
     if (r == 0) {
         lua_getfield(L, desc, "vhosts");
-        if (lua_istable(L, -1))
-            r = read_vhosts(ld, lua_gettop(L));
+        if (lua_istable(L, -1)) r = read_vhosts(ld, lua_gettop(L));
         lua_pop(L, 1);
     }
     if (r == 0) {
@@ -673,8 +642,7 @@ static int l_glob(lua_State *L) {
             lua_rawseti(L, -2, (int)i + 1);
         }
     }
-    if (r != GLOB_NOSPACE)
-        globfree(&gl);
+    if (r != GLOB_NOSPACE) globfree(&gl);
     return 1;
 }
 
@@ -737,8 +705,7 @@ int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err,
 int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t **out, char *err,
                    size_t errlen) {
     lx_gen_t *g = calloc(1, sizeof(*g));
-    if (g == NULL)
-        return -ENOMEM;
+    if (g == NULL) return -ENOMEM;
     lx_arena_init(&g->arena, 64 * 1024);
     g->id = id;
     g->refs = 1;
@@ -747,8 +714,7 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
     lua_State *L = luaL_newstate();
     if (L == NULL || g->mime == NULL) {
         snprintf(err, errlen, "%s: out of memory", path);
-        if (L)
-            lua_close(L);
+        if (L) lua_close(L);
         lx_gen_unref(g);
         return -ENOMEM;
     }

@@ -37,32 +37,26 @@ static int cmp(lx_addr_t a, lx_addr_t b) {
 int lx_cidr_parse(const char *s, lx_addr_t *first, lx_addr_t *last) {
     char buf[64];
     size_t len = strlen(s);
-    if (len == 0 || len >= sizeof(buf))
-        return -EINVAL;
+    if (len == 0 || len >= sizeof(buf)) return -EINVAL;
     memcpy(buf, s, len + 1);
     char *slash = strchr(buf, '/');
     long bits = -1;
     if (slash) {
         char *end;
         *slash = '\0';
-        if (slash[1] == '\0')
-            return -EINVAL;
+        if (slash[1] == '\0') return -EINVAL;
         bits = strtol(slash + 1, &end, 10);
-        if (*end != '\0' || bits < 0)
-            return -EINVAL;
+        if (*end != '\0' || bits < 0) return -EINVAL;
     }
     unsigned char b[16];
     struct in_addr v4;
     if (inet_pton(AF_INET, buf, &v4) == 1) {
-        if (bits > 32)
-            return -EINVAL;
+        if (bits > 32) return -EINVAL;
         map_v4(&v4, b);
         bits = bits < 0 ? 128 : bits + 96;
     } else if (inet_pton(AF_INET6, buf, b) == 1) {
-        if (bits > 128)
-            return -EINVAL;
-        if (bits < 0)
-            bits = 128;
+        if (bits > 128) return -EINVAL;
+        if (bits < 0) bits = 128;
     } else {
         return -EINVAL;
     }
@@ -90,8 +84,7 @@ void lx_cidrset_build(lx_cidrset_t *set, lx_addr_t *first, lx_addr_t *last, size
     set->first = first;
     set->last = last;
     set->n = 0;
-    if (p == NULL)
-        return;
+    if (p == NULL) return;
     for (size_t i = 0; i < n; i++)
         p[i] = (pair_t){first[i], last[i]};
     qsort(p, n, sizeof(*p), pair_cmp);
@@ -101,11 +94,9 @@ void lx_cidrset_build(lx_cidrset_t *set, lx_addr_t *first, lx_addr_t *last, size
             /* Merge overlapping or adjacent ranges. */
             lx_addr_t end = last[m - 1];
             lx_addr_t next = end;
-            if (++next.lo == 0)
-                next.hi++;
+            if (++next.lo == 0) next.hi++;
             if (cmp(p[i].f, next) <= 0 || (end.hi == ~0ULL && end.lo == ~0ULL)) {
-                if (cmp(p[i].l, end) > 0)
-                    last[m - 1] = p[i].l;
+                if (cmp(p[i].l, end) > 0) last[m - 1] = p[i].l;
                 continue;
             }
         }

@@ -24,8 +24,7 @@ pcre2_code *lx_regex_compile(const char *src, char *err, size_t errlen) {
 
 uint64_t lx_method_bit(const char *name) {
 #define XX(num, id, string)                                                                        \
-    if (num < 63 && strcmp(name, #string) == 0)                                                    \
-        return 1ULL << num;
+    if (num < 63 && strcmp(name, #string) == 0) return 1ULL << num;
     HTTP_ALL_METHOD_MAP(XX)
 #undef XX
     /* A method llhttp does not know never reaches the rules (it is a 400),
@@ -49,8 +48,7 @@ static int plain_structure(const char *s) {
     int depth = 0, in_class = 0;
     for (; *s; s++) {
         if (*s == '\\') {
-            if (s[1] == 'Q' || s[1] == '\0')
-                return 0;
+            if (s[1] == 'Q' || s[1] == '\0') return 0;
             s++;
             continue;
         }
@@ -61,18 +59,15 @@ static int plain_structure(const char *s) {
         switch (*s) {
         case '[':
             in_class = 1;
-            if (s[1] == ']')
-                s++; /* "[]...]" : the first ] is a literal */
+            if (s[1] == ']') s++; /* "[]...]" : the first ] is a literal */
             break;
         case '(':
-            if (s[1] == '?' || s[1] == '*')
-                return 0;
+            if (s[1] == '?' || s[1] == '*') return 0;
             depth++;
             break;
         case ')': depth--; break;
         case '|':
-            if (depth == 0)
-                return 0;
+            if (depth == 0) return 0;
             break;
         }
     }
@@ -81,11 +76,9 @@ static int plain_structure(const char *s) {
 
 size_t lx_regex_literal(const char *src, int suffix, char *out, size_t cap) {
     size_t n = 0, len = strlen(src);
-    if (!plain_structure(src) || cap == 0)
-        return 0;
+    if (!plain_structure(src) || cap == 0) return 0;
     if (!suffix) {
-        if (src[0] != '^')
-            return 0;
+        if (src[0] != '^') return 0;
         for (size_t i = 1; i < len && n + 1 < cap;) {
             char c = src[i];
             size_t step = 1;
@@ -107,13 +100,11 @@ size_t lx_regex_literal(const char *src, int suffix, char *out, size_t cap) {
     }
     /* Suffix: the pattern must end in an unescaped '$'. Read backwards,
      * counting backslashes to know whether a character is escaped. */
-    if (len < 2 || src[len - 1] != '$')
-        return 0;
+    if (len < 2 || src[len - 1] != '$') return 0;
     size_t bs = 0;
     for (size_t j = len - 1; j > 0 && src[j - 1] == '\\'; j--)
         bs++;
-    if (bs % 2)
-        return 0;
+    if (bs % 2) return 0;
     char rev[256];
     size_t i = len - 1;
     while (i > 0 && n + 1 < cap && n < sizeof(rev)) {
@@ -122,13 +113,11 @@ size_t lx_regex_literal(const char *src, int suffix, char *out, size_t cap) {
         for (size_t j = i - 1; j > 0 && src[j - 1] == '\\'; j--)
             k++;
         if (k % 2) {
-            if (is_alnum(c))
-                break;
+            if (is_alnum(c)) break;
             rev[n++] = c;
             i -= 2;
         } else {
-            if (is_meta(c))
-                break;
+            if (is_meta(c)) break;
             rev[n++] = c;
             i -= 1;
         }
@@ -143,8 +132,7 @@ size_t lx_regex_literal(const char *src, int suffix, char *out, size_t cap) {
 
 static int add_always(lx_ruleset_t *rs, uint32_t id) {
     uint32_t *a = realloc(rs->always, (rs->nalways + 1) * sizeof(*a));
-    if (a == NULL)
-        return -ENOMEM;
+    if (a == NULL) return -ENOMEM;
     rs->always = a;
     rs->always[rs->nalways++] = id;
     return 0;
@@ -152,12 +140,10 @@ static int add_always(lx_ruleset_t *rs, uint32_t id) {
 
 static int add_suffix(lx_ruleset_t *rs, const char *s, size_t len, uint32_t id) {
     char rev[512];
-    if (len > sizeof(rev))
-        len = sizeof(rev); /* the index needs only the last bytes */
+    if (len > sizeof(rev)) len = sizeof(rev); /* the index needs only the last bytes */
     for (size_t i = 0; i < len; i++)
         rev[i] = s[len - 1 - i];
-    if (rs->by_suffix == NULL && (rs->by_suffix = lx_trie_new()) == NULL)
-        return -ENOMEM;
+    if (rs->by_suffix == NULL && (rs->by_suffix = lx_trie_new()) == NULL) return -ENOMEM;
     return lx_trie_add(rs->by_suffix, rev, len, id);
 }
 
@@ -173,8 +159,7 @@ int lx_ruleset_index(lx_ruleset_t *rs) {
             n = lx_regex_literal(r->regex, 0, lit, sizeof(lit));
         }
         if (n) {
-            if (rs->by_prefix == NULL && (rs->by_prefix = lx_trie_new()) == NULL)
-                return -ENOMEM;
+            if (rs->by_prefix == NULL && (rs->by_prefix = lx_trie_new()) == NULL) return -ENOMEM;
             rc = lx_trie_add(rs->by_prefix, lit, n, id);
         } else if (r->nsuffix) {
             rc = 0;
@@ -186,24 +171,21 @@ int lx_ruleset_index(lx_ruleset_t *rs) {
         } else {
             rc = add_always(rs, id);
         }
-        if (rc < 0)
-            return rc;
+        if (rc < 0) return rc;
     }
     return 0;
 }
 
 void lx_ruleset_free(lx_ruleset_t *rs) {
     for (uint32_t i = 0; i < rs->n; i++)
-        if (rs->rules[i].re)
-            pcre2_code_free(rs->rules[i].re);
+        if (rs->rules[i].re) pcre2_code_free(rs->rules[i].re);
     lx_trie_free(rs->by_prefix);
     lx_trie_free(rs->by_suffix);
     free(rs->always);
 }
 
 static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
-    if (r->methods && !(r->methods & (1ULL << (c->method & 63))))
-        return 0;
+    if (r->methods && !(r->methods & (1ULL << (c->method & 63)))) return 0;
     if (r->prefix_len && (c->len < r->prefix_len || memcmp(c->path, r->prefix, r->prefix_len)))
         return 0;
     if (r->nsuffix) {
@@ -212,17 +194,14 @@ static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
             if (c->len >= r->suffix_len[i] &&
                 memcmp(c->path + c->len - r->suffix_len[i], r->suffix[i], r->suffix_len[i]) == 0)
                 break;
-        if (i == r->nsuffix)
-            return 0;
+        if (i == r->nsuffix) return 0;
     }
-    if (r->has_from && !lx_cidrset_has(&r->from, c->addr))
-        return 0;
+    if (r->has_from && !lx_cidrset_has(&r->from, c->addr)) return 0;
     if (r->re) {
         int m = pcre2_jit_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
         if (m == PCRE2_ERROR_JIT_BADOPTION)
             m = pcre2_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
-        if (m < 0)
-            return 0;
+        if (m < 0) return 0;
     }
     return 1;
 }
@@ -252,35 +231,28 @@ static int collect(void *ud, const uint32_t *ids, uint32_t n, size_t depth) {
 }
 
 int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx) {
-    if (rs == NULL || rs->n == 0)
-        return -1;
+    if (rs == NULL || rs->n == 0) return -1;
     lists_t l;
     l.count = 0;
     l.overflow = 0;
-    if (rs->nalways)
-        collect(&l, rs->always, rs->nalways, 0);
+    if (rs->nalways) collect(&l, rs->always, rs->nalways, 0);
     lx_trie_walk(rs->by_prefix, ctx->path, ctx->len, 0, collect, &l);
     lx_trie_walk(rs->by_suffix, ctx->path, ctx->len, 1, collect, &l);
     if (l.overflow) {
         /* A path that meets more than MAX_LISTS literals: test every rule,
          * in order. Slower, never wrong. */
         for (uint32_t i = 0; i < rs->n; i++)
-            if (rule_matches(&rs->rules[i], ctx))
-                return (int)i;
+            if (rule_matches(&rs->rules[i], ctx)) return (int)i;
         return -1;
     }
     for (;;) {
         uint32_t min = UINT32_MAX;
         for (int i = 0; i < l.count; i++)
-            if (l.pos[i] < l.n[i] && l.ids[i][l.pos[i]] < min)
-                min = l.ids[i][l.pos[i]];
-        if (min == UINT32_MAX)
-            return -1;
+            if (l.pos[i] < l.n[i] && l.ids[i][l.pos[i]] < min) min = l.ids[i][l.pos[i]];
+        if (min == UINT32_MAX) return -1;
         for (int i = 0; i < l.count; i++)
-            if (l.pos[i] < l.n[i] && l.ids[i][l.pos[i]] == min)
-                l.pos[i]++;
-        if (rule_matches(&rs->rules[min], ctx))
-            return (int)min;
+            if (l.pos[i] < l.n[i] && l.ids[i][l.pos[i]] == min) l.pos[i]++;
+        if (rule_matches(&rs->rules[min], ctx)) return (int)min;
     }
 }
 
@@ -299,8 +271,7 @@ int lx_rule_expand(const char *target, const char *subject, pcre2_match_data *md
             for (PCRE2_SIZE i = ov[2 * k]; i < ov[2 * k + 1]; i++) {
                 unsigned char c = (unsigned char)subject[i];
                 int enc = escape && (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#%?", c));
-                if (n + (enc ? 3 : 1) >= cap)
-                    return -ENOSPC;
+                if (n + (enc ? 3 : 1) >= cap) return -ENOSPC;
                 if (enc) {
                     out[n++] = '%';
                     out[n++] = hex[c >> 4];
@@ -311,8 +282,7 @@ int lx_rule_expand(const char *target, const char *subject, pcre2_match_data *md
             }
             continue;
         }
-        if (n + 1 >= cap)
-            return -ENOSPC;
+        if (n + 1 >= cap) return -ENOSPC;
         out[n++] = *p;
     }
     out[n] = '\0';

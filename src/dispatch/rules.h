@@ -16,39 +16,39 @@
 enum { LX_RULE_ALLOW, LX_RULE_DENY, LX_RULE_REWRITE, LX_RULE_REDIRECT };
 
 typedef struct {
-    int kind;              /**< LX_RULE_* */
-    int status;            /**< deny and redirect status */
-    uint64_t methods;      /**< bit per llhttp method; 0: any method */
-    const char *prefix;    /**< path must start with this, or NULL */
-    size_t prefix_len;     /**< strlen(prefix) */
-    const char **suffix;   /**< path must end with one of these */
-    size_t *suffix_len;    /**< their lengths */
-    size_t nsuffix;        /**< entries in suffix; 0: no condition */
-    pcre2_code *re;        /**< path must match, or NULL */
-    const char *regex;     /**< its source, for -T */
-    lx_cidrset_t from;     /**< client address must be in it */
-    int has_from;          /**< from applies */
-    const char *target;    /**< rewrite or redirect target with $1..$9 */
-    const char *file;      /**< where it was written */
+    int kind;            /**< LX_RULE_* */
+    int status;          /**< deny and redirect status */
+    uint64_t methods;    /**< bit per llhttp method; 0: any method */
+    const char *prefix;  /**< path must start with this, or NULL */
+    size_t prefix_len;   /**< strlen(prefix) */
+    const char **suffix; /**< path must end with one of these */
+    size_t *suffix_len;  /**< their lengths */
+    size_t nsuffix;      /**< entries in suffix; 0: no condition */
+    pcre2_code *re;      /**< path must match, or NULL */
+    const char *regex;   /**< its source, for -T */
+    lx_cidrset_t from;   /**< client address must be in it */
+    int has_from;        /**< from applies */
+    const char *target;  /**< rewrite or redirect target with $1..$9 */
+    const char *file;    /**< where it was written */
     int line;
 } lx_rule_t;
 
 typedef struct {
-    lx_rule_t *rules;   /**< in the order written */
-    uint32_t n;         /**< entries in rules */
+    lx_rule_t *rules;     /**< in the order written */
+    uint32_t n;           /**< entries in rules */
     lx_trie_t *by_prefix; /**< rule ids by literal prefix */
     lx_trie_t *by_suffix; /**< rule ids by reversed literal suffix */
-    uint32_t *always;   /**< rules with no literal to index: always tested */
-    uint32_t nalways;   /**< entries in always */
+    uint32_t *always;     /**< rules with no literal to index: always tested */
+    uint32_t nalways;     /**< entries in always */
 } lx_ruleset_t;
 
 /* What a rule is matched against. */
 typedef struct {
-    const char *path;        /**< decoded, normalised */
-    size_t len;              /**< strlen(path) */
-    int method;              /**< llhttp_method_t */
-    lx_addr_t addr;          /**< client address */
-    pcre2_match_data *md;    /**< per-loop; holds the captures of a regex match */
+    const char *path;     /**< decoded, normalised */
+    size_t len;           /**< strlen(path) */
+    int method;           /**< llhttp_method_t */
+    lx_addr_t addr;       /**< client address */
+    pcre2_match_data *md; /**< per-loop; holds the captures of a regex match */
 } lx_match_ctx_t;
 
 /* Builds the index after rules[] is filled. Returns 0 or -ENOMEM. */

@@ -24,8 +24,7 @@ static int new_node(lx_trie_t *t, uint32_t *out) {
     if (t->n == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 64;
         node_t *nodes = realloc(t->nodes, cap * sizeof(*nodes));
-        if (nodes == NULL)
-            return -ENOMEM;
+        if (nodes == NULL) return -ENOMEM;
         t->nodes = nodes;
         t->cap = cap;
     }
@@ -45,8 +44,7 @@ lx_trie_t *lx_trie_new(void) {
 }
 
 void lx_trie_free(lx_trie_t *t) {
-    if (t == NULL)
-        return;
+    if (t == NULL) return;
     for (uint32_t i = 0; i < t->n; i++) {
         free(t->nodes[i].bytes);
         free(t->nodes[i].kids);
@@ -78,18 +76,15 @@ int lx_trie_add(lx_trie_t *t, const char *key, size_t len, uint32_t id) {
             cur = t->nodes[cur].kids[pos];
             continue;
         }
-        if (new_node(t, &kid) < 0)
-            return -ENOMEM;
+        if (new_node(t, &kid) < 0) return -ENOMEM;
         node_t *n = &t->nodes[cur]; /* after new_node: the array may have moved */
         if (n->nkids == n->capkids) {
             uint32_t cap = n->capkids ? n->capkids * 2 : 2;
             unsigned char *b = realloc(n->bytes, cap);
-            if (b == NULL)
-                return -ENOMEM;
+            if (b == NULL) return -ENOMEM;
             n->bytes = b;
             uint32_t *k = realloc(n->kids, cap * sizeof(*k));
-            if (k == NULL)
-                return -ENOMEM;
+            if (k == NULL) return -ENOMEM;
             n->kids = k;
             n->capkids = cap;
         }
@@ -104,8 +99,7 @@ int lx_trie_add(lx_trie_t *t, const char *key, size_t len, uint32_t id) {
     if (n->nids == n->capids) {
         uint32_t cap = n->capids ? n->capids * 2 : 1;
         uint32_t *ids = realloc(n->ids, cap * sizeof(*ids));
-        if (ids == NULL)
-            return -ENOMEM;
+        if (ids == NULL) return -ENOMEM;
         n->ids = ids;
         n->capids = cap;
     }
@@ -120,19 +114,15 @@ size_t lx_trie_keys(const lx_trie_t *t) {
 
 void lx_trie_walk(const lx_trie_t *t, const char *s, size_t len, int reverse, lx_trie_cb cb,
                   void *ud) {
-    if (t == NULL)
-        return;
+    if (t == NULL) return;
     uint32_t cur = 0;
     for (size_t i = 0;; i++) {
         const node_t *n = &t->nodes[cur];
-        if (n->nids && cb(ud, n->ids, n->nids, i))
-            return;
-        if (i == len || n->nkids == 0)
-            return;
+        if (n->nids && cb(ud, n->ids, n->nids, i)) return;
+        if (i == len || n->nkids == 0) return;
         unsigned char c = (unsigned char)(reverse ? s[len - 1 - i] : s[i]);
         uint32_t pos;
-        if (!find_edge(n, c, &pos))
-            return;
+        if (!find_edge(n, c, &pos)) return;
         cur = n->kids[pos];
     }
 }

@@ -14,10 +14,10 @@ typedef enum {
 } lx_rc_t;
 
 typedef struct {
-    const char *name;                      /**< for logs and -T */
-    int (*create)(lx_gen_t *g);            /**< per generation set-up, or NULL */
-    void (*destroy)(lx_gen_t *g);          /**< undoes create, or NULL */
-    lx_rc_t (*handle)(lx_req_t *r);        /**< answers, declines or waits */
+    const char *name;               /**< for logs and -T */
+    int (*create)(lx_gen_t *g);     /**< per generation set-up, or NULL */
+    void (*destroy)(lx_gen_t *g);   /**< undoes create, or NULL */
+    lx_rc_t (*handle)(lx_req_t *r); /**< answers, declines or waits */
 } lx_handler_t;
 
 extern const lx_handler_t lx_static_handler;

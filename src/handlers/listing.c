@@ -27,8 +27,7 @@ typedef struct {
 } buf_t;
 
 static void put(buf_t *b, const char *s, size_t n) {
-    if (b->oom)
-        return;
+    if (b->oom) return;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 4096;
         while (cap < b->len + n + 1)
@@ -139,8 +138,7 @@ static void job_free(job_t *j) {
 static void job_done(uv_work_t *w, int status) {
     job_t *j = container_of(w, job_t, work);
     lx_conn_t *c = j->c;
-    if (status < 0 && j->err == 0)
-        j->err = status;
+    if (status < 0 && j->err == 0) j->err = status;
     if (c->closed)
         job_free(j); /* nobody will read it; resume only drops the reference */
     else
@@ -155,8 +153,8 @@ lx_rc_t lx_listing(lx_req_t *r, const char *dir, size_t len) {
         r->handler_data = NULL;
         if (j->err)
             lx_resp_error(r, j->err == -ENOENT || j->err == -ENOTDIR ? 404
-                             : j->err == -EACCES                    ? 403
-                                                                    : 500);
+                             : j->err == -EACCES                     ? 403
+                                                                     : 500);
         else {
             lx_resp_start(r, 200);
             lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %zu\r\n",
@@ -171,8 +169,7 @@ lx_rc_t lx_listing(lx_req_t *r, const char *dir, size_t len) {
     j = calloc(1, sizeof(*j));
     if (j == NULL || (j->dir = strndup(dir, len)) == NULL ||
         (j->title = strndup(r->decoded, r->decoded_len)) == NULL) {
-        if (j)
-            free(j->dir);
+        if (j) free(j->dir);
         free(j);
         return LX_ERROR;
     }

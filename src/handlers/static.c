@@ -21,12 +21,10 @@ static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix,
     size_t slen = suffix ? strlen(suffix) : 0;
     size_t n = r->root_len + len + slen;
     char *full = lx_arena_alloc(r->arena, n + 1);
-    if (full == NULL)
-        return -ENOMEM;
+    if (full == NULL) return -ENOMEM;
     memcpy(full, r->root, r->root_len);
     memcpy(full + r->root_len, path, len);
-    if (slen)
-        memcpy(full + r->root_len + len, suffix, slen);
+    if (slen) memcpy(full + r->root_len + len, suffix, slen);
     full[n] = '\0';
     return lx_filecache_get(r->conn->w->cache, r->gen, s, full, n, slen != 0, r->conn, f);
 }
@@ -34,30 +32,25 @@ static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix,
 /* Is `tag` in the comma-separated If-None-Match list? Weak comparison
  * (RFC 9110 13.1.2): W/ prefixes are ignored on both sides. */
 static int etag_listed(lx_str_t list, const char *tag) {
-    if (tag[0] == '\0')
-        return 0;
+    if (tag[0] == '\0') return 0;
     size_t tlen = strlen(tag);
     const char *p = list.p, *end = list.p + list.len;
     while (p < end) {
         while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
             p++;
-        if (p < end && *p == '*')
-            return 1;
-        if (end - p > 2 && p[0] == 'W' && p[1] == '/')
-            p += 2;
+        if (p < end && *p == '*') return 1;
+        if (end - p > 2 && p[0] == 'W' && p[1] == '/') p += 2;
         const char *s = p;
         if (p < end && *p == '"') {
             p++;
             while (p < end && *p != '"')
                 p++;
-            if (p < end)
-                p++;
+            if (p < end) p++;
         } else {
             while (p < end && *p != ',')
                 p++;
         }
-        if ((size_t)(p - s) == tlen && memcmp(s, tag, tlen) == 0)
-            return 1;
+        if ((size_t)(p - s) == tlen && memcmp(s, tag, tlen) == 0) return 1;
         while (p < end && *p != ',')
             p++;
     }
@@ -66,8 +59,7 @@ static int etag_listed(lx_str_t list, const char *tag) {
 
 static int not_modified(lx_req_t *r, const lx_file_t *f) {
     lx_str_t inm = r->known[LX_H_IF_NONE_MATCH];
-    if (inm.len)
-        return etag_listed(inm, f->etag);
+    if (inm.len) return etag_listed(inm, f->etag);
     lx_str_t ims = r->known[LX_H_IF_MODIFIED_SINCE];
     time_t t;
     if (ims.len && f->last_modified[0] && lx_http_date_parse(ims.p, ims.len, &t) == 0)
@@ -78,15 +70,12 @@ static int not_modified(lx_req_t *r, const lx_file_t *f) {
 /* If-Range (RFC 9110 13.1.5): a strong ETag match or the exact date. */
 static int if_range_ok(lx_req_t *r, const lx_file_t *f) {
     lx_str_t v = r->known[LX_H_IF_RANGE];
-    if (v.len == 0)
-        return 1;
+    if (v.len == 0) return 1;
     if (v.p[0] == '"')
         return f->etag[0] && v.len == strlen(f->etag) && memcmp(v.p, f->etag, v.len) == 0;
-    if (v.len > 1 && v.p[0] == 'W' && v.p[1] == '/')
-        return 0;
+    if (v.len > 1 && v.p[0] == 'W' && v.p[1] == '/') return 0;
     time_t t;
-    return f->last_modified[0] && lx_http_date_parse(v.p, v.len, &t) == 0 &&
-           t == f->mtime.tv_sec;
+    return f->last_modified[0] && lx_http_date_parse(v.p, v.len, &t) == 0 && t == f->mtime.tv_sec;
 }
 
 /* Does Accept-Encoding allow gzip? "gzip;q=0" says no. */
@@ -106,22 +95,18 @@ static int accepts_gzip(lx_str_t ae) {
                 const char *v = p + 2;
                 q0 = v < end && *v == '0';
                 for (v++; q0 && v < end && *v != ',' && *v != ';' && *v != ' '; v++)
-                    if (*v != '.' && *v != '0')
-                        q0 = 0;
+                    if (*v != '.' && *v != '0') q0 = 0;
             }
             p++;
         }
-        if (lx_str_ieq(name, "gzip", 4) || lx_str_ieq(name, "x-gzip", 6))
-            return !q0;
-        if (lx_str_eq(name, "*", 1))
-            star = !q0;
+        if (lx_str_ieq(name, "gzip", 4) || lx_str_ieq(name, "x-gzip", 6)) return !q0;
+        if (lx_str_eq(name, "*", 1)) star = !q0;
     }
     return star;
 }
 
 static void queue_body(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
-    if (r->head || len == 0)
-        return;
+    if (r->head || len == 0) return;
     if (f->data)
         lx_conn_queue_mem(r->conn, f, f->data + off, (size_t)len);
     else
@@ -131,14 +116,10 @@ static void queue_body(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
 
 /* Headers shared by 206 and 304: validators and the site's own headers. */
 static void validators(lx_req_t *r, const lx_file_t *f) {
-    if (f->last_modified[0])
-        lx_resp_headerf(r, "Last-Modified: %s\r\n", f->last_modified);
-    if (f->etag[0])
-        lx_resp_headerf(r, "ETag: %s\r\n", f->etag);
-    if (r->site->gzip_static)
-        lx_resp_header(r, "Vary: Accept-Encoding\r\n", 23);
-    if (f->site_id & 1)
-        lx_resp_header(r, "Content-Encoding: gzip\r\n", 24);
+    if (f->last_modified[0]) lx_resp_headerf(r, "Last-Modified: %s\r\n", f->last_modified);
+    if (f->etag[0]) lx_resp_headerf(r, "ETag: %s\r\n", f->etag);
+    if (r->site->gzip_static) lx_resp_header(r, "Vary: Accept-Encoding\r\n", 23);
+    if (f->site_id & 1) lx_resp_header(r, "Content-Encoding: gzip\r\n", 24);
     lx_resp_header(r, r->site->headers, r->site->headers_len);
 }
 
@@ -168,14 +149,12 @@ static void serve_ranges(lx_req_t *r, lx_file_t *f, const lx_range_t *rg, int n)
     }
     total += sizeof(boundary) - 1 + 8; /* "\r\n--" boundary "--\r\n" */
     lx_resp_start(r, 206);
-    lx_resp_headerf(r,
-                    "Content-Type: multipart/byteranges; boundary=%s\r\nContent-Length: %" PRIu64
-                    "\r\n",
-                    boundary, total);
+    lx_resp_headerf(
+        r, "Content-Type: multipart/byteranges; boundary=%s\r\nContent-Length: %" PRIu64 "\r\n",
+        boundary, total);
     validators(r, f);
     lx_resp_end_headers(r);
-    if (r->head)
-        return;
+    if (r->head) return;
     for (int i = 0; i < n; i++) {
         int len = snprintf(part, sizeof(part),
                            "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %" PRIu64
@@ -231,8 +210,8 @@ static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
 /* Maps a cache entry's error to a status. */
 static int error_status(int err) {
     return err == -ENOENT || err == -ENOTDIR || err == -ENAMETOOLONG ? 404
-           : err == -EACCES || err == -EPERM                          ? 403
-                                                                      : 500;
+           : err == -EACCES || err == -EPERM                         ? 403
+                                                                     : 500;
 }
 
 /* Serves a regular file entry, or its .gz sibling when the client takes it. */
@@ -240,8 +219,7 @@ static lx_rc_t serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t le
     if (r->site->gzip_static && accepts_gzip(r->known[LX_H_ACCEPT_ENCODING])) {
         lx_file_t *gz;
         int rc = lookup(r, path, len, ".gz", &gz);
-        if (rc == -EAGAIN)
-            return LX_ASYNC;
+        if (rc == -EAGAIN) return LX_ASYNC;
         if (rc == 0) {
             if (gz->err == 0 && !gz->is_dir) {
                 lx_rc_t res = serve(r, gz);
@@ -256,8 +234,7 @@ static lx_rc_t serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t le
 
 static lx_rc_t static_handle(lx_req_t *r) {
     const lx_site_t *s = r->site;
-    if (r->root == NULL)
-        return LX_DECLINED;
+    if (r->root == NULL) return LX_DECLINED;
     if (r->method != HTTP_GET && r->method != HTTP_HEAD && !r->error_status) {
         lx_resp_error(r, 405);
         return LX_DONE;
@@ -271,15 +248,12 @@ static lx_rc_t static_handle(lx_req_t *r) {
     if (path[len - 1] == '/') {
         for (size_t i = 0; i < s->nindex; i++) {
             char *ipath = lx_arena_alloc(r->arena, len + strlen(s->index[i]) + 1);
-            if (ipath == NULL)
-                return LX_ERROR;
+            if (ipath == NULL) return LX_ERROR;
             memcpy(ipath, path, len);
             strcpy(ipath + len, s->index[i]);
             size_t ilen = len + strlen(s->index[i]);
-            if ((rc = lookup(r, ipath, ilen, NULL, &f)) == -EAGAIN)
-                return LX_ASYNC;
-            if (rc < 0)
-                return LX_ERROR;
+            if ((rc = lookup(r, ipath, ilen, NULL, &f)) == -EAGAIN) return LX_ASYNC;
+            if (rc < 0) return LX_ERROR;
             if (f->err == 0 && !f->is_dir) {
                 res = serve_file(r, f, ipath, ilen);
                 lx_file_unref(f);
@@ -288,10 +262,8 @@ static lx_rc_t static_handle(lx_req_t *r) {
             lx_file_unref(f);
         }
         /* No index: the directory itself decides between 403 and 404. */
-        if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN)
-            return LX_ASYNC;
-        if (rc < 0)
-            return LX_ERROR;
+        if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN) return LX_ASYNC;
+        if (rc < 0) return LX_ERROR;
         if (f->err == 0 && f->is_dir && s->dir_listing) {
             res = lx_listing(r, f->path, f->path_len);
             lx_file_unref(f);
@@ -302,10 +274,8 @@ static lx_rc_t static_handle(lx_req_t *r) {
         return LX_DONE;
     }
 
-    if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN)
-        return LX_ASYNC;
-    if (rc < 0)
-        return LX_ERROR;
+    if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN) return LX_ASYNC;
+    if (rc < 0) return LX_ERROR;
     if (f->err) {
         lx_resp_error(r, error_status(f->err));
     } else if (f->is_dir) {

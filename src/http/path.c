@@ -123,8 +123,7 @@ int lx_path_encode(const char *in, size_t len, char *out, size_t cap) {
         int enc = c <= 0x20 || c >= 0x7f;
         for (const char *p = "\"<>\\^`{|}#%?"; !enc && *p; p++)
             enc = c == (unsigned char)*p;
-        if (n + (enc ? 3 : 1) >= cap)
-            return -ENOSPC;
+        if (n + (enc ? 3 : 1) >= cap) return -ENOSPC;
         if (enc) {
             out[n++] = '%';
             out[n++] = hex[c >> 4];
@@ -133,8 +132,7 @@ int lx_path_encode(const char *in, size_t len, char *out, size_t cap) {
             out[n++] = (char)c;
         }
     }
-    if (n >= cap)
-        return -ENOSPC;
+    if (n >= cap) return -ENOSPC;
     out[n] = '\0';
     return (int)n;
 }

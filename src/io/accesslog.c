@@ -15,8 +15,7 @@ void lx_access_log_flush(lx_worker_t *w) {
     size_t off = 0;
     while (off < w->alog_len) {
         ssize_t n = write(w->alog_fd, w->alog + off, w->alog_len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             lx_log_error("access log: write failed: %s", strerror(errno));
             break;
@@ -31,8 +30,7 @@ typedef struct {
 } sink_t;
 
 static void put(sink_t *s, const char *p, size_t n) {
-    if ((size_t)(s->end - s->p) < n)
-        n = (size_t)(s->end - s->p);
+    if ((size_t)(s->end - s->p) < n) n = (size_t)(s->end - s->p);
     memcpy(s->p, p, n);
     s->p += n;
 }
@@ -82,13 +80,12 @@ static void put_num(sink_t *s, uint64_t v) {
 
 /* One variable of a template ("$status"); returns the bytes consumed. */
 static size_t put_var(sink_t *s, lx_worker_t *w, const lx_req_t *r, const char *v) {
-    static const char *const names[] = {"remote_addr", "time_local",      "request",
-                                        "status",      "body_bytes_sent", "http_referer",
-                                        "http_user_agent", "host",        "uri"};
+    static const char *const names[] = {
+        "remote_addr",  "time_local",      "request", "status", "body_bytes_sent",
+        "http_referer", "http_user_agent", "host",    "uri"};
     for (size_t i = 0; i < LX_ARRAY_SIZE(names); i++) {
         size_t n = strlen(names[i]);
-        if (strncmp(v, names[i], n) != 0)
-            continue;
+        if (strncmp(v, names[i], n) != 0) continue;
         switch (i) {
         case 0: put(s, r->conn->peer, strlen(r->conn->peer)); break;
         case 1: put(s, w->clf_time, strlen(w->clf_time)); break;
@@ -113,10 +110,8 @@ void lx_access_log(lx_worker_t *w, const lx_req_t *r) {
     /* A line is at most 8 KiB + the escaped header values we print. */
     size_t need = 256 + 4 * (r->target.len + r->known[LX_H_REFERER].len +
                              r->known[LX_H_USER_AGENT].len + r->known[LX_H_HOST].len);
-    if (w->alog_len + need > cap)
-        lx_access_log_flush(w);
-    if (need > cap)
-        need = cap;
+    if (w->alog_len + need > cap) lx_access_log_flush(w);
+    if (need > cap) need = cap;
     lx_worker_update_time(w);
     sink_t s = {w->alog + w->alog_len, w->alog + w->alog_len + need - 1};
     if (strcmp(fmt, "combined") == 0 || strcmp(fmt, "common") == 0) {
@@ -164,6 +159,5 @@ void lx_access_log(lx_worker_t *w, const lx_req_t *r) {
     }
     *s.p++ = '\n';
     w->alog_len = (size_t)(s.p - w->alog);
-    if (srv->access_log_unbuffered)
-        lx_access_log_flush(w);
+    if (srv->access_log_unbuffered) lx_access_log_flush(w);
 }

@@ -33,8 +33,7 @@ struct lx_filecache_s {
 
 lx_filecache_t *lx_filecache_new(uv_loop_t *loop) {
     lx_filecache_t *fc = calloc(1, sizeof(*fc));
-    if (fc == NULL)
-        return NULL;
+    if (fc == NULL) return NULL;
     fc->loop = loop;
     fc->nbuckets = 1024;
     fc->buckets = calloc(fc->nbuckets, sizeof(*fc->buckets));
@@ -47,8 +46,7 @@ lx_filecache_t *lx_filecache_new(uv_loop_t *loop) {
 
 static void file_free(lx_file_t *f) {
     lx_gen_unref(f->gen);
-    if (f->fd >= 0)
-        close(f->fd);
+    if (f->fd >= 0) close(f->fd);
     free(f->data);
     free(f->hdr);
     free(f->path);
@@ -61,8 +59,7 @@ void lx_file_ref(lx_file_t *f) {
 }
 
 void lx_file_unref(lx_file_t *f) {
-    if (--f->refs == 0)
-        file_free(f);
+    if (--f->refs == 0) file_free(f);
 }
 
 static void lru_unlink(lx_filecache_t *fc, lx_file_t *f) {
@@ -80,11 +77,9 @@ static void lru_unlink(lx_filecache_t *fc, lx_file_t *f) {
 static void lru_push(lx_filecache_t *fc, lx_file_t *f) {
     f->lru_prev = NULL;
     f->lru_next = fc->lru_head;
-    if (fc->lru_head)
-        fc->lru_head->lru_prev = f;
+    if (fc->lru_head) fc->lru_head->lru_prev = f;
     fc->lru_head = f;
-    if (fc->lru_tail == NULL)
-        fc->lru_tail = f;
+    if (fc->lru_tail == NULL) fc->lru_tail = f;
 }
 
 /* Takes f out of the cache; it lives on while queued responses use it. */
@@ -96,10 +91,8 @@ static void evict(lx_filecache_t *fc, lx_file_t *f) {
     lru_unlink(fc, f);
     fc->n--;
     if (!f->loading) { /* a loading entry's fields belong to the pool thread */
-        if (f->data)
-            fc->bytes -= f->size;
-        if (f->fd >= 0)
-            fc->fds--;
+        if (f->data) fc->bytes -= f->size;
+        if (f->fd >= 0) fc->fds--;
     }
     f->stale = 1;
     lx_file_unref(f);
@@ -115,8 +108,7 @@ void lx_filecache_clear(lx_filecache_t *fc) {
 }
 
 void lx_filecache_free(lx_filecache_t *fc) {
-    if (fc == NULL)
-        return;
+    if (fc == NULL) return;
     lx_filecache_clear(fc);
     free(fc->buckets);
     free(fc);
@@ -126,8 +118,7 @@ static void trim(lx_filecache_t *fc) {
     lx_file_t *f = fc->lru_tail;
     while (f && (fc->bytes > CACHE_BYTES || fc->n > CACHE_ENTRIES || fc->fds > CACHE_FDS)) {
         lx_file_t *prev = f->lru_prev;
-        if (!f->loading)
-            evict(fc, f);
+        if (!f->loading) evict(fc, f);
         f = prev;
     }
 }
@@ -135,8 +126,7 @@ static void trim(lx_filecache_t *fc) {
 static void grow(lx_filecache_t *fc) {
     size_t nb = fc->nbuckets * 2;
     lx_file_t **b = calloc(nb, sizeof(*b));
-    if (b == NULL)
-        return; /* longer chains, still correct */
+    if (b == NULL) return; /* longer chains, still correct */
     for (size_t i = 0; i < fc->nbuckets; i++) {
         lx_file_t *f = fc->buckets[i];
         while (f) {
@@ -161,23 +151,20 @@ static void build_headers(lx_file_t *f) {
     if (s->etag)
         snprintf(f->etag, sizeof(f->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
                  (uint64_t)f->mtime.tv_sec * 1000000000u + (uint64_t)f->mtime.tv_nsec, f->size);
-    if (s->last_modified)
-        lx_http_date(f->mtime.tv_sec, f->last_modified);
+    if (s->last_modified) lx_http_date(f->mtime.tv_sec, f->last_modified);
     size_t cap = 256 + s->headers_len + strlen(f->ctype);
     f->hdr = malloc(cap);
     if (f->hdr == NULL) {
         f->err = -ENOMEM;
         return;
     }
-    int n = snprintf(f->hdr, cap, "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s%s%s%s%s%s",
-                     f->ctype, f->size, f->last_modified[0] ? "Last-Modified: " : "",
-                     f->last_modified, f->last_modified[0] ? "\r\n" : "",
-                     f->etag[0] ? "ETag: " : "", f->etag, f->etag[0] ? "\r\n" : "",
-                     "Accept-Ranges: bytes\r\n");
-    if (gz)
-        n += snprintf(f->hdr + n, cap - (size_t)n, "Content-Encoding: gzip\r\n");
-    if (s->gzip_static)
-        n += snprintf(f->hdr + n, cap - (size_t)n, "Vary: Accept-Encoding\r\n");
+    int n =
+        snprintf(f->hdr, cap, "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s%s%s%s%s%s",
+                 f->ctype, f->size, f->last_modified[0] ? "Last-Modified: " : "", f->last_modified,
+                 f->last_modified[0] ? "\r\n" : "", f->etag[0] ? "ETag: " : "", f->etag,
+                 f->etag[0] ? "\r\n" : "", "Accept-Ranges: bytes\r\n");
+    if (gz) n += snprintf(f->hdr + n, cap - (size_t)n, "Content-Encoding: gzip\r\n");
+    if (s->gzip_static) n += snprintf(f->hdr + n, cap - (size_t)n, "Vary: Accept-Encoding\r\n");
     memcpy(f->hdr + n, s->headers, s->headers_len);
     f->hdr_len = (size_t)n + s->headers_len;
 }
@@ -219,10 +206,8 @@ static void load_work(uv_work_t *w) {
     size_t got = 0;
     while (f->data && got < f->size) {
         ssize_t n = pread(fd, f->data + got, f->size - got, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
         got += (size_t)n;
     }
     if (f->data == NULL)
@@ -236,15 +221,11 @@ static void load_done(uv_work_t *w, int status) {
     lx_file_t *f = container_of(w, lx_file_t, work);
     lx_filecache_t *fc = f->cache;
     f->loading = 0;
-    if (status == UV_ECANCELED)
-        f->err = -ECANCELED;
-    if (f->err == 0 && !f->is_dir)
-        build_headers(f);
+    if (status == UV_ECANCELED) f->err = -ECANCELED;
+    if (f->err == 0 && !f->is_dir) build_headers(f);
     if (!f->stale) {
-        if (f->data && f->err == 0)
-            fc->bytes += f->size;
-        if (f->fd >= 0)
-            fc->fds++;
+        if (f->data && f->err == 0) fc->bytes += f->size;
+        if (f->fd >= 0) fc->fds++;
         f->checked = uv_now(fc->loop);
     }
     if (f->err && f->data) {
@@ -259,8 +240,7 @@ static void load_done(uv_work_t *w, int status) {
     for (size_t i = 0; i < n; i++)
         lx_conn_resume(waiters[i]);
     free(waiters);
-    if (!f->stale)
-        trim(fc);
+    if (!f->stale) trim(fc);
     lx_file_unref(f); /* the load's reference */
 }
 
@@ -269,12 +249,9 @@ static void load_done(uv_work_t *w, int status) {
  * and inode caches and stat does not wait on the disk. */
 static int still_valid(const lx_file_t *f) {
     struct stat st;
-    if (stat(f->path, &st) < 0)
-        return f->err == -errno;
-    if (f->err)
-        return 0;
-    if (f->is_dir)
-        return S_ISDIR(st.st_mode);
+    if (stat(f->path, &st) < 0) return f->err == -errno;
+    if (f->err) return 0;
+    if (f->is_dir) return S_ISDIR(st.st_mode);
     return S_ISREG(st.st_mode) && st.st_ino == f->ino && st.st_dev == f->dev &&
            (uint64_t)st.st_size == f->size && st.st_mtim.tv_sec == f->mtime.tv_sec &&
            st.st_mtim.tv_nsec == f->mtime.tv_nsec;
@@ -284,8 +261,7 @@ static int add_waiter(lx_file_t *f, lx_conn_t *c) {
     if (f->nwaiters == f->capwaiters) {
         size_t cap = f->capwaiters ? f->capwaiters * 2 : 4;
         lx_conn_t **w = realloc(f->waiters, cap * sizeof(*w));
-        if (w == NULL)
-            return -ENOMEM;
+        if (w == NULL) return -ENOMEM;
         f->waiters = w;
         f->capwaiters = cap;
     }
@@ -303,12 +279,10 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
                   memcmp(f->path, path, len) == 0))
         f = f->hnext;
     if (f) {
-        if (f->loading)
-            return add_waiter(f, waiter);
+        if (f->loading) return add_waiter(f, waiter);
         uint64_t now = uv_now(fc->loop);
         if (now - f->checked < REVALIDATE_MS || still_valid(f)) {
-            if (now - f->checked >= REVALIDATE_MS)
-                f->checked = now;
+            if (now - f->checked >= REVALIDATE_MS) f->checked = now;
             if (fc->lru_head != f) {
                 lru_unlink(fc, f);
                 lru_push(fc, f);
@@ -337,8 +311,7 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     f->fd = -1;
     f->refs = 2; /* the cache's and the load's */
     f->loading = 1;
-    if (fc->n >= fc->nbuckets)
-        grow(fc);
+    if (fc->n >= fc->nbuckets) grow(fc);
     lx_file_t **b = &fc->buckets[h & (fc->nbuckets - 1)];
     f->hnext = *b;
     *b = f;

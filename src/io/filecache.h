@@ -19,36 +19,36 @@ typedef struct lx_filecache_s lx_filecache_t;
 #define LX_SMALL_FILE (64 * 1024)
 
 typedef struct lx_file_s {
-    struct lx_file_s *hnext;      /**< hash chain */
-    struct lx_file_s *lru_prev;   /**< LRU list, most recent first */
+    struct lx_file_s *hnext;    /**< hash chain */
+    struct lx_file_s *lru_prev; /**< LRU list, most recent first */
     struct lx_file_s *lru_next;
-    lx_filecache_t *cache;        /**< owner */
-    int refs;                     /**< cache's own plus one per queued use */
-    uint64_t hash;                /**< of (site id, path) */
-    uint32_t site_id;             /**< headers depend on the site */
-    const lx_site_t *site;        /**< for building headers */
-    lx_gen_t *gen;                /**< holds site's generation alive (a reference) */
-    char *path;                   /**< absolute file path (owned) */
-    size_t path_len;              /**< strlen(path) */
-    int err;                      /**< 0, or -ENOENT, -EACCES, ...: negative entry */
-    unsigned is_dir : 1;          /**< a directory */
-    unsigned loading : 1;         /**< a thread-pool load is in flight */
-    unsigned stale : 1;           /**< removed from the hash; freed at last unref */
-    int fd;                       /**< open file for large files, else -1 */
-    uint64_t size;                /**< bytes */
-    struct timespec mtime;        /**< modification time */
-    dev_t dev;                    /**< device, to notice replacement */
-    ino_t ino;                    /**< inode, to notice replacement */
-    char *data;                   /**< contents of a small file, or NULL */
-    const char *ctype;            /**< Content-Type */
-    char etag[48];                /**< quoted strong ETag, "" when off */
-    char last_modified[32];       /**< HTTP date, "" when off */
-    char *hdr;                    /**< pre-built 200 headers (no status line, no Date) */
-    size_t hdr_len;               /**< bytes in hdr */
-    uint64_t checked;             /**< loop ms of the last stat */
-    lx_conn_t **waiters;          /**< connections waiting for the load */
-    size_t nwaiters, capwaiters;  /**< used and allocated */
-    uv_work_t work;               /**< the thread-pool load */
+    lx_filecache_t *cache;       /**< owner */
+    int refs;                    /**< cache's own plus one per queued use */
+    uint64_t hash;               /**< of (site id, path) */
+    uint32_t site_id;            /**< headers depend on the site */
+    const lx_site_t *site;       /**< for building headers */
+    lx_gen_t *gen;               /**< holds site's generation alive (a reference) */
+    char *path;                  /**< absolute file path (owned) */
+    size_t path_len;             /**< strlen(path) */
+    int err;                     /**< 0, or -ENOENT, -EACCES, ...: negative entry */
+    unsigned is_dir : 1;         /**< a directory */
+    unsigned loading : 1;        /**< a thread-pool load is in flight */
+    unsigned stale : 1;          /**< removed from the hash; freed at last unref */
+    int fd;                      /**< open file for large files, else -1 */
+    uint64_t size;               /**< bytes */
+    struct timespec mtime;       /**< modification time */
+    dev_t dev;                   /**< device, to notice replacement */
+    ino_t ino;                   /**< inode, to notice replacement */
+    char *data;                  /**< contents of a small file, or NULL */
+    const char *ctype;           /**< Content-Type */
+    char etag[48];               /**< quoted strong ETag, "" when off */
+    char last_modified[32];      /**< HTTP date, "" when off */
+    char *hdr;                   /**< pre-built 200 headers (no status line, no Date) */
+    size_t hdr_len;              /**< bytes in hdr */
+    uint64_t checked;            /**< loop ms of the last stat */
+    lx_conn_t **waiters;         /**< connections waiting for the load */
+    size_t nwaiters, capwaiters; /**< used and allocated */
+    uv_work_t work;              /**< the thread-pool load */
 } lx_file_t;
 
 lx_filecache_t *lx_filecache_new(uv_loop_t *loop);
@@ -57,8 +57,8 @@ void lx_filecache_free(lx_filecache_t *fc);
 void lx_filecache_clear(lx_filecache_t *fc);
 
 /* Looks up a path for a site; gz: the path is the gzip_static variant of the
- * path without ".gz", served with its type and Content-Encoding. Returns 0 with *out set (a reference the caller
- * must lx_file_unref) when the entry is ready (maybe a negative one: check
+ * path without ".gz", served with its type and Content-Encoding. Returns 0 with *out set (a
+ * reference the caller must lx_file_unref) when the entry is ready (maybe a negative one: check
  * err), or -EAGAIN when it is being loaded: `c` is resumed when it is. */
 int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, const char *path,
                      size_t len, int gz, lx_conn_t *waiter, lx_file_t **out);

@@ -16,15 +16,15 @@
 
 struct lx_policy_vm_s {
     lua_State *L;
-    int *refs;          /* registry refs of the functions, by slot - 1 */
-    uint32_t n;         /* slots */
-    size_t mem;         /* bytes the state holds */
-    size_t limit;       /* bytes it may hold; 0 while the config loads */
-    uint64_t ticks;     /* hook calls left in this call */
-    uint64_t budget;    /* hook calls per call */
-    lx_req_t *cur;      /* the request being run, NULL between calls */
-    int answered;       /* r:respond or r:redirect queued a response */
-    int req_ref;        /* the request object, made once */
+    int *refs;       /* registry refs of the functions, by slot - 1 */
+    uint32_t n;      /* slots */
+    size_t mem;      /* bytes the state holds */
+    size_t limit;    /* bytes it may hold; 0 while the config loads */
+    uint64_t ticks;  /* hook calls left in this call */
+    uint64_t budget; /* hook calls per call */
+    lx_req_t *cur;   /* the request being run, NULL between calls */
+    int answered;    /* r:respond or r:redirect queued a response */
+    int req_ref;     /* the request object, made once */
 };
 
 /* Lua's allocator with a ceiling: past it, LuaJIT raises "not enough memory"
@@ -36,11 +36,9 @@ static void *vm_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         vm->mem -= osize;
         return NULL;
     }
-    if (vm->limit && nsize > osize && vm->mem + (nsize - osize) > vm->limit)
-        return NULL;
+    if (vm->limit && nsize > osize && vm->mem + (nsize - osize) > vm->limit) return NULL;
     void *p = realloc(ptr, nsize);
-    if (p)
-        vm->mem = vm->mem - osize + nsize;
+    if (p) vm->mem = vm->mem - osize + nsize;
     return p;
 }
 
@@ -67,25 +65,21 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
 
 static lx_req_t *current(lua_State *L) {
     lx_req_t *r = vm_of(L)->cur;
-    if (r == NULL)
-        luaL_error(L, "the request object is only valid while its policy runs");
+    if (r == NULL) luaL_error(L, "the request object is only valid while its policy runs");
     return r;
 }
 
 static int valid_header_value(const char *v, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)v[i] < 0x20 && v[i] != '\t')
-            return 0;
+        if ((unsigned char)v[i] < 0x20 && v[i] != '\t') return 0;
     return 1;
 }
 
 static int valid_token(const char *s, size_t n) {
-    if (n == 0)
-        return 0;
+    if (n == 0) return 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c <= 0x20 || c >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", c))
-            return 0;
+        if (c <= 0x20 || c >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", c)) return 0;
     }
     return 1;
 }
@@ -96,14 +90,12 @@ static int r_set_header(lua_State *L) {
     size_t nl, vl;
     const char *name = luaL_checklstring(L, 2, &nl);
     const char *value = luaL_checklstring(L, 3, &vl);
-    if (!valid_token(name, nl))
-        return luaL_argerror(L, 2, "not a header name");
+    if (!valid_token(name, nl)) return luaL_argerror(L, 2, "not a header name");
     if (!valid_header_value(value, vl))
         return luaL_argerror(L, 3, "header values cannot hold control characters");
     size_t need = r->extra_len + nl + vl + 4;
     char *b = lx_arena_alloc(r->arena, need);
-    if (b == NULL)
-        return luaL_error(L, "out of memory");
+    if (b == NULL) return luaL_error(L, "out of memory");
     memcpy(b, r->extra, r->extra_len);
     memcpy(b + r->extra_len, name, nl);
     memcpy(b + r->extra_len + nl, ": ", 2);
@@ -115,8 +107,7 @@ static int r_set_header(lua_State *L) {
 }
 
 static void once_only(lua_State *L, lx_policy_vm_t *vm) {
-    if (vm->answered)
-        luaL_error(L, "the request was already answered");
+    if (vm->answered) luaL_error(L, "the request was already answered");
 }
 
 /* r:redirect(url [, status = 302]) */
@@ -128,12 +119,10 @@ static int r_redirect(lua_State *L) {
     int status = (int)luaL_optinteger(L, 3, 302);
     if (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)
         return luaL_argerror(L, 3, "a redirect status is 301, 302, 303, 307 or 308");
-    if (n == 0 || !valid_header_value(url, n))
-        return luaL_argerror(L, 2, "not a usable Location");
+    if (n == 0 || !valid_header_value(url, n)) return luaL_argerror(L, 2, "not a usable Location");
     once_only(L, vm);
     char *hdr = lx_arena_alloc(r->arena, n + 13);
-    if (hdr == NULL)
-        return luaL_error(L, "out of memory");
+    if (hdr == NULL) return luaL_error(L, "out of memory");
     memcpy(hdr, "Location: ", 10);
     memcpy(hdr + 10, url, n);
     memcpy(hdr + 10 + n, "\r\n", 3);
@@ -149,8 +138,7 @@ static int r_respond(lua_State *L) {
     int status = (int)luaL_checkinteger(L, 2);
     size_t n = 0;
     const char *body = luaL_optlstring(L, 3, NULL, &n);
-    if (status < 200 || status > 599)
-        return luaL_argerror(L, 2, "status must be 200..599");
+    if (status < 200 || status > 599) return luaL_argerror(L, 2, "status must be 200..599");
     once_only(L, vm);
     if (body == NULL) {
         lx_resp_error(r, status);
@@ -249,12 +237,12 @@ static int req_newindex(lua_State *L) {
 }
 
 static void make_request_object(lua_State *L, lx_policy_vm_t *vm) {
-    lua_newuserdata(L, 1);             /* r */
-    lua_newtable(L);                   /* its metatable */
+    lua_newuserdata(L, 1); /* r */
+    lua_newtable(L);       /* its metatable */
     lua_pushcfunction(L, r_set_header);
     lua_pushcfunction(L, r_redirect);
     lua_pushcfunction(L, r_respond);
-    lua_newuserdata(L, 1);             /* r.headers */
+    lua_newuserdata(L, 1); /* r.headers */
     lua_newtable(L);
     lua_pushcfunction(L, headers_index);
     lua_setfield(L, -2, "__index");
@@ -272,8 +260,9 @@ static void make_request_object(lua_State *L, lx_policy_vm_t *vm) {
 /* ---- building the states ---------------------------------------------- */
 
 static int refuse(lua_State *L) {
-    return luaL_error(L, "%s is not available while serving requests (only while the "
-                         "config loads)",
+    return luaL_error(L,
+                      "%s is not available while serving requests (only while the "
+                      "config loads)",
                       lua_tostring(L, lua_upvalueindex(1)));
 }
 
@@ -292,14 +281,14 @@ static void neuter(lua_State *L, const char *lib, const char *const names[]) {
 
 /* Nothing a policy runs may block the loop or escape the budget. */
 static void sandbox(lua_State *L) {
-    static const char *const io_fns[] = {"open",  "popen",  "lines", "read", "write", "input",
-                                         "output", "close", "tmpfile", NULL};
-    static const char *const os_fns[] = {"execute", "exit",    "remove", "rename",
+    static const char *const io_fns[] = {"open",  "popen",  "lines", "read",    "write",
+                                         "input", "output", "close", "tmpfile", NULL};
+    static const char *const os_fns[] = {"execute", "exit",      "remove", "rename",
                                          "tmpname", "setlocale", NULL};
     static const char *const base_fns[] = {"dofile", "loadfile", "require", NULL};
-    static const char *const debug_fns[] = {"sethook", "gethook",  "debug", "setlocal",
-                                            "setupvalue", "setmetatable", "setfenv", "getregistry",
-                                            NULL};
+    static const char *const debug_fns[] = {"sethook",  "gethook",     "debug",
+                                            "setlocal", "setupvalue",  "setmetatable",
+                                            "setfenv",  "getregistry", NULL};
     static const char *const pkg_fns[] = {"loadlib", NULL};
     static const struct {
         const char *lib;
@@ -307,8 +296,7 @@ static void sandbox(lua_State *L) {
     } libs[] = {{"io", io_fns}, {"os", os_fns}, {"debug", debug_fns}, {"package", pkg_fns}};
     for (size_t i = 0; i < LX_ARRAY_SIZE(libs); i++) {
         lua_getglobal(L, libs[i].lib);
-        if (lua_istable(L, -1))
-            neuter(L, libs[i].lib, libs[i].fns);
+        if (lua_istable(L, -1)) neuter(L, libs[i].lib, libs[i].fns);
         lua_pop(L, 1);
     }
     lua_pushvalue(L, LUA_GLOBALSINDEX);
@@ -335,20 +323,17 @@ static int collect(lua_State *L, lx_policy_vm_t *vm, int desc) {
             }
             size_t nl = pass == 0 ? 1 : lua_objlen(L, -1);
             for (size_t j = 1; j <= nl; j++) {
-                if (pass == 1)
-                    lua_rawgeti(L, -1, (int)j);
+                if (pass == 1) lua_rawgeti(L, -1, (int)j);
                 lua_getfield(L, -1, "policy");
                 if (lua_isfunction(L, -1)) {
                     int *refs = realloc(vm->refs, (vm->n + 1) * sizeof(int));
-                    if (refs == NULL)
-                        return -ENOMEM;
+                    if (refs == NULL) return -ENOMEM;
                     vm->refs = refs;
                     vm->refs[vm->n++] = luaL_ref(L, LUA_REGISTRYINDEX);
                 } else {
                     lua_pop(L, 1);
                 }
-                if (pass == 1)
-                    lua_pop(L, 1);
+                if (pass == 1) lua_pop(L, 1);
             }
             lua_pop(L, 1);
         }
@@ -359,16 +344,14 @@ static int collect(lua_State *L, lx_policy_vm_t *vm, int desc) {
 }
 
 static void vm_free(lx_policy_vm_t *vm) {
-    if (vm == NULL)
-        return;
-    if (vm->L)
-        lua_close(vm->L);
+    if (vm == NULL) return;
+    if (vm->L) lua_close(vm->L);
     free(vm->refs);
     free(vm);
 }
 
-static lx_policy_vm_t *vm_build(const lx_gen_t *g, const char *path, const char *prefix,
-                                char *err, size_t errlen) {
+static lx_policy_vm_t *vm_build(const lx_gen_t *g, const char *path, const char *prefix, char *err,
+                                size_t errlen) {
     lx_policy_vm_t *vm = calloc(1, sizeof(*vm));
     if (vm == NULL || (vm->L = lua_newstate(vm_alloc, vm)) == NULL) {
         snprintf(err, errlen, "%s: cannot create a Lua state for policies", path);
@@ -383,7 +366,8 @@ static lx_policy_vm_t *vm_build(const lx_gen_t *g, const char *path, const char 
     }
     lua_pop(L, 1); /* the description: only the functions stay */
     if (vm->n != g->npolicies) {
-        snprintf(err, errlen, "%s: the config declared %u policies on one run and %u on the next; "
+        snprintf(err, errlen,
+                 "%s: the config declared %u policies on one run and %u on the next; "
                  "a config must declare the same vhosts each time it runs",
                  path, g->npolicies, vm->n);
         vm_free(vm);
@@ -403,11 +387,9 @@ static lx_policy_vm_t *vm_build(const lx_gen_t *g, const char *path, const char 
 
 int lx_policy_build(lx_gen_t *g, const char *path, const char *prefix, int nloops, char *err,
                     size_t errlen) {
-    if (g->npolicies == 0)
-        return 0;
+    if (g->npolicies == 0) return 0;
     g->vms = calloc((size_t)nloops, sizeof(*g->vms));
-    if (g->vms == NULL)
-        return -ENOMEM;
+    if (g->vms == NULL) return -ENOMEM;
     for (int i = 0; i < nloops; i++) {
         if ((g->vms[i] = vm_build(g, path, prefix, err, errlen)) == NULL)
             return -EINVAL; /* lx_gen_unref frees what was built */
@@ -445,12 +427,12 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     if (rc != 0) {
         const char *msg = lua_tostring(L, -1);
         lx_log_error("policy of vhost \"%s\" failed for %s: %s", r->vhost->name, r->decoded,
-                     rc == LUA_ERRMEM ? "out of memory (policy_memory)" : msg ? msg : "error");
+                     rc == LUA_ERRMEM ? "out of memory (policy_memory)"
+                     : msg            ? msg
+                                      : "error");
         lua_settop(L, 0);
-        if (rc == LUA_ERRMEM)
-            lua_gc(L, LUA_GCCOLLECT, 0);
-        if (!r->responded)
-            lx_resp_error(r, 500);
+        if (rc == LUA_ERRMEM) lua_gc(L, LUA_GCCOLLECT, 0);
+        if (!r->responded) lx_resp_error(r, 500);
         return -1;
     }
     int status = 0;
@@ -462,12 +444,11 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
             status = 500;
         }
     } else if (!lua_isnil(L, -1)) {
-        lx_log_error("policy of vhost \"%s\" returned a %s; return a status or nil",
-                     r->vhost->name, luaL_typename(L, -1));
+        lx_log_error("policy of vhost \"%s\" returned a %s; return a status or nil", r->vhost->name,
+                     luaL_typename(L, -1));
         status = 500;
     }
     lua_settop(L, 0);
-    if (vm->answered)
-        return -1;
+    if (vm->answered) return -1;
     return status;
 }

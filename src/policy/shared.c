@@ -22,7 +22,7 @@ typedef struct entry_s {
     int is_num;
     double num;
     size_t klen, vlen;
-    char *str;        /* value when !is_num */
+    char *str; /* value when !is_num */
     char key[];
 } entry_t;
 
@@ -55,8 +55,7 @@ static entry_t **find(const char *k, size_t klen, uint64_t h, uint64_t now) {
             count--;
             continue;
         }
-        if (e->hash == h && e->klen == klen && memcmp(e->key, k, klen) == 0)
-            return pp;
+        if (e->hash == h && e->klen == klen && memcmp(e->key, k, klen) == 0) return pp;
         pp = &e->next;
     }
     return pp;
@@ -84,15 +83,13 @@ static int make_room(uint64_t now) {
 
 static const char *check_key(lua_State *L, size_t *len) {
     const char *k = luaL_checklstring(L, 1, len);
-    if (*len == 0 || *len > MAX_KEY)
-        luaL_argerror(L, 1, "key must be 1..256 bytes");
+    if (*len == 0 || *len > MAX_KEY) luaL_argerror(L, 1, "key must be 1..256 bytes");
     return k;
 }
 
 static uint64_t ttl_ms(lua_State *L, int idx, uint64_t now) {
     lua_Number ttl = luaL_optnumber(L, idx, 0);
-    if (ttl < 0)
-        luaL_argerror(L, idx, "ttl must be >= 0 seconds");
+    if (ttl < 0) luaL_argerror(L, idx, "ttl must be >= 0 seconds");
     return ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
 }
 
@@ -128,17 +125,14 @@ static int l_set(lua_State *L) {
     const char *v = NULL;
     if (t == LUA_TSTRING) {
         v = lua_tolstring(L, 2, &vlen);
-        if (vlen > MAX_VALUE)
-            luaL_argerror(L, 2, "value longer than 4096 bytes");
+        if (vlen > MAX_VALUE) luaL_argerror(L, 2, "value longer than 4096 bytes");
     } else if (t != LUA_TNUMBER && t != LUA_TNIL) {
         luaL_argerror(L, 2, "value must be a string, a number or nil");
     }
     uint64_t h = lx_hash(k, klen, 0), now = now_ms(), exp = ttl_ms(L, 3, now);
     char *copy = NULL;
-    if (v && (copy = malloc(vlen ? vlen : 1)) == NULL)
-        return luaL_error(L, "out of memory");
-    if (v)
-        memcpy(copy, v, vlen);
+    if (v && (copy = malloc(vlen ? vlen : 1)) == NULL) return luaL_error(L, "out of memory");
+    if (v) memcpy(copy, v, vlen);
     uv_once(&once, init);
     uv_mutex_lock(&lock);
     entry_t **pp = find(k, klen, h, now);
@@ -245,8 +239,8 @@ static int l_delete(lua_State *L) {
 }
 
 void lx_shared_push(lua_State *L) {
-    static const luaL_Reg fns[] = {{"get", l_get},   {"set", l_set},       {"incr", l_incr},
-                                   {"ttl", l_ttl},   {"delete", l_delete}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"get", l_get}, {"set", l_set},       {"incr", l_incr},
+                                   {"ttl", l_ttl}, {"delete", l_delete}, {NULL, NULL}};
     lua_newtable(L);
     for (const luaL_Reg *f = fns; f->name; f++) {
         lua_pushcfunction(L, f->func);

@@ -99,7 +99,8 @@ int main(void) {
     is_str(lit, ".bak", "suffix of \\.bak$");
     is_int((long long)lx_regex_literal("\\.(bak|swp)$", 1, lit, sizeof(lit)), 0,
            "a group before $: no suffix");
-    is_int((long long)lx_regex_literal("a\\$", 1, lit, sizeof(lit)), 0, "an escaped $ anchors nothing");
+    is_int((long long)lx_regex_literal("a\\$", 1, lit, sizeof(lit)), 0,
+           "an escaped $ anchors nothing");
     n = lx_regex_literal("x\\\\$", 1, lit, sizeof(lit));
     lit[n] = '\0';
     is_str(lit, "x\\", "an escaped backslash before $ is a literal backslash");
@@ -107,11 +108,11 @@ int main(void) {
 
     /* First match in written order, through the index. */
     lx_rule_t rules[5] = {0};
-    rules[0] = regex_rule("\\.(bak|swp)$");           /* always tested */
+    rules[0] = regex_rule("\\.(bak|swp)$"); /* always tested */
     rules[1] = (lx_rule_t){.kind = LX_RULE_ALLOW, .prefix = "/pub/", .prefix_len = 5};
-    rules[2] = regex_rule("^/pub/.*\\.txt$");          /* by prefix /pub/ */
+    rules[2] = regex_rule("^/pub/.*\\.txt$"); /* by prefix /pub/ */
     rules[3] = (lx_rule_t){.kind = LX_RULE_DENY, .status = 404, .prefix = "/", .prefix_len = 1};
-    rules[4] = regex_rule("\\.txt$");                   /* by suffix .txt */
+    rules[4] = regex_rule("\\.txt$"); /* by suffix .txt */
     lx_ruleset_t rs = {.rules = rules, .n = 5};
     ok(lx_ruleset_index(&rs) == 0, "index built");
     is_int(rs.nalways, 1, "one rule must always be tested");
