@@ -81,6 +81,28 @@ static int make_room(uint64_t now) {
     return count < MAX_ENTRIES;
 }
 
+/* A new entry for key at the head of its bucket, or NULL when the store is
+ * full. Called with the lock held. */
+static entry_t *insert(const char *k, size_t klen, uint64_t h, uint64_t now) {
+    entry_t *e;
+    if (!make_room(now) || (e = calloc(1, sizeof(*e) + klen)) == NULL)
+        return NULL;
+    memcpy(e->key, k, klen);
+    e->klen = klen;
+    e->hash = h;
+    entry_t **pp = &buckets[h & (NBUCKETS - 1)];
+    e->next = *pp;
+    *pp = e;
+    count++;
+    return e;
+}
+
+static int full(lua_State *L) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "full");
+    return 2;
+}
+
 static const char *check_key(lua_State *L, size_t *len) {
     const char *k = luaL_checklstring(L, 1, len);
     if (*len == 0 || *len > MAX_KEY) luaL_argerror(L, 1, "key must be 1..256 bytes");
@@ -148,21 +170,10 @@ static int l_set(lua_State *L) {
         return 1;
     }
     entry_t *e = *pp;
-    if (e == NULL) {
-        if (!make_room(now) || (e = calloc(1, sizeof(*e) + klen)) == NULL) {
-            uv_mutex_unlock(&lock);
-            free(copy);
-            lua_pushnil(L);
-            lua_pushliteral(L, "full");
-            return 2;
-        }
-        memcpy(e->key, k, klen);
-        e->klen = klen;
-        e->hash = h;
-        pp = &buckets[h & (NBUCKETS - 1)];
-        e->next = *pp;
-        *pp = e;
-        count++;
+    if (e == NULL && (e = insert(k, klen, h, now)) == NULL) {
+        uv_mutex_unlock(&lock);
+        free(copy);
+        return full(L);
     }
     free(e->str);
     e->str = copy;
@@ -188,21 +199,12 @@ static int l_incr(lua_State *L) {
     entry_t **pp = find(k, klen, h, now);
     entry_t *e = *pp;
     if (e == NULL) {
-        if (!make_room(now) || (e = calloc(1, sizeof(*e) + klen)) == NULL) {
+        if ((e = insert(k, klen, h, now)) == NULL) {
             uv_mutex_unlock(&lock);
-            lua_pushnil(L);
-            lua_pushliteral(L, "full");
-            return 2;
+            return full(L);
         }
-        memcpy(e->key, k, klen);
-        e->klen = klen;
-        e->hash = h;
         e->is_num = 1;
         e->expires = exp;
-        pp = &buckets[h & (NBUCKETS - 1)];
-        e->next = *pp;
-        *pp = e;
-        count++;
     } else if (!e->is_num) {
         uv_mutex_unlock(&lock);
         lua_pushnil(L);
