@@ -117,6 +117,13 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
                      "<body><h1>%d %s</h1><hr>" LX_SERVER "</body></html>\n",
                      status, reason, status, reason);
     lx_resp_start(r, status);
+    if (status < 200 || status == 204 || status == 304) {
+        /* No body, so no Content-Length either (RFC 9110 8.6). */
+        if (extra) put(r, extra, strlen(extra));
+        if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
+        lx_resp_end_headers(r);
+        return;
+    }
     if (status == 405) put(r, "Allow: GET, HEAD\r\n", 18);
     if (extra) put(r, extra, strlen(extra));
     if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);

@@ -51,7 +51,10 @@ static lx_policy_vm_t *vm_of(lua_State *L) {
 static void budget_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     lx_policy_vm_t *vm = vm_of(L);
-    if (vm->cur && vm->ticks-- == 0) {
+    /* Once spent, the budget stays spent: a policy that catches the error
+     * with pcall gets it again at the next check, and one of those checks
+     * lands outside its pcall. */
+    if (vm->cur && (vm->ticks == 0 || --vm->ticks == 0)) {
         /* lua_pushfstring knows no %llu: format here. */
         char msg[96];
         snprintf(msg, sizeof(msg), "policy stopped: it ran more than %llu instructions",
@@ -183,7 +186,15 @@ static int req_index(lua_State *L) {
             return 1;
         }
         if (memcmp(k, "host", 4) == 0) {
-            lua_pushlstring(L, r->host.p ? r->host.p : "", r->host.len);
+            /* Lower case, as vhost matching sees it: a check against
+             * "admin.example" cannot be sidestepped with "ADMIN.example". */
+            char buf[256];
+            size_t hl = r->host.len < sizeof(buf) ? r->host.len : sizeof(buf);
+            for (size_t i = 0; i < hl; i++) {
+                char c = r->host.p[i];
+                buf[i] = (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
+            }
+            lua_pushlstring(L, buf, hl);
             return 1;
         }
         break;
@@ -280,7 +291,7 @@ static void neuter(lua_State *L, const char *lib, const char *const names[]) {
 }
 
 /* Nothing a policy runs may block the loop or escape the budget. */
-static void sandbox(lua_State *L) {
+static void sandbox(lua_State *L, const lx_policy_vm_t *vm) {
     static const char *const io_fns[] = {"open",  "popen",  "lines", "read",    "write",
                                          "input", "output", "close", "tmpfile", NULL};
     static const char *const os_fns[] = {"execute", "exit",      "remove", "rename",
@@ -290,10 +301,17 @@ static void sandbox(lua_State *L) {
                                             "setlocal", "setupvalue",  "setmetatable",
                                             "setfenv",  "getregistry", NULL};
     static const char *const pkg_fns[] = {"loadlib", NULL};
+    /* Turning the JIT back on would compile loops the count hook cannot
+     * stop. */
+    static const char *const jit_fns[] = {"on", "off", "flush", NULL};
     static const struct {
         const char *lib;
         const char *const *fns;
-    } libs[] = {{"io", io_fns}, {"os", os_fns}, {"debug", debug_fns}, {"package", pkg_fns}};
+    } libs[] = {{"io", io_fns},
+                {"os", os_fns},
+                {"debug", debug_fns},
+                {"package", pkg_fns},
+                {"jit", jit_fns}};
     for (size_t i = 0; i < LX_ARRAY_SIZE(libs); i++) {
         lua_getglobal(L, libs[i].lib);
         if (lua_istable(L, -1)) neuter(L, libs[i].lib, libs[i].fns);
@@ -302,6 +320,76 @@ static void sandbox(lua_State *L) {
     lua_pushvalue(L, LUA_GLOBALSINDEX);
     neuter(L, NULL, base_fns);
     lua_pop(L, 1);
+    lua_getglobal(L, "jit");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "opt");
+        if (lua_istable(L, -1)) {
+            static const char *const opt_fns[] = {"start", NULL};
+            neuter(L, "jit.opt", opt_fns);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    /* Lua patterns run in C, where the count hook never fires, and a few
+     * quantifiers over a long subject backtrack for minutes. Each pattern
+     * call is priced first: subject length to the power of the number of
+     * quantifiers must stay under 1e8 steps (~0.3 s), or it is refused.
+     * Plain finds are free. String methods (s:find) use the global string
+     * table, the config's environment has its own copy: both are wrapped. */
+    static const char guard[] =
+        "local string, type, error, select = ...\n"
+        "local gsub = string.gsub\n"
+        "local function price(s, p)\n"
+        "  if type(s) ~= 'string' or type(p) ~= 'string' then return end\n"
+        "  local q = select(2, gsub(gsub(p, '%%.', 'x'), '[%*%+%-%?]', ''))\n"
+        "  if q > 0 and (#s) ^ q > 1e8 then\n"
+        "    error('pattern too costly for a "
+        "subject of ' .. #s .. ' bytes (' .. q ..\n"
+        "          ' quantifiers); use a plain find or a shorter subject', 3)\n"
+        "  end\n"
+        "end\n"
+        "local function wrap(t)\n"
+        "  local find, match, gmatch, sub = t.find, t.match, t.gmatch, t.gsub\n"
+        "  t.find = function(s, p, i, plain) if not plain then price(s, p) end "
+        "return find(s, p, i, plain) end\n"
+        "  t.match = function(s, p, i) price(s, p) return match(s, p, i) end\n"
+        "  t.gmatch = function(s, p) price(s, p) return gmatch(s, p) end\n"
+        "  t.gsub = function(s, p, r, n) price(s, p) return sub(s, p, r, n) end\n"
+        "end\n"
+        "return wrap\n";
+    if (luaL_loadbuffer(L, guard, sizeof(guard) - 1, "=luxd pattern guard") == 0) {
+        lua_getglobal(L, "string");
+        lua_getglobal(L, "type");
+        lua_getglobal(L, "error");
+        lua_getglobal(L, "select");
+        if (lua_pcall(L, 4, 1, 0) == 0) {
+            int wrap = lua_gettop(L);
+            lua_pushvalue(L, wrap);
+            lua_getglobal(L, "string");
+            lua_call(L, 1, 0);
+            for (uint32_t i = 0; i < vm->n; i++) {
+                lua_rawgeti(L, LUA_REGISTRYINDEX, vm->refs[i]);
+                lua_getfenv(L, -1);
+                lua_getfield(L, -1, "string");
+                if (lua_istable(L, -1)) {
+                    lua_pushvalue(L, wrap);
+                    lua_insert(L, -2);
+                    lua_call(L, 1, 0);
+                } else {
+                    lua_pop(L, 1);
+                }
+                lua_pop(L, 2);
+            }
+        }
+        lua_settop(L, 0);
+    }
+    /* The config's own environment holds its own `require`. */
+    for (uint32_t i = 0; i < vm->n; i++) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->refs[i]);
+        lua_getfenv(L, -1);
+        if (lua_istable(L, -1)) neuter(L, NULL, base_fns);
+        lua_pop(L, 2);
+    }
 }
 
 /* Collects the policy functions in the order load.c numbered the slots:
@@ -373,7 +461,7 @@ static lx_policy_vm_t *vm_build(const lx_gen_t *g, const char *path, const char 
         vm_free(vm);
         return NULL;
     }
-    sandbox(L);
+    sandbox(L, vm);
     make_request_object(L, vm);
     /* The interpreter honours the count hook; compiled traces would not,
      * and a runaway loop must be stoppable. */
@@ -438,7 +526,7 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     int status = 0;
     if (lua_type(L, -1) == LUA_TNUMBER) {
         status = (int)lua_tointeger(L, -1);
-        if (status < 100 || status > 599) {
+        if (status < 200 || status > 599) {
             lx_log_error("policy of vhost \"%s\" returned %d, not a status; failing closed",
                          r->vhost->name, status);
             status = 500;
