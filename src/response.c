@@ -60,10 +60,15 @@ void lx_resp_start(lx_req_t *r, int status) {
     lx_worker_update_time(w);
     r->status = status;
     r->responded = 1;
+    c->resp_from = c->olen;
+    if (status == 200) {
+        /* The common case costs one copy of a string built once a second. */
+        put(r, w->head200, w->head200_len);
+        return;
+    }
     char line[128];
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nServer: " LX_SERVER "\r\nDate: %s\r\n",
                      status, lx_status_reason(status), w->date);
-    c->resp_from = c->olen;
     put(r, line, (size_t)n);
 }
 

@@ -62,6 +62,8 @@ typedef struct lx_worker_s {
     time_t now;                      /**< second of the cached strings below */
     char date[LX_HTTP_DATE_LEN + 1]; /**< Date header value for `now` */
     char clf_time[32];               /**< "29/Nov/2026:17:50:54 +0000" for `now` */
+    char head200[80];                /**< status line, Server and Date of a 200, for `now` */
+    size_t head200_len;              /**< bytes in head200 */
 } lx_worker_t;
 
 /* Starts a worker thread serving on the given listening fds (taken over),
