@@ -34,24 +34,26 @@ static void conn_read(lx_conn_t *c);
 /* ---- deadlines ------------------------------------------------------ */
 
 static void on_timer(uv_timer_t *t);
+static void set_deadline_at(lx_conn_t *c, int kind, uint64_t due);
 static void release_gen(lx_conn_t *c);
 
 /* Moving a deadline later costs nothing: the timer fires at the old time and
  * re-arms itself. Only an earlier deadline restarts the timer. */
-static void set_deadline(lx_conn_t *c, int kind, uint32_t ms) {
+static void set_deadline_at(lx_conn_t *c, int kind, uint64_t due) {
     uint64_t now = uv_now(&c->w->loop);
-    uint64_t due = now + ms;
     c->timeout_kind = kind;
-    if (kind == TO_NONE || ms == 0) {
-        c->timeout_kind = TO_NONE;
+    if (kind == TO_NONE) return;
+    if (!uv_is_active((uv_handle_t *)&c->timer) || due < c->deadline)
+        uv_timer_start(&c->timer, on_timer, due > now ? due - now : 0, 0);
+    c->deadline = due;
+}
+
+static void set_deadline(lx_conn_t *c, int kind, uint32_t ms) {
+    if (ms == 0) {
+        c->timeout_kind = TO_NONE; /* e.g. keepalive_timeout = 0 */
         return;
     }
-    int active = uv_is_active((uv_handle_t *)&c->timer);
-    if (!active || due < c->deadline)
-        uv_timer_start(&c->timer, on_timer, ms, 0);
-    else if (active && c->deadline > due)
-        uv_timer_start(&c->timer, on_timer, ms, 0);
-    c->deadline = due;
+    set_deadline_at(c, kind, uv_now(&c->w->loop) + ms);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -60,6 +62,11 @@ static void on_timer(uv_timer_t *t) {
     if (c->timeout_kind == TO_NONE) return;
     if (now < c->deadline) {
         uv_timer_start(&c->timer, on_timer, c->deadline - now, 0);
+        return;
+    }
+    if (c->timeout_kind == TO_IDLE && (c->waiting || c->in_request || c->out_n)) {
+        /* The idle deadline of before this request: not idle any more. */
+        set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
         return;
     }
     switch (c->timeout_kind) {
@@ -515,7 +522,10 @@ static void request_begin(lx_conn_t *c) {
     c->cur_header = NULL;
     c->last_end = NULL;
     c->nreq++;
-    if (c->timeout_kind != TO_HEADER) set_deadline(c, TO_HEADER, s->header_timeout);
+    /* The header deadline is armed only if the header does not arrive whole
+     * in this read (see conn_process): the common request costs no timer. */
+    c->req_started = uv_now(&c->w->loop);
+    (void)s;
 }
 
 static void conn_process(lx_conn_t *c) {
@@ -543,6 +553,9 @@ static void conn_process(lx_conn_t *c) {
                     parse_error(c, c->in_url ? 414 : 431);
                     return;
                 }
+                /* A deadline for the whole header, from its first byte: a
+                 * client trickling bytes does not push it back. */
+                set_deadline_at(c, TO_HEADER, c->req_started + s->header_timeout);
             } else {
                 /* Body bytes are discarded: read the rest into the same space. */
                 if (c->body_base == 0) c->body_base = c->rlen;
@@ -676,9 +689,11 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     return 0;
 }
 
+/* RFC 9110 5.6.2 tchar as a 256-bit set: visible ASCII but the delimiters
+ * "(),/:;<=>?@[\]{} and DQUOTE. One shift and mask per byte. */
 static int is_tchar(unsigned char ch) {
-    static const char *const sep = "\"(),/:;<=>?@[\\]{} \t";
-    return ch > 0x20 && ch < 0x7f && !strchr(sep, ch);
+    static const uint64_t set[4] = {0x03ff6cfa00000000ULL, 0x57ffffffc7fffffeULL, 0, 0};
+    return (set[ch >> 6] >> (ch & 63)) & 1;
 }
 
 /* Names of the headers the request path looks at, lower case. */
@@ -700,6 +715,10 @@ static const struct {
     {"transfer-encoding", 17, LX_H_TRANSFER_ENCODING},
 };
 
+#define KNOWN_LENGTHS                                                                              \
+    ((1u << 4) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 10) | (1u << 13) |         \
+     (1u << 15) | (1u << 17))
+
 static int on_header_value_complete(llhttp_t *p) {
     lx_conn_t *c = CONN(p);
     lx_req_t *r = &c->req;
@@ -719,6 +738,8 @@ static int on_header_value_complete(llhttp_t *p) {
     while (h->value.len &&
            (h->value.p[h->value.len - 1] == ' ' || h->value.p[h->value.len - 1] == '\t'))
         h->value.len--;
+    /* Only names of a length some known header has are compared. */
+    if (h->name.len > 17 || !((1u << h->name.len) & KNOWN_LENGTHS)) return 0;
     for (size_t i = 0; i < LX_ARRAY_SIZE(known_headers); i++) {
         if (lx_str_ieq(h->name, known_headers[i].name, known_headers[i].len)) {
             int id = known_headers[i].id;

@@ -98,8 +98,22 @@ static int plain_hostname(const char *h, size_t len) {
 static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
     const lx_gen_t *g = r->gen;
     const lx_server_conf_t *s = &g->srv;
+    lx_conn_t *c = r->conn;
+    /* Keep-alive clients send the same Host each time: remember the answer
+     * per connection (and generation) and skip the hash. */
+    if (c->vh_gen == g && c->vh_host_len == host.len && memcmp(c->vh_host, host.p, host.len) == 0)
+        return c->vh;
     lx_vhost_t *vh = lx_gen_match_vhost(g, host.p, host.len);
-    if (vh != NULL) return vh;
+    if (vh != NULL || !s->vhost_dir) {
+        vh = vh ? vh : g->default_vhost;
+        if (host.len <= sizeof(c->vh_host)) {
+            memcpy(c->vh_host, host.p, host.len);
+            c->vh_host_len = host.len;
+            c->vh_gen = g;
+            c->vh = vh;
+        }
+        return vh;
+    }
     if (s->vhost_dir && plain_hostname(host.p, host.len)) {
         size_t n = s->vhost_dir_len + 1 + host.len;
         char *root = lx_arena_alloc(r->arena, n + 1);
@@ -107,8 +121,8 @@ static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
         memcpy(root, s->vhost_dir, s->vhost_dir_len);
         root[s->vhost_dir_len] = '/';
         for (size_t i = 0; i < host.len; i++) {
-            char c = host.p[i];
-            root[s->vhost_dir_len + 1 + i] = (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
+            char ch = host.p[i];
+            root[s->vhost_dir_len + 1 + i] = (ch >= 'A' && ch <= 'Z') ? (char)(ch | 0x20) : ch;
         }
         root[n] = '\0';
         r->root = root;

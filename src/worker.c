@@ -25,9 +25,9 @@ void lx_worker_set_time(lx_worker_t *w, time_t t) {
     struct tm tm;
     w->now = t;
     lx_http_date(t, w->date);
-    w->head200_len = (size_t)snprintf(w->head200, sizeof(w->head200),
-                                      "HTTP/1.1 200 OK\r\nServer: " LX_SERVER "\r\nDate: %s\r\n",
-                                      w->date);
+    w->head200_len =
+        (size_t)snprintf(w->head200, sizeof(w->head200),
+                         "HTTP/1.1 200 OK\r\nServer: " LX_SERVER "\r\nDate: %s\r\n", w->date);
     gmtime_r(&t, &tm);
     snprintf(w->clf_time, sizeof(w->clf_time), "%02d/%s/%04d:%02d:%02d:%02d +0000", tm.tm_mday,
              months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
