@@ -99,7 +99,7 @@ static int r_set_header(lua_State *L) {
     size_t need = r->extra_len + nl + vl + 4;
     char *b = lx_arena_alloc(r->arena, need);
     if (b == NULL) return luaL_error(L, "out of memory");
-    memcpy(b, r->extra, r->extra_len);
+    if (r->extra_len) memcpy(b, r->extra, r->extra_len); /* extra is NULL at first */
     memcpy(b + r->extra_len, name, nl);
     memcpy(b + r->extra_len + nl, ": ", 2);
     memcpy(b + r->extra_len + nl + 2, value, vl);
