@@ -90,14 +90,11 @@ for a in "$@"; do
   esac
 done
 ((${#CASES[@]})) || CASES=("${ALL_CASES[@]}")
-for v in DURATION WARMUP ROUNDS CONNS SERVER_CPU CLIENT_CPU; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, got '${!v}'"
-done
+need_whole DURATION WARMUP ROUNDS CONNS SERVER_CPU CLIENT_CPU
 ((DURATION > 0)) || die "DURATION must be > 0"
 ((ROUNDS > 0)) || die "ROUNDS must be > 0"
 
 # ---- dependencies ----------------------------------------------------------
-has() { command -v "$1" >/dev/null 2>&1; }
 NGINX=${NGINX:-/usr/sbin/nginx}
 LUXD=${LUXD:-$ROOT/build/luxd}
 find_modules() {
@@ -119,12 +116,9 @@ has taskset || want_bench=1
 if ((need_nginx)) && { [[ ! -x $NGINX ]] || ! find_modules >/dev/null; }; then want_bench=1; fi
 has wrk || want_test=1
 has curl || want_test=1
-if ((want_bench)); then sh "$ROOT/deps/install.sh" bench || die "deps/install.sh bench failed"; fi
-if ((want_test)); then sh "$ROOT/deps/install.sh" test || die "deps/install.sh test failed"; fi
-for c in taskset wrk curl awk cmp; do has "$c" || die "$c not found"; done
-taskset -c "$SERVER_CPU" true 2>/dev/null || die "cannot pin to CPU $SERVER_CPU (SERVER_CPU)"
-taskset -c "$CLIENT_CPU" true 2>/dev/null || die "cannot pin to CPU $CLIENT_CPU (CLIENT_CPU); this benchmark needs 2 CPUs"
-[[ $SERVER_CPU != "$CLIENT_CPU" ]] || say "warning: server and wrk share CPU $SERVER_CPU"
+if ((want_bench)); then deps_install bench; fi
+if ((want_test)); then deps_install test; fi
+check_tools_and_cpus
 NGINX_SKIP="" MODDIR=""
 if ((need_nginx)); then
   if [[ ! -x $NGINX ]]; then
@@ -134,40 +128,10 @@ if ((need_nginx)); then
   fi
   [[ -z $NGINX_SKIP ]] || say "$NGINX_SKIP: the nginx cases will be skipped"
 fi
-CLK_TCK=$(getconf CLK_TCK)
-NOT_IDLE=""
 
 # ---- cleanup, temp dir, results --------------------------------------------
-TMP="" RESULTS=""
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM HUP
-  stop_all
-  if [[ -n $TMP && -d $TMP ]]; then
-    if [[ -n $RESULTS ]]; then
-      mkdir -p "$RESULTS/files"
-      # Configs and logs (not the docroot) go with the results.
-      find "$TMP" -maxdepth 1 -type f \( -name '*.conf' -o -name '*.lua' -o -name '*.log' \) \
-        -exec cp {} "$RESULTS/files/" \; 2>/dev/null || true
-    fi
-    if [[ $KEEP_TMP == 1 ]]; then
-      say "temp dir kept: $TMP"
-    else
-      rm -rf "$TMP"
-    fi
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/luxd-bench-policy.XXXXXX")
-chmod 755 "$TMP"
-RESULTS=$HERE/results/policy-$(date +%Y%m%d-%H%M%S)
-[[ ! -e $RESULTS ]] || RESULTS+="-$$"
-mkdir -p "$RESULTS"
+setup_dirs luxd-bench-policy policy
 LUXD_SKIP=""
 if ((need_luxd)) && [[ ! -x $LUXD ]]; then
   say "luxd: $LUXD missing, running make (log: $RESULTS/luxd-make.log)"
@@ -177,31 +141,15 @@ if ((need_luxd)) && [[ ! -x $LUXD ]]; then
   fi
 fi
 
-# The numbers only mean something on an otherwise idle machine: look for 1 s.
-read -r idle_s0 _ < <(core_ticks "$SERVER_CPU")
-read -r idle_c0 _ < <(core_ticks "$CLIENT_CPU")
-sleep 1
-read -r idle_s1 _ < <(core_ticks "$SERVER_CPU")
-read -r idle_c1 _ < <(core_ticks "$CLIENT_CPU")
-if (((idle_s1 - idle_s0) * 100 > 20 * CLK_TCK || (idle_c1 - idle_c0) * 100 > 20 * CLK_TCK)); then
-  NOT_IDLE="warning: the machine was not idle (CPU $SERVER_CPU busy $(((idle_s1 - idle_s0) * 100 / CLK_TCK))%, CPU $CLIENT_CPU busy $(((idle_c1 - idle_c0) * 100 / CLK_TCK))% over 1 s before the start): expect noisy numbers"
-  say "$NOT_IDLE"
-fi
+check_idle
 
 SUMMARY=$RESULTS/summary.tsv
 printf 'round\tcase\tserver\tpolicy\treq_per_s\trequests\tnon2xx\tsocket_errors\tcpu_ticks\tcpu_s\telapsed_s\tcpu_pct\tcpu_us_per_req\tnprocs\tstatus\tserver_core_busy_pct\tclient_core_busy_pct\tserver_core_us_per_req\tdescription\n' >"$SUMMARY"
 
 # ---- the docroot: one 1 KiB file -------------------------------------------
 DOCROOT=$TMP/www
-mkdir -p "$DOCROOT"
 FILE=$DOCROOT/1k.html
-# 16 lines of 63 characters + newline = 1024 bytes.
-for ((i = 0; i < 16; i++)); do
-  printf 'luxd bench line %02d: 0123456789abcdefghijklmnopqrstuvwxyzABCDEFG\n' "$i"
-done >"$FILE"
-[[ $(wc -c <"$FILE") -eq 1024 ]] || die "docroot file is not 1024 bytes"
-chmod 644 "$FILE"
-chmod 755 "$DOCROOT"
+make_docroot "$FILE"
 
 # ---- configs and servers ---------------------------------------------------
 PIN=(taskset -c "$SERVER_CPU")
@@ -243,17 +191,6 @@ start_nginx() { # CASE PORT NAME
   SERVER_PID=$BENCH_LAST_PID
 }
 
-wait_ready_key() { # URL PID TIMEOUT_S
-  local url=$1 pid=$2 timeout=$3 deadline
-  deadline=$((SECONDS + timeout))
-  while ((SECONDS < deadline)); do
-    kill -0 "$pid" 2>/dev/null || return 2
-    curl -sf -o /dev/null --max-time 1 -H "$KEY_HEADER" "$url" && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
 # status_of URL [CURL ARGS...] — prints the HTTP status of one GET (000: none).
 status_of() {
   local url=$1 code
@@ -266,17 +203,8 @@ status_of() {
 # 401 without the key, 403 from 127.0.0.2 with the key. The others: 200
 # without the key. Prints what failed on stderr, returns 1 then.
 verify_case() {
-  local c=$1 url=$2 tmp code ok=0
-  tmp=$(mktemp)
-  code=$(curl -s -o "$tmp" -w '%{http_code}' --max-time 5 -H "$KEY_HEADER" "$url") || code=000
-  if [[ $code != 200 ]]; then
-    say "verify: $url with the key answered HTTP $code, want 200"
-    ok=1
-  elif ! cmp -s "$tmp" "$FILE"; then
-    say "verify: body from $url ($(wc -c <"$tmp") bytes) differs from $FILE ($(wc -c <"$FILE") bytes)"
-    ok=1
-  fi
-  rm -f "$tmp"
+  local c=$1 url=$2 code ok=0
+  verify_body "$url" "$FILE" " with the key" -H "$KEY_HEADER" || ok=1
   if ((CASE_POLICY[$c])); then
     code=$(status_of "$url")
     [[ $code == 401 ]] || { say "verify: $url without the key answered HTTP $code, want 401"; ok=1; }
@@ -298,6 +226,7 @@ verify_case() {
 
 # ---- measuring -------------------------------------------------------------
 FAILED=()
+MEASURE_NON2XX_FAILS=1 # a run with non-2xx answers is not clean
 record_skip() { # ROUND CASE REASON
   printf '%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tskipped: %s\t-\t-\t-\t%s\n' \
     "$1" "$2" "${CASE_SERVER[$2]}" "${CASE_POLICY[$2]}" "$3" "${CASE_DESC[$2]}" >>"$SUMMARY"
@@ -305,71 +234,12 @@ record_skip() { # ROUND CASE REASON
   say "round $1: $2: SKIPPED: $3"
 }
 
-tail_logs() { # NAME
-  local f
-  for f in "$TMP/$1"-*.log; do
-    [[ -s $f ]] || continue
-    say "--- tail $f"
-    tail -n 15 "$f" >&2
-  done
-}
-
-run_wrk() { # OUT SECONDS URL
-  timeout --foreground -k 5 $(($2 + 30)) \
-    taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$2s" -H "$KEY_HEADER" "$3" >"$1" 2>&1
-}
-
 measure() { # ROUND CASE NAME URL PID
-  local round=$1 c=$2 name=$3 url=$4 pid=$5 out before after t0 t1 rc=0 nprocs status=ok
-  local rps requests non2xx sock s_busy0 s_tot0 c_busy0 c_tot0 s_busy1 s_tot1 c_busy1 c_tot1
-  if ((WARMUP > 0)); then
-    say "round $round: $c: warm-up ${WARMUP}s"
-    run_wrk "$RESULTS/$name.warmup.txt" "$WARMUP" "$url" || true
-  fi
-  out=$RESULTS/$name.wrk.txt
-  say "round $round: $c: measuring ${DURATION}s"
-  nprocs=$(proc_tree "$pid" | wc -l)
-  read -r s_busy0 s_tot0 < <(core_ticks "$SERVER_CPU")
-  read -r c_busy0 c_tot0 < <(core_ticks "$CLIENT_CPU")
-  before=$(tree_cpu_ticks "$pid")
-  t0=$EPOCHREALTIME
-  run_wrk "$out" "$DURATION" "$url" || rc=$?
-  t1=$EPOCHREALTIME
-  after=$(tree_cpu_ticks "$pid")
-  read -r s_busy1 s_tot1 < <(core_ticks "$SERVER_CPU")
-  read -r c_busy1 c_tot1 < <(core_ticks "$CLIENT_CPU")
-  read -r rps requests non2xx sock < <(parse_wrk "$out")
-  if ((rc != 0)); then status="wrk exit $rc"; fi
-  if ((non2xx > 0)); then status="$non2xx non-2xx answers"; fi
-  if ! kill -0 "$pid" 2>/dev/null || [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]]; then
-    status="server died during run"
-  fi
-  if [[ $requests == 0 ]]; then status="no requests completed"; fi
-  if [[ $status != ok ]]; then
-    say "round $round: $c: $status"
-    tail -n 20 "$out" >&2
-    tail_logs "$name"
-    FAILED+=("$c/round$round")
-  fi
-  awk -v rd="$round" -v n="$c" -v srv="${CASE_SERVER[$c]}" -v pol="${CASE_POLICY[$c]}" \
-    -v desc="${CASE_DESC[$c]}" -v rps="$rps" -v req="$requests" -v e1="$non2xx" -v e2="$sock" \
-    -v ticks="$((after - before))" -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" -v np="$nprocs" -v st="$status" \
-    -v sb="$((s_busy1 - s_busy0))" -v stt="$((s_tot1 - s_tot0))" \
-    -v cb="$((c_busy1 - c_busy0))" -v ctt="$((c_tot1 - c_tot0))" '
-    BEGIN {
-      cpu = ticks / hz; el = t1 - t0
-      us = (req > 0) ? cpu * 1e6 / req : 0
-      core_us = (req > 0) ? sb / hz * 1e6 / req : 0
-      spct = (stt > 0 ? 100 * sb / stt : 0); cpct = (ctt > 0 ? 100 * cb / ctt : 0)
-      if (st == "server died during run") { # its CPU time is lost with it
-        printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\tNA\tNA\t%.2f\tNA\tNA\t%d\t%s\t%.1f\t%.1f\tNA\t%s\n",
-          rd, n, srv, pol, rps, req, e1, e2, el, np, st, spct, cpct, desc
-        exit
-      }
-      printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.1f\t%.2f\t%d\t%s\t%.1f\t%.1f\t%.2f\t%s\n",
-        rd, n, srv, pol, rps, req, e1, e2, ticks, cpu, el, (el > 0 ? 100 * cpu / el : 0), us, np, st,
-        spct, cpct, core_us, desc
-    }' >>"$SUMMARY"
+  local round=$1 c=$2 name=$3
+  MEASURE_PRE=$round$'\t'$c$'\t'${CASE_SERVER[$c]}$'\t'${CASE_POLICY[$c]}
+  MEASURE_POST=${CASE_DESC[$c]}
+  measure_case "round $round: $c" "$RESULTS/$name" "$5" "$4" -H "$KEY_HEADER"
+  [[ $MEASURE_STATUS == ok ]] || { tail_logs "$name"; FAILED+=("$c/round$round"); }
 }
 
 bench_case() { # ROUND CASE
@@ -383,7 +253,7 @@ bench_case() { # ROUND CASE
   url=http://127.0.0.1:$port$URL_PATH
   say "round $round: $c: $srv started (${CASE_DESC[$c]}), pid $SERVER_PID, port $port"
   rc=0
-  wait_ready_key "$url" "$SERVER_PID" "$READY_TIMEOUT" || rc=$?
+  wait_ready "$url" "$SERVER_PID" "$READY_TIMEOUT" -H "$KEY_HEADER" || rc=$?
   if ((rc != 0)); then
     if ((rc == 2)); then
       record_skip "$round" "$c" "exited during start-up"

@@ -100,15 +100,12 @@ for a in "$@"; do
   esac
 done
 ((${#CASES[@]})) || CASES=("${ALL_CASES[@]}")
-for v in DURATION WARMUP CONNS SERVER_CPU CLIENT_CPU STARTUP_RUNS ROUNDS; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, got '${!v}'"
-done
+need_whole DURATION WARMUP CONNS SERVER_CPU CLIENT_CPU STARTUP_RUNS ROUNDS
 ((DURATION > 0)) || die "DURATION must be > 0"
 ((STARTUP_RUNS > 0)) || die "STARTUP_RUNS must be > 0"
 ((ROUNDS > 0)) || die "ROUNDS must be > 0"
 
 # ---- dependencies ------------------------------------------------------------
-has() { command -v "$1" >/dev/null 2>&1; }
 NGINX=${NGINX:-/usr/sbin/nginx}
 LUXD=${LUXD:-$ROOT/build/luxd}
 want_bench=0 want_test=0
@@ -118,51 +115,18 @@ for c in "${CASES[@]}"; do
 done
 has wrk || want_test=1
 has curl || want_test=1
-if ((want_bench)); then sh "$ROOT/deps/install.sh" bench || die "deps/install.sh bench failed"; fi
-if ((want_test)); then sh "$ROOT/deps/install.sh" test || die "deps/install.sh test failed"; fi
-for c in taskset wrk curl awk cmp; do has "$c" || die "$c not found"; done
-taskset -c "$SERVER_CPU" true 2>/dev/null || die "cannot pin to CPU $SERVER_CPU (SERVER_CPU)"
-taskset -c "$CLIENT_CPU" true 2>/dev/null || die "cannot pin to CPU $CLIENT_CPU (CLIENT_CPU); this benchmark needs 2 CPUs"
-[[ $SERVER_CPU != "$CLIENT_CPU" ]] || say "warning: server and wrk share CPU $SERVER_CPU"
-CLK_TCK=$(getconf CLK_TCK)
-NOT_IDLE=""
+if ((want_bench)); then deps_install bench; fi
+if ((want_test)); then deps_install test; fi
+check_tools_and_cpus
 
 # ---- cleanup, temp dir, results ------------------------------------------------
-TMP="" RESULTS=""
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM HUP
-  stop_all
-  if [[ -n $TMP && -d $TMP ]]; then
-    if [[ -n $RESULTS ]]; then
-      mkdir -p "$RESULTS/files"
-      # Configs and logs (not the docroot) go with the results.
-      find "$TMP" -maxdepth 1 -type f \( -name '*.conf' -o -name '*.lua' -o -name '*.log' \) \
-        -exec cp {} "$RESULTS/files/" \; 2>/dev/null || true
-    fi
-    if [[ $KEEP_TMP == 1 ]]; then
-      say "temp dir kept: $TMP"
-    else
-      rm -rf "$TMP"
-    fi
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
 
 # luxd must exist before anything is measured (make it if it is missing).
 need_luxd=0
 for c in "${CASES[@]}"; do
   if [[ ${CASE_SERVER[$c]} == luxd ]]; then need_luxd=1; fi
 done
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/luxd-bench-rules.XXXXXX")
-chmod 755 "$TMP"
-RESULTS=$HERE/results/rules-$(date +%Y%m%d-%H%M%S)
-[[ ! -e $RESULTS ]] || RESULTS+="-$$"
-mkdir -p "$RESULTS"
+setup_dirs luxd-bench-rules rules
 LUXD_SKIP=""
 if ((need_luxd)) && [[ ! -x $LUXD ]]; then
   say "luxd: $LUXD missing, running make (log: $RESULTS/luxd-make.log)"
@@ -179,16 +143,7 @@ if ((need_luxd)) && [[ -z $LUXD_SKIP ]]; then
   LUXD=$TMP/luxd-bin
 fi
 
-# The numbers only mean something on an otherwise idle machine: look for 1 s.
-read -r idle_s0 _ < <(core_ticks "$SERVER_CPU")
-read -r idle_c0 _ < <(core_ticks "$CLIENT_CPU")
-sleep 1
-read -r idle_s1 _ < <(core_ticks "$SERVER_CPU")
-read -r idle_c1 _ < <(core_ticks "$CLIENT_CPU")
-if (((idle_s1 - idle_s0) * 100 > 20 * CLK_TCK || (idle_c1 - idle_c0) * 100 > 20 * CLK_TCK)); then
-  NOT_IDLE="warning: the machine was not idle (CPU $SERVER_CPU busy $(((idle_s1 - idle_s0) * 100 / CLK_TCK))%, CPU $CLIENT_CPU busy $(((idle_c1 - idle_c0) * 100 / CLK_TCK))% over 1 s before the start): expect noisy numbers"
-  say "$NOT_IDLE"
-fi
+check_idle
 
 SUMMARY=$RESULTS/summary.tsv
 printf 'case\tserver\tkind\tcount\treq_per_s\trequests\tnon2xx\tsocket_errors\tcpu_ticks\tcpu_s\telapsed_s\tcpu_pct\tcpu_us_per_req\tnprocs\tstatus\tserver_core_busy_pct\tclient_core_busy_pct\tserver_core_us_per_req\tload_ms\tdescription\tround\n' >"$SUMMARY"
@@ -196,15 +151,8 @@ STARTUP_TSV=$RESULTS/startup.tsv
 
 # ---- the docroot: one 1 KiB file -------------------------------------------------
 DOCROOT=$TMP/www
-mkdir -p "$DOCROOT"
 FILE=$DOCROOT/index.html
-# 16 lines of 63 characters + newline = 1024 bytes.
-for ((i = 0; i < 16; i++)); do
-  printf 'luxd bench line %02d: 0123456789abcdefghijklmnopqrstuvwxyzABCDEFG\n' "$i"
-done >"$FILE"
-[[ $(wc -c <"$FILE") -eq 1024 ]] || die "docroot file is not 1024 bytes"
-chmod 644 "$FILE"
-chmod 755 "$DOCROOT"
+make_docroot "$FILE"
 
 # ---- configs and servers ---------------------------------------------------------
 PIN=(taskset -c "$SERVER_CPU")
@@ -250,38 +198,9 @@ start_nginx() { # CASE PORT
   SERVER_PID=$BENCH_LAST_PID
 }
 
-# wait_ready and verify_body from lib.sh, with the Host header every request has.
-wait_ready_host() { # URL PID TIMEOUT_S
-  local url=$1 pid=$2 timeout=$3 deadline
-  deadline=$((SECONDS + timeout))
-  while ((SECONDS < deadline)); do
-    kill -0 "$pid" 2>/dev/null || return 2
-    curl -sf -o /dev/null --max-time 1 -H "Host: $HOST" "$url" && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
-verify_body_host() { # URL FILE
-  local url=$1 file=$2 tmp code
-  tmp=$(mktemp)
-  code=$(curl -s -o "$tmp" -w '%{http_code}' --max-time 5 -H "Host: $HOST" "$url") || code=000
-  if [[ $code != 200 ]]; then
-    say "verify: $url (Host $HOST) answered HTTP $code, want 200"
-    rm -f "$tmp"
-    return 1
-  fi
-  if ! cmp -s "$tmp" "$file"; then
-    say "verify: body from $url ($(wc -c <"$tmp") bytes) differs from $file ($(wc -c <"$file") bytes)"
-    rm -f "$tmp"
-    return 1
-  fi
-  rm -f "$tmp"
-  return 0
-}
-
 # ---- measuring ---------------------------------------------------------------------
 FAILED=()
+MEASURE_NON2XX_FAILS=1 # a run with non-2xx answers is not clean
 record_skip() { # CASE REASON
   printf '%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tskipped: %s\t-\t-\t-\t-\t%s\t%s\n' \
     "$1" "${CASE_SERVER[$1]}" "${CASE_KIND[$1]}" "${CASE_COUNT[$1]}" "$2" "${CASE_DESC[$1]}" "$ROUND" >>"$SUMMARY"
@@ -289,72 +208,12 @@ record_skip() { # CASE REASON
   say "$1: SKIPPED: $2"
 }
 
-tail_logs() { # CASE
-  local f
-  for f in "$TMP/luxd-$1"-*.log "$TMP/$1"-*.log; do
-    [[ -s $f ]] || continue
-    say "--- tail $f"
-    tail -n 15 "$f" >&2
-  done
-}
-
-run_wrk() { # OUT SECONDS URL
-  timeout --foreground -k 5 $(($2 + 30)) \
-    taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$2s" -H "Host: $HOST" "$3" >"$1" 2>&1
-}
-
 measure() { # CASE URL PID
-  local c=$1 url=$2 pid=$3 out before after t0 t1 rc=0 nprocs status=ok
-  local rps requests non2xx sock s_busy0 s_tot0 c_busy0 c_tot0 s_busy1 s_tot1 c_busy1 c_tot1
-  if ((WARMUP > 0)); then
-    say "$c: warm-up ${WARMUP}s"
-    run_wrk "$RESULTS/$c$SFX.warmup.txt" "$WARMUP" "$url" || true
-  fi
-  out=$RESULTS/$c$SFX.wrk.txt
-  say "$c: measuring ${DURATION}s"
-  nprocs=$(proc_tree "$pid" | wc -l)
-  read -r s_busy0 s_tot0 < <(core_ticks "$SERVER_CPU")
-  read -r c_busy0 c_tot0 < <(core_ticks "$CLIENT_CPU")
-  before=$(tree_cpu_ticks "$pid")
-  t0=$EPOCHREALTIME
-  run_wrk "$out" "$DURATION" "$url" || rc=$?
-  t1=$EPOCHREALTIME
-  after=$(tree_cpu_ticks "$pid")
-  read -r s_busy1 s_tot1 < <(core_ticks "$SERVER_CPU")
-  read -r c_busy1 c_tot1 < <(core_ticks "$CLIENT_CPU")
-  read -r rps requests non2xx sock < <(parse_wrk "$out")
-  if ((rc != 0)); then status="wrk exit $rc"; fi
-  if ((non2xx > 0)); then status="$non2xx non-2xx answers"; fi
-  if ! kill -0 "$pid" 2>/dev/null || [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]]; then
-    status="server died during run"
-  fi
-  if [[ $requests == 0 ]]; then status="no requests completed"; fi
-  if [[ $status != ok ]]; then
-    say "$c: $status"
-    tail -n 20 "$out" >&2
-    tail_logs "$c"
-    FAILED+=("$c")
-  fi
-  awk -v n="$c" -v srv="${CASE_SERVER[$c]}" -v kind="${CASE_KIND[$c]}" -v cnt="${CASE_COUNT[$c]}" \
-    -v desc="${CASE_DESC[$c]}" -v load="${LOAD_MS:--}" -v round="$ROUND" \
-    -v rps="$rps" -v req="$requests" -v e1="$non2xx" -v e2="$sock" \
-    -v ticks="$((after - before))" -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" -v np="$nprocs" -v st="$status" \
-    -v sb="$((s_busy1 - s_busy0))" -v stt="$((s_tot1 - s_tot0))" \
-    -v cb="$((c_busy1 - c_busy0))" -v ctt="$((c_tot1 - c_tot0))" '
-    BEGIN {
-      cpu = ticks / hz; el = t1 - t0
-      us = (req > 0) ? cpu * 1e6 / req : 0
-      core_us = (req > 0) ? sb / hz * 1e6 / req : 0
-      spct = (stt > 0 ? 100 * sb / stt : 0); cpct = (ctt > 0 ? 100 * cb / ctt : 0)
-      if (st == "server died during run") { # its CPU time is lost with it
-        printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\tNA\tNA\t%.2f\tNA\tNA\t%d\t%s\t%.1f\t%.1f\tNA\t%s\t%s\t%s\n",
-          n, srv, kind, cnt, rps, req, e1, e2, el, np, st, spct, cpct, load, desc, round
-        exit
-      }
-      printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.1f\t%.2f\t%d\t%s\t%.1f\t%.1f\t%.2f\t%s\t%s\t%s\n",
-        n, srv, kind, cnt, rps, req, e1, e2, ticks, cpu, el, (el > 0 ? 100 * cpu / el : 0), us, np, st,
-        spct, cpct, core_us, load, desc, round
-    }' >>"$SUMMARY"
+  local c=$1
+  MEASURE_PRE=$c$'\t'${CASE_SERVER[$c]}$'\t'${CASE_KIND[$c]}$'\t'${CASE_COUNT[$c]}
+  MEASURE_POST=${LOAD_MS:--}$'\t'${CASE_DESC[$c]}$'\t'$ROUND
+  measure_case "$c" "$RESULTS/$c$SFX" "$3" "$2" -H "Host: $HOST"
+  [[ $MEASURE_STATUS == ok ]] || { tail_logs "luxd-$c" "$c"; FAILED+=("$c"); }
 }
 
 bench_case() { # CASE
@@ -368,20 +227,20 @@ bench_case() { # CASE
   url=http://127.0.0.1:$port$URL_PATH
   say "$c$SFX: $srv started (${CASE_DESC[$c]}${LOAD_MS:+, config loaded in $LOAD_MS ms}), pid $SERVER_PID, port $port"
   rc=0
-  wait_ready_host "$url" "$SERVER_PID" "$READY_TIMEOUT" || rc=$?
+  wait_ready "$url" "$SERVER_PID" "$READY_TIMEOUT" -H "Host: $HOST" || rc=$?
   if ((rc != 0)); then
     if ((rc == 2)); then
       record_skip "$c" "exited during start-up"
     else
       record_skip "$c" "no 2xx answer on $url (Host $HOST) within ${READY_TIMEOUT}s"
     fi
-    tail_logs "$c"
+    tail_logs "luxd-$c" "$c"
     stop_tree "$SERVER_PID"
     return 0
   fi
-  if ! verify_body_host "$url" "$FILE"; then
+  if ! verify_body "$url" "$FILE" " (Host $HOST)" -H "Host: $HOST"; then
     record_skip "$c" "did not return the 1 KiB file with 200"
-    tail_logs "$c"
+    tail_logs "luxd-$c" "$c"
     stop_tree "$SERVER_PID"
     return 0
   fi

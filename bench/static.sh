@@ -55,14 +55,11 @@ for a in "$@"; do
   esac
 done
 ((${#SERVERS[@]})) || SERVERS=("${ALL_SERVERS[@]}")
-for v in DURATION WARMUP CONNS SERVER_CPU CLIENT_CPU; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, got '${!v}'"
-done
+need_whole DURATION WARMUP CONNS SERVER_CPU CLIENT_CPU
 ((DURATION > 0)) || die "DURATION must be > 0"
 [[ $NGINX_SENDFILE == on || $NGINX_SENDFILE == off ]] || die "NGINX_SENDFILE must be on or off"
 
 # ---- dependencies ----------------------------------------------------------
-has() { command -v "$1" >/dev/null 2>&1; }
 NGINX=${NGINX:-/usr/sbin/nginx}
 LIGHTTPD=${LIGHTTPD:-/usr/sbin/lighttpd}
 H2O=${H2O:-/usr/bin/h2o}
@@ -78,72 +75,21 @@ for s in "${SERVERS[@]}"; do
 done
 has wrk || want_test=1
 has curl || want_test=1
-if ((want_bench)); then sh "$ROOT/deps/install.sh" bench || die "deps/install.sh bench failed"; fi
-if ((want_test)); then sh "$ROOT/deps/install.sh" test || die "deps/install.sh test failed"; fi
-if ((want_build)); then sh "$ROOT/deps/install.sh" build || die "deps/install.sh build failed"; fi
-for c in taskset wrk curl awk cmp; do has "$c" || die "$c not found"; done
-taskset -c "$SERVER_CPU" true 2>/dev/null || die "cannot pin to CPU $SERVER_CPU (SERVER_CPU)"
-taskset -c "$CLIENT_CPU" true 2>/dev/null || die "cannot pin to CPU $CLIENT_CPU (CLIENT_CPU); this benchmark needs 2 CPUs"
-[[ $SERVER_CPU != "$CLIENT_CPU" ]] || say "warning: server and wrk share CPU $SERVER_CPU"
-CLK_TCK=$(getconf CLK_TCK)
-NOT_IDLE=""
-
-# The numbers only mean something on an otherwise idle machine: look for 1 s.
-read -r idle_s0 _ < <(core_ticks "$SERVER_CPU")
-read -r idle_c0 _ < <(core_ticks "$CLIENT_CPU")
-sleep 1
-read -r idle_s1 _ < <(core_ticks "$SERVER_CPU")
-read -r idle_c1 _ < <(core_ticks "$CLIENT_CPU")
-if (((idle_s1 - idle_s0) * 100 > 20 * CLK_TCK || (idle_c1 - idle_c0) * 100 > 20 * CLK_TCK)); then
-  NOT_IDLE="warning: the machine was not idle (CPU $SERVER_CPU busy $(((idle_s1 - idle_s0) * 100 / CLK_TCK))%, CPU $CLIENT_CPU busy $(((idle_c1 - idle_c0) * 100 / CLK_TCK))% over 1 s before the start): expect noisy numbers"
-  say "$NOT_IDLE"
-fi
+if ((want_bench)); then deps_install bench; fi
+if ((want_test)); then deps_install test; fi
+if ((want_build)); then deps_install build; fi
+check_tools_and_cpus
+check_idle
 
 # ---- cleanup, temp dir, results ---------------------------------------------
-TMP="" RESULTS=""
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM HUP
-  stop_all
-  if [[ -n $TMP && -d $TMP ]]; then
-    if [[ -n $RESULTS ]]; then
-      mkdir -p "$RESULTS/files"
-      # Configs and logs (not the docroot or binaries) go with the results.
-      find "$TMP" -maxdepth 1 -type f \( -name '*.conf' -o -name '*.lua' -o -name '*.log' \) \
-        -exec cp {} "$RESULTS/files/" \; 2>/dev/null || true
-    fi
-    if [[ $KEEP_TMP == 1 ]]; then
-      say "temp dir kept: $TMP"
-    else
-      rm -rf "$TMP"
-    fi
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/luxd-bench.XXXXXX")
-chmod 755 "$TMP"
-RESULTS=$HERE/results/static-$(date +%Y%m%d-%H%M%S)
-[[ ! -e $RESULTS ]] || RESULTS+="-$$"
-mkdir -p "$RESULTS"
+setup_dirs luxd-bench static
 SUMMARY=$RESULTS/summary.tsv
 printf 'server\tmode\treq_per_s\trequests\tnon2xx\tsocket_errors\tcpu_ticks\tcpu_s\telapsed_s\tcpu_pct\tcpu_us_per_req\tnprocs\tstatus\tserver_core_busy_pct\tclient_core_busy_pct\tserver_core_us_per_req\n' >"$SUMMARY"
 
 # ---- the docroot: one 1 KiB file -------------------------------------------
 DOCROOT=$TMP/www
-mkdir -p "$DOCROOT"
 FILE=$DOCROOT/1k.html
-# 16 lines of 63 characters + newline = 1024 bytes.
-for ((i = 0; i < 16; i++)); do
-  printf 'luxd bench line %02d: 0123456789abcdefghijklmnopqrstuvwxyzABCDEFG\n' "$i"
-done >"$FILE"
-[[ $(wc -c <"$FILE") -eq 1024 ]] || die "docroot file is not 1024 bytes"
-chmod 644 "$FILE"
-chmod 755 "$DOCROOT"
+make_docroot "$FILE"
 URL_PATH=/1k.html
 
 # ---- per-server start functions --------------------------------------------
@@ -220,72 +166,15 @@ record_skip() { # NAME REASON
   say "$1: SKIPPED: $2"
 }
 
-tail_logs() { # NAME — shows the end of a server's logs
-  local f
-  for f in "$TMP/$1"-*.log; do
-    [[ -s $f ]] || continue
-    say "--- tail $f"
-    tail -n 15 "$f" >&2
-  done
-}
-
-run_wrk() { # OUT SECONDS MODE URL
-  local out=$1 secs=$2 mode=$3 url=$4
+measure() { # NAME MODE URL PID — false when the server died
+  local name=$1 mode=$2 url=$3 pid=$4
   local -a hdr=()
   [[ $mode == close ]] && hdr=(-H 'Connection: close')
-  timeout --foreground -k 5 $((secs + 30)) \
-    taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"${secs}s" "${hdr[@]}" "$url" >"$out" 2>&1
-}
-
-measure() { # NAME MODE URL PID
-  local name=$1 mode=$2 url=$3 pid=$4 out before after t0 t1 rc=0 nprocs status=ok
-  local rps requests non2xx sock s_busy0 s_tot0 c_busy0 c_tot0 s_busy1 s_tot1 c_busy1 c_tot1
-  say "$name: $mode: warm-up ${WARMUP}s"
-  if ((WARMUP > 0)); then
-    run_wrk "$RESULTS/$name-$mode.warmup.txt" "$WARMUP" "$mode" "$url" || true
-  fi
-  out=$RESULTS/$name-$mode.wrk.txt
-  say "$name: $mode: measuring ${DURATION}s"
-  nprocs=$(proc_tree "$pid" | wc -l)
-  read -r s_busy0 s_tot0 < <(core_ticks "$SERVER_CPU")
-  read -r c_busy0 c_tot0 < <(core_ticks "$CLIENT_CPU")
-  before=$(tree_cpu_ticks "$pid")
-  t0=$EPOCHREALTIME
-  run_wrk "$out" "$DURATION" "$mode" "$url" || rc=$?
-  t1=$EPOCHREALTIME
-  after=$(tree_cpu_ticks "$pid")
-  read -r s_busy1 s_tot1 < <(core_ticks "$SERVER_CPU")
-  read -r c_busy1 c_tot1 < <(core_ticks "$CLIENT_CPU")
-  read -r rps requests non2xx sock < <(parse_wrk "$out")
-  if ((rc != 0)); then status="wrk exit $rc"; fi
-  if ! kill -0 "$pid" 2>/dev/null || [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]]; then
-    status="server died during run"
-  fi
-  if [[ $requests == 0 ]]; then status="no requests completed"; fi
-  if [[ $status != ok ]]; then
-    say "$name: $mode: $status"
-    tail -n 20 "$out" >&2
-    tail_logs "$name"
-    FAILED+=("$name/$mode")
-  fi
-  awk -v n="$name" -v m="$mode" -v rps="$rps" -v req="$requests" -v e1="$non2xx" -v e2="$sock" \
-    -v ticks="$((after - before))" -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" -v np="$nprocs" -v st="$status" \
-    -v sb="$((s_busy1 - s_busy0))" -v stt="$((s_tot1 - s_tot0))" \
-    -v cb="$((c_busy1 - c_busy0))" -v ctt="$((c_tot1 - c_tot0))" '
-    BEGIN {
-      cpu = ticks / hz; el = t1 - t0
-      us = (req > 0) ? cpu * 1e6 / req : 0
-      core_us = (req > 0) ? sb / hz * 1e6 / req : 0
-      if (st == "server died during run") { # its CPU time is lost with it
-        printf "%s\t%s\t%s\t%s\t%d\t%d\tNA\tNA\t%.2f\tNA\tNA\t%d\t%s\t%.1f\t%.1f\tNA\n",
-          n, m, rps, req, e1, e2, el, np, st, (stt > 0 ? 100 * sb / stt : 0), (ctt > 0 ? 100 * cb / ctt : 0)
-        exit
-      }
-      printf "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.1f\t%.2f\t%d\t%s\t%.1f\t%.1f\t%.2f\n",
-        n, m, rps, req, e1, e2, ticks, cpu, el, (el > 0 ? 100 * cpu / el : 0), us, np, st,
-        (stt > 0 ? 100 * sb / stt : 0), (ctt > 0 ? 100 * cb / ctt : 0), core_us
-    }' >>"$SUMMARY"
-  [[ $status != "server died during run" ]]
+  ((WARMUP > 0)) || say "$name: $mode: warm-up 0s"
+  MEASURE_PRE=$name$'\t'$mode
+  measure_case "$name: $mode" "$RESULTS/$name-$mode" "$pid" "$url" "${hdr[@]}"
+  [[ $MEASURE_STATUS == ok ]] || { tail_logs "$name"; FAILED+=("$name/$mode"); }
+  [[ $MEASURE_STATUS != "server died during run" ]]
 }
 
 bench_server() { # NAME
