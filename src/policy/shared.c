@@ -85,8 +85,7 @@ static int make_room(uint64_t now) {
  * full. Called with the lock held. */
 static entry_t *insert(const char *k, size_t klen, uint64_t h, uint64_t now) {
     entry_t *e;
-    if (!make_room(now) || (e = calloc(1, sizeof(*e) + klen)) == NULL)
-        return NULL;
+    if (!make_room(now) || (e = calloc(1, sizeof(*e) + klen)) == NULL) return NULL;
     memcpy(e->key, k, klen);
     e->klen = klen;
     e->hash = h;
