@@ -149,7 +149,6 @@ void lx_conn_close(lx_conn_t *c) {
         w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     w->nconns--;
-    extern void lx_worker_conn_closed(lx_worker_t * w);
     lx_worker_conn_closed(w);
     c->handles = 1 + c->polled;
     if (c->polled) uv_close((uv_handle_t *)&c->poll, on_handle_closed);
@@ -220,8 +219,6 @@ char *lx_conn_obuf_reserve(lx_conn_t *c, size_t n) {
 }
 
 static lx_out_t *out_push(lx_conn_t *c) {
-    lx_out_t *last = c->out_n ? &c->out[(c->out_head + c->out_n - 1) % LX_OUT_MAX] : NULL;
-    (void)last;
     if (c->out_n == LX_OUT_MAX) return NULL;
     lx_out_t *o = &c->out[(c->out_head + c->out_n) % LX_OUT_MAX];
     c->out_n++;

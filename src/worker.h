@@ -86,14 +86,17 @@ void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen);
 void lx_worker_stop(lx_worker_t *w, int how);
 void lx_worker_join(lx_worker_t *w);
 
+/* Rebuilds the cached Date strings for second t. */
+void lx_worker_set_time(lx_worker_t *w, time_t t);
+
 /* Refreshes the cached Date strings when the second changed. */
 static inline void lx_worker_update_time(lx_worker_t *w) {
     time_t t = time(NULL);
-    if (t != w->now) {
-        extern void lx_worker_set_time(lx_worker_t * w, time_t t);
-        lx_worker_set_time(w, t);
-    }
+    if (t != w->now) lx_worker_set_time(w, t);
 }
+
+/* A connection of w closed (conn.c): resumes accepting, or ends a stop. */
+void lx_worker_conn_closed(lx_worker_t *w);
 
 /* Access log (accesslog.c): appends the request's line to the loop's buffer. */
 struct lx_req_s;
