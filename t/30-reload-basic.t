@@ -14,6 +14,8 @@ use lib 't/lib';
 use Luxd;
 
 # ---- helpers (kept in this file: the harness is shared) -------------------
+# (config writes, SIGHUP reloads and log waits: $s->write_config, $s->reload,
+# $s->wait_log in t/lib/Luxd.pm)
 
 # A whole config: server block with the harness's usual keys, then vhosts.
 sub config_text {
@@ -34,51 +36,6 @@ server {
   $extra
 }
 EOF
-}
-
-# Replaces the config file whole (rename), so a reload never reads half a file.
-sub put_config {
-    my ($s, $text) = @_;
-    my $f = $s->config_file;
-    open my $fh, '>', "$f.tmp" or die "$f.tmp: $!";
-    print $fh $text;
-    close $fh or die;
-    rename "$f.tmp", $f or die "rename: $!";
-}
-
-sub status_file { my ($s) = @_; $s->dir . '/luxd.pid.reload' }
-
-sub read_status {
-    my ($s) = @_;
-    open my $fh, '<', status_file($s) or return (0, '');
-    my $l = <$fh> // '';
-    chomp $l;
-    return $l =~ /^(\d+) (.*)$/ ? ($1, $2) : (0, $l);
-}
-
-# kill -HUP, then wait for the status file to move on. Returns "ok ..." or
-# "failed ..." (or undef on timeout).
-sub hup {
-    my ($s) = @_;
-    my ($before) = read_status($s);
-    $s->signal('HUP') or return undef;
-    my $deadline = time + 10;
-    while (time < $deadline) {
-        my ($seq, $msg) = read_status($s);
-        return $msg if $seq > $before;
-        sleep 0.01;
-    }
-    return undef;
-}
-
-sub wait_log {
-    my ($s, $re, $timeout) = @_;
-    my $deadline = time + ($timeout // 5);
-    while (time < $deadline) {
-        return 1 if $s->error_log =~ $re;
-        sleep 0.05;
-    }
-    return 0;
 }
 
 sub refused {
@@ -124,7 +81,7 @@ sub start_server {
     my $s = Luxd->new(config => "server { }\n", files => $o{files}, no_start => 1);
     my $body = $o{body} // '';
     $body =~ s/\$DIR/$s->dir/ge;
-    put_config($s, config_text($s, %o, body => $body));
+    $s->write_config(config_text($s, %o, body => $body));
     $s->start;
     return $s;
 }
@@ -150,16 +107,16 @@ subtest 'reload switches a header and a rule on an open keep-alive connection' =
         }
     };
     $round->(\@want_a, 'before');
-    put_config($s, config_text($s, body => vhost($s, $VHOST_B)));
-    my $out = hup($s);
+    $s->write_config(config_text($s, body => vhost($s, $VHOST_B)));
+    my $out = $s->reload;
     like($out // 'timeout', qr/^ok generation 2 in [\d.]+ ms/, 'reload reported ok in the status file');
-    ok(wait_log($s, qr/\[info\] reload: generation 2 in [\d.]+ ms \(1 vhosts?\)/), 'reload logged with generation and time')
+    ok($s->wait_log(qr/\[info\] reload: generation 2 in [\d.]+ ms \(1 vhosts?\)/), 'reload logged with generation and time')
       or diag($s->error_log);
     $round->(\@want_b, 'after SIGHUP');
     ok(!$c->eof, 'the keep-alive connection is still open');
 
     # Back to a through `luxd -s reload`, still on the same connection.
-    put_config($s, config_text($s, body => vhost($s, $VHOST_A)));
+    $s->write_config(config_text($s, body => vhost($s, $VHOST_A)));
     my ($rc, $text) = Luxd::run_luxd('-s', 'reload', '-c', $s->config_file);
     is($rc, 0, 'luxd -s reload exits 0 for a good config') or diag($text);
     like($text, qr/generation 3/, 'and says which generation');
@@ -188,11 +145,11 @@ subtest 'a bad config keeps the old one serving and says file:line' => sub {
         # The line the error must name: the first line that differs from the good config.
         my @g = split /\n/, $good; my @b = split /\n/, $text;
         my $line = 1; $line++ while $line <= @b && $line <= @g && $g[$line - 1] eq $b[$line - 1];
-        put_config($s, $text);
+        $s->write_config($text);
         my $log_before = length $s->error_log;
-        my $out = hup($s);
+        my $out = $s->reload;
         like($out // 'timeout', qr/^failed \Q$file\E:\d+: /, "$name: SIGHUP: status file says failed, with file:line");
-        ok(wait_log($s, qr/\[error\] reload failed, still serving generation 1: \Q$file\E:\d+: /), "$name: logged at error level with file:line")
+        ok($s->wait_log(qr/\[error\] reload failed, still serving generation 1: \Q$file\E:\d+: /), "$name: logged at error level with file:line")
           or diag($s->error_log);
         my $new = substr($s->error_log, $log_before);
         my ($logged) = $new =~ /reload failed, still serving generation \d+: (.*)/;
@@ -238,7 +195,7 @@ subtest 'a bad config keeps the old one serving and says file:line' => sub {
         my ($name, $text, $what, $key_re) = @$case;
         my @b = split /\n/, $text;
         my ($line) = grep { $b[$_ - 1] =~ $key_re } 1 .. @b;
-        put_config($s, $text);
+        $s->write_config($text);
         my ($rc0) = Luxd::run_luxd('-t', '-c', $file);
         is($rc0, 0, "$name: luxd -t cannot see it (the running server must)");
         my $log_before = length $s->error_log;
@@ -258,14 +215,14 @@ subtest 'a bad config keeps the old one serving and says file:line' => sub {
         unless ($kept) {
             # It was published: go back to a so the next case starts alike.
             $published++;
-            put_config($s, config_text($s, body => vhost($s, $VHOST_A)));
-            $published++ if (hup($s) // '') =~ /^ok /;
+            $s->write_config(config_text($s, body => vhost($s, $VHOST_A)));
+            $published++ if ($s->reload // '') =~ /^ok /;
         }
     }
     close $blocker;
 
     # Then a good one goes through, and both commands agree on success.
-    put_config($s, $good);
+    $s->write_config($good);
     my ($rc, $text_out) = Luxd::run_luxd('-s', 'reload', '-c', $file);
     is($rc, 0, 'good config: luxd -s reload exits 0') or diag($text_out);
     my $want_gen = 2 + $published;
@@ -285,7 +242,7 @@ subtest 'listeners: added opened, removed closed, unchanged kept' => sub {
     my ($p1, $p2) = ($s->port, Luxd::free_port());
     my $p3 = Luxd::free_port();
     $p3 = Luxd::free_port() while $p3 == $p2;
-    put_config($s, config_text($s, ports => [$p1, $p2], body => $body, workers => 2));
+    $s->write_config(config_text($s, ports => [$p1, $p2], body => $body, workers => 2));
     $s->start;
     ok(!refused($p2), "second port $p2 accepts at start");
     ok(refused($p3), "port $p3 not yet open");
@@ -301,12 +258,12 @@ subtest 'listeners: added opened, removed closed, unchanged kept' => sub {
     $on_removed->send(Luxd::request(path => '/index.html'));
     is($on_removed->response->{headers}{'x-gen'}, 'a', "keep-alive connection on port $p2, about to be removed");
 
-    put_config($s, config_text($s, ports => [$p1, $p3], body => $body, workers => 2));
+    $s->write_config(config_text($s, ports => [$p1, $p3], body => $body, workers => 2));
     my $fresh = $s->connect;    # connected just before the reload, request sent after
-    my $out = hup($s);
+    my $out = $s->reload;
     like($out // 'timeout', qr/^ok /, 'reload with a changed listener set');
-    ok(wait_log($s, qr/\[info\] reload: now listening on 127\.0\.0\.1:$p3/), 'logs the new address');
-    ok(wait_log($s, qr/\[info\] reload: no longer listening on 127\.0\.0\.1:$p2/), 'logs the removed address');
+    ok($s->wait_log(qr/\[info\] reload: now listening on 127\.0\.0\.1:$p3/), 'logs the new address');
+    ok($s->wait_log(qr/\[info\] reload: no longer listening on 127\.0\.0\.1:$p2/), 'logs the removed address');
     sleep 0.2;
     ok(refused($p2), "removed port $p2: connection refused");
     ok(!refused($p3), "added port $p3 accepts");
@@ -332,7 +289,7 @@ subtest 'listeners: added opened, removed closed, unchanged kept' => sub {
     # Many new connections to the unchanged port during a series of reloads.
     my ($errors, $n) = (0, 0);
     for my $i (1 .. 10) {
-        put_config($s, config_text($s, ports => $i % 2 ? [$p1] : [$p1, $p2], body => $body, workers => 2));
+        $s->write_config(config_text($s, ports => $i % 2 ? [$p1] : [$p1, $p2], body => $body, workers => 2));
         $s->signal('HUP');
         for (1 .. 10) {
             $n++;
@@ -351,18 +308,18 @@ subtest 'listeners: added opened, removed closed, unchanged kept' => sub {
 
 subtest 'workers and user changes are logged as needing a restart' => sub {
     my $s = start_server(files => \%files, body => $VHOST_A, workers => 1);
-    put_config($s, config_text($s, body => vhost($s, $VHOST_B), workers => 2));
-    my $out = hup($s);
+    $s->write_config(config_text($s, body => vhost($s, $VHOST_B), workers => 2));
+    my $out = $s->reload;
     like($out // 'timeout', qr/^ok /, 'the rest of the reload applies');
-    ok(wait_log($s, qr/\[warn\] .*workers.*needs a restart/), 'workers change: [warn] ... needs a restart')
+    ok($s->wait_log(qr/\[warn\] .*workers.*needs a restart/), 'workers change: [warn] ... needs a restart')
       or diag($s->error_log);
     is($s->get('/index.html')->{headers}{'x-gen'}, 'b', 'the new header is served');
     # user: a process that has dropped privileges (or never had them) cannot
     # switch users; saying so is the job.
-    put_config($s, config_text($s, body => vhost($s, $VHOST_A), workers => 1, server_extra => 'user = "nobody",'));
-    $out = hup($s);
+    $s->write_config(config_text($s, body => vhost($s, $VHOST_A), workers => 1, server_extra => 'user = "nobody",'));
+    $out = $s->reload;
     like($out // 'timeout', qr/^ok /, 'a user change: the rest of the reload applies');
-    ok(wait_log($s, qr/\[warn\] .*user.*needs a restart/), 'user change: [warn] ... needs a restart')
+    ok($s->wait_log(qr/\[warn\] .*user.*needs a restart/), 'user change: [warn] ... needs a restart')
       or diag($s->error_log);
     is($s->get('/index.html')->{headers}{'x-gen'}, 'a', 'the new header is served');
     ok($s->stop, 'stopped cleanly');
@@ -401,7 +358,7 @@ subtest 'SIGUSR1 and luxd -s reopen reopen the access and error logs' => sub {
         my $old = do { local (@ARGV, $/) = "$dir/access.log.1"; <> };
         like($old, qr/$tag-before/, "$how: the renamed file keeps its lines");
         unlike($old, qr/$tag-after/, "$how: nothing new goes to the renamed file");
-        ok(wait_log($s, qr/logs reopened/), "$how: the new error.log has the reopen line");
+        ok($s->wait_log(qr/logs reopened/), "$how: the new error.log has the reopen line");
         unlink "$dir/access.log.1", "$dir/error.log.1";
     }
     ok($s->stop, 'stopped cleanly');

@@ -62,23 +62,7 @@ EOF
 # A broken config: unknown key (passes Lua, fails validation).
 my $BAD = config_for('b') =~ s/root = /rooot = /r;
 
-sub put_config {
-    my ($text) = @_;
-    my $f = $s->config_file;
-    open my $fh, '>', "$f.tmp" or die;
-    print $fh $text;
-    close $fh or die;
-    rename "$f.tmp", $f or die;
-}
-
-sub read_status {
-    open my $fh, '<', "$dir/luxd.pid.reload" or return (0, '');
-    my $l = <$fh> // '';
-    chomp $l;
-    return $l =~ /^(\d+) (.*)$/ ? ($1, $2) : (0, $l);
-}
-
-put_config(config_for('a'));
+$s->write_config(config_for('a'));
 $s->start;
 
 # ---- the client loop (runs in a forked child) ------------------------------
@@ -181,13 +165,9 @@ while (time < $t0 + $DURATION) {
     sleep($tick - time) if $tick > time;
     $n++;
     my $bad = $n == $BAD_AT;
-    put_config($bad ? $BAD : config_for($next));
-    my ($before) = read_status();
-    $s->signal('HUP');
-    my $deadline = time + 5;
-    my ($seq, $msg) = (0, '');
-    while (time < $deadline) { ($seq, $msg) = read_status(); last if $seq > $before; sleep 0.005 }
-    if ($seq <= $before) { push @outcomes, "reload $n: no outcome within 5 s"; $late++; next }
+    $s->write_config($bad ? $BAD : config_for($next));
+    my $msg = $s->reload(timeout => 5, poll => 0.005);
+    if (!defined $msg) { push @outcomes, "reload $n: no outcome within 5 s"; $late++; next }
     if ($bad) {
         $msg =~ /^failed / ? $failed++ : push @outcomes, "reload $n (bad config): $msg";
     } else {

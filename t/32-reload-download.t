@@ -62,22 +62,6 @@ vhost "localhost" {
 EOF
 }
 
-sub put_config {
-    my ($text) = @_;
-    my $f = $s->config_file;
-    open my $fh, '>', "$f.tmp" or die;
-    print $fh $text;
-    close $fh or die;
-    rename "$f.tmp", $f or die;
-}
-
-sub read_status {
-    open my $fh, '<', "$dir/luxd.pid.reload" or return (0, '');
-    my $l = <$fh> // '';
-    chomp $l;
-    return $l =~ /^(\d+) (.*)$/ ? ($1, $2) : (0, $l);
-}
-
 sub connect_small {
     my $sock = IO::Socket::INET->new(Proto => 'tcp') or die "socket: $!";
     setsockopt($sock, SOL_SOCKET, SO_RCVBUF, pack('i', 16384)) or die "SO_RCVBUF: $!";
@@ -85,7 +69,7 @@ sub connect_small {
     return $sock;
 }
 
-put_config(config_for(0));
+$s->write_config(config_for(0));
 $s->start;
 
 # Two downloads at once on keep-alive connections, one per worker if the
@@ -124,13 +108,9 @@ while (grep { !$_->{done} } @dl) {
     }
     if (time >= $next_reload && $reloads < 8) {
         $reloads++;
-        put_config(config_for($reloads));
-        my ($before) = read_status();
-        $s->signal('HUP');
-        my $wait = time + 5;
-        my ($seq, $msg) = (0, '');
-        while (time < $wait) { ($seq, $msg) = read_status(); last if $seq > $before; sleep 0.005 }
-        $ok_reloads++ if $seq > $before && $msg =~ /^ok /;
+        $s->write_config(config_for($reloads));
+        my $msg = $s->reload(timeout => 5, poll => 0.005);
+        $ok_reloads++ if defined $msg && $msg =~ /^ok /;
         push @in_flight_at_reload, join '/', map { $_->{got} } @dl;
         $next_reload = time + 0.5;
     }

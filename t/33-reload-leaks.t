@@ -53,34 +53,6 @@ end
 EOF
 }
 
-sub put_config {
-    my ($text) = @_;
-    my $f = $s->config_file;
-    open my $fh, '>', "$f.tmp" or die;
-    print $fh $text;
-    close $fh or die;
-    rename "$f.tmp", $f or die;
-}
-
-sub read_status {
-    open my $fh, '<', "$dir/luxd.pid.reload" or return (0, '');
-    my $l = <$fh> // '';
-    chomp $l;
-    return $l =~ /^(\d+) (.*)$/ ? ($1, $2) : (0, $l);
-}
-
-sub hup {
-    my ($before) = read_status();
-    $s->signal('HUP') or return 'not running';
-    my $deadline = time + 10;
-    while (time < $deadline) {
-        my ($seq, $msg) = read_status();
-        return $msg if $seq > $before;
-        sleep 0.002;
-    }
-    return 'timeout';
-}
-
 sub fds { my @f = glob('/proc/' . $s->pid . '/fd/*'); scalar @f }
 sub fd_list {
     my %kinds;
@@ -116,7 +88,7 @@ sub settle {
 # would look like growth: turn it off so RSS means the same with both builds.
 # A build without ASan ignores the variable.
 local $ENV{ASAN_OPTIONS} = join ':', grep { length } $ENV{ASAN_OPTIONS} // '', 'quarantine_size_mb=0', 'thread_local_quarantine_size_kb=0';
-put_config(config_for(0));
+$s->write_config(config_for(0));
 $s->start;
 my $keep = $s->connect;
 $keep->send(Luxd::request(path => '/index.html'));
@@ -130,12 +102,12 @@ my @errs;
 for my $i (1 .. $RELOADS) {
     if ($i % 10 == 5) {
         # A broken config now and then: a Lua error in the middle of the loop.
-        put_config(config_for($i) =~ s/root = "\Q$dir\E\/www",\n    headers/root = nil .. 1,\n    headers/r);
-        my $out = hup();
+        $s->write_config(config_for($i) =~ s/root = "\Q$dir\E\/www",\n    headers/root = nil .. 1,\n    headers/r);
+        my $out = ($s->reload(poll => 0.002) // $s->reload_error);
         $out =~ /^failed / ? $bad++ : push @errs, "bad config $i: $out";
     }
-    put_config(config_for($i));
-    my $out = hup();
+    $s->write_config(config_for($i));
+    my $out = ($s->reload(poll => 0.002) // $s->reload_error);
     $out =~ /^ok generation (\d+) / && $1 == $i + 1 ? $good++ : push @errs, "reload $i: $out";
     # The keep-alive connection's request is in use across the next reload,
     # and fresh connections use the new generation.

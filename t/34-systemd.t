@@ -15,15 +15,6 @@ use Time::HiRes qw(time sleep);
 use lib 't/lib';
 use Luxd;
 
-sub put_config {
-    my ($s, $text) = @_;
-    my $f = $s->config_file;
-    open my $fh, '>', "$f.tmp" or die;
-    print $fh $text;
-    close $fh or die;
-    rename "$f.tmp", $f or die;
-}
-
 sub config_text {
     my ($s, %o) = @_;
     my $dir = $s->dir;
@@ -51,18 +42,11 @@ sub recv_dgram {
     return $buf;
 }
 
-sub wait_log {
-    my ($s, $re, $timeout) = @_;
-    my $deadline = time + ($timeout // 5);
-    while (time < $deadline) { return 1 if $s->error_log =~ $re; sleep 0.05 }
-    return 0;
-}
-
 subtest 'NOTIFY_SOCKET: READY, RELOADING + READY, STOPPING' => sub {
     my $s = Luxd->new(config => "server { }\n", files => { 'www/index.html' => "home\n" }, no_start => 1);
     my $path = $s->dir . '/notify.sock';
     my $ns = IO::Socket::UNIX->new(Type => SOCK_DGRAM, Local => $path) or die "bind $path: $!";
-    put_config($s, config_text($s));
+    $s->write_config(config_text($s));
     local $ENV{NOTIFY_SOCKET} = $path;
     $s->start;
 
@@ -74,7 +58,7 @@ subtest 'NOTIFY_SOCKET: READY, RELOADING + READY, STOPPING' => sub {
 
     # A good reload: RELOADING=1 with MONOTONIC_USEC (required by
     # Type=notify-reload), then READY=1.
-    put_config($s, config_text($s, gen => 'b'));
+    $s->write_config(config_text($s, gen => 'b'));
     $s->signal('HUP');
     $m = recv_dgram($ns, 5);
     like($m // '', qr/(^|\n)RELOADING=1(\n|$)/, 'SIGHUP: RELOADING=1 first');
@@ -90,7 +74,7 @@ subtest 'NOTIFY_SOCKET: READY, RELOADING + READY, STOPPING' => sub {
     is($s->get('/index.html')->{headers}{'x-gen'}, 'b', 'the new generation serves');
 
     # A failed reload must still end with READY=1, or systemd waits for it.
-    put_config($s, config_text($s, gen => 'c') . "vhost \"x\" { rooot = 1 }\n");
+    $s->write_config(config_text($s, gen => 'c') . "vhost \"x\" { rooot = 1 }\n");
     $s->signal('HUP');
     $m = recv_dgram($ns, 5);
     like($m // '', qr/(^|\n)RELOADING=1(\n|$)/, 'bad config: RELOADING=1');
@@ -147,11 +131,11 @@ for my $workers (1, 2) {
           or die "listen: $!";
         my $port = $lsock->sockport;
         my $s = Luxd->new(config => "server { }\n", files => { 'www/index.html' => "activated\n" }, no_start => 1, port => $port);
-        put_config($s, config_text($s, port => $port, workers => $workers));
+        $s->write_config(config_text($s, port => $port, workers => $workers));
         my ($ino) = (readlink("/proc/$$/fd/" . fileno($lsock)) // '') =~ /socket:\[(\d+)\]/;
         my $pid = start_activated($s, $lsock);
         close $lsock;    # only luxd holds the socket now
-        ok(wait_log($s, qr/started|listening on/, 10), 'luxd started') or diag($s->error_log . $s->stderr_log);
+        ok($s->wait_log(qr/started|listening on/, 10), 'luxd started') or diag($s->error_log . $s->stderr_log);
         ok($s->alive, 'and is running (no "address in use")') or diag($s->error_log . $s->stderr_log);
         unlike($s->error_log . $s->stderr_log, qr/in use|matches no listen address/i, 'no bind error, the fd was claimed');
         my $r = $s->get('/index.html');
@@ -160,7 +144,7 @@ for my $workers (1, 2) {
         my @held = grep { (readlink($_) // '') eq "socket:[$ino]" } glob("/proc/$pid/fd/*");
         ok(defined $ino && @held >= 1, "luxd holds the very socket it was given (inode $ino, " . scalar(@held) . ' fd(s))');
         # The passed socket survives a reload (an unchanged address).
-        put_config($s, config_text($s, port => $port, workers => $workers, gen => 'b'));
+        $s->write_config(config_text($s, port => $port, workers => $workers, gen => 'b'));
         my ($rc, $out) = Luxd::run_luxd('-s', 'reload', '-c', $s->config_file);
         is($rc, 0, 'reload ok') or diag($out);
         $r = $s->get('/index.html');

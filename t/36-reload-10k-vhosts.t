@@ -39,22 +39,13 @@ end
 EOF
 }
 
-sub put_config {
-    my ($text) = @_;
-    my $f = $s->config_file;
-    open my $fh, '>', "$f.tmp" or die;
-    print $fh $text;
-    close $fh or die;
-    rename "$f.tmp", $f or die;
-}
-
 sub rss_kb {
     open my $fh, '<', '/proc/' . $s->pid . '/status' or return 0;
     while (<$fh>) { return $1 if /^VmRSS:\s+(\d+) kB/ }
     return 0;
 }
 
-put_config(config_for('a'));
+$s->write_config(config_for('a'));
 my ($rc, $out) = Luxd::run_luxd('-t', '-c', $s->config_file);
 is($rc, 0, 'luxd -t accepts the 10,000-vhost config') or diag($out);
 my ($check_ms) = $out =~ /compiled in ([\d.]+) ms/;
@@ -65,7 +56,7 @@ my $start_s = time - $t0;
 my @times;
 for my $i (1 .. 5) {
     my $g = $i % 2 ? 'b' : 'a';
-    put_config(config_for($g));
+    $s->write_config(config_for($g));
     my $t = time;
     ($rc, $out) = Luxd::run_luxd('-s', 'reload', '-c', $s->config_file);
     my $wall = time - $t;
@@ -113,7 +104,7 @@ diag(sprintf 'reload of %d vhosts: median %.1f ms, min %.1f ms, max %.1f ms (lux
     }
     close $wr;
     sleep 0.5;
-    put_config(config_for('c'));
+    $s->write_config(config_for('c'));
     my ($rc, $out) = Luxd::run_luxd('-s', 'reload', '-c', $s->config_file);
     is($rc, 0, 'reload during client requests ok') or diag($out);
     my $line = <$rd> // '';

@@ -75,13 +75,6 @@ sub timed_get {
 
 sub get_ { my ($s, $path) = @_; (timed_get($s, $path))[0] }
 
-sub wait_log {
-    my ($s, $re, $timeout) = @_;
-    my $deadline = time + ($timeout // 3);
-    while (time < $deadline) { return 1 if $s->error_log =~ $re; sleep 0.02 }
-    return 0;
-}
-
 sub threads_of { my ($pid) = @_; opendir my $d, "/proc/$pid/task" or return -1; scalar grep { /^\d+$/ } readdir $d }
 
 my $s = Luxd->new(files => \%files, config => $CONFIG, server => { policy_memory => 4 * 1048576 });
@@ -95,14 +88,14 @@ subtest 'a Lua error answers 500 and logs file:line: message with the vhost' => 
         is($r->{status}, 500, "$path: 500");
         unlike($r->{body} // '', qr/boom|attempt|\.lua/, "$path: the 500 does not show the error to the client");
         my $line = line_of($s, $tag);
-        ok(wait_log($s, qr/\[error\] policy of vhost "faulty\.test" failed for \Q$path\E: \Q$file\E:$line: $msg/),
+        ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \Q$path\E: \Q$file\E:$line: $msg/, 3, poll => 0.02),
            "$path: logged as: policy of vhost \"faulty.test\" failed for $path: $file:$line: ...")
           or diag($s->error_log);
     }
     my $r = get_($s, '/loc/f?fail');
     is($r->{status}, 500, "a location's policy fails: 500");
     my $line = line_of($s, 'loc');
-    ok(wait_log($s, qr/\[error\] policy of vhost "faulty\.test" failed for \/loc\/f: \Q$file\E:$line: location boom/),
+    ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \/loc\/f: \Q$file\E:$line: location boom/, 3, poll => 0.02),
        "logged with the vhost's name and the location policy's line") or diag($s->error_log);
     $r = get_($s, '/loc/f');
     is($r->{status}, 200, 'the same location serves the next request');
@@ -120,7 +113,7 @@ subtest 'a runaway loop is stopped by the default budget within a second' => sub
         is($r2->{status}, 200, "#$i: the next request is served");
         cmp_ok($dt2, '<', 0.5, sprintf("#%d: promptly (%.3f s)", $i, $dt2));
     }
-    ok(wait_log($s, qr/\[error\] policy of vhost "faulty\.test" failed for \/loop: policy stopped: it ran more than \d+ instructions/),
+    ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \/loop: policy stopped: it ran more than \d+ instructions/, 3, poll => 0.02),
        'logged: policy stopped: it ran more than N instructions') or diag($s->error_log);
     # The budget is per call, not per worker: calls that stay under it pass.
     for my $i (1 .. 5) {
@@ -133,7 +126,7 @@ subtest 'a memory bomb is stopped by policy_memory = 4 MiB' => sub {
     for my $path ('/mem', '/memstr', '/mem') {
         my ($r, $dt) = timed_get($s, $path, 10);
         is($r->{status}, 500, "$path: 500");
-        ok(wait_log($s, qr/\[error\] policy of vhost "faulty\.test" failed for \Q$path\E: out of memory \(policy_memory\)/),
+        ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \Q$path\E: out of memory \(policy_memory\)/, 3, poll => 0.02),
            "$path: logged as out of memory (policy_memory)") or diag($s->error_log);
         my $r2 = get_($s, '/alloc-ok');
         is($r2->{status}, 200, "$path: the worker still runs policies that allocate");
@@ -160,7 +153,7 @@ subtest 'blocking and loading functions are refused while serving' => sub {
         my $r = get_($s, $path);
         is($r->{status}, 500, "$path: 500");
         my $line = line_of($s, substr($path, 1));
-        ok(wait_log($s, qr/failed for \Q$path\E: \Q$file\E:$line: \Q$what\E is not available while serving requests/),
+        ok($s->wait_log(qr/failed for \Q$path\E: \Q$file\E:$line: \Q$what\E is not available while serving requests/, 3, poll => 0.02),
            "$path: logged: $file:$line: $what is not available while serving requests")
           or diag(join "\n", grep { /\Q$path\E/ } split /\n/, $s->error_log);
     }
@@ -170,7 +163,7 @@ subtest 'blocking and loading functions are refused while serving' => sub {
         my $r = get_($s, $path);
         is($r->{status}, 500, "$path: 500");
         my $line = line_of($s, substr($path, 1));
-        ok(wait_log($s, qr/failed for \Q$path\E: \Q$file\E:$line: /), "$path: logged with $file:$line")
+        ok($s->wait_log(qr/failed for \Q$path\E: \Q$file\E:$line: /, 3, poll => 0.02), "$path: logged with $file:$line")
           or diag(join "\n", grep { /\Q$path\E/ } split /\n/, $s->error_log);
     }
     ok(-e $s->dir . '/www/index.html', 'os.remove removed nothing');

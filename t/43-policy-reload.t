@@ -10,39 +10,14 @@ use Time::HiRes qw(time sleep);
 use lib 't/lib';
 use Luxd;
 
-# ---- helpers (as in t/30-reload-basic.t) -----------------------------------
+# ---- helpers (reloads: $s->reload in t/lib/Luxd.pm) ------------------------
 
+# Writes $DIR/$rel with $DIR replaced, atomically (a reload never reads half).
 sub put_file {
     my ($s, $rel, $text) = @_;
-    my $f = $s->dir . "/$rel";
     my $dir = $s->dir;
     $text =~ s/\$DIR\b/$dir/g;
-    open my $fh, '>', "$f.tmp" or die "$f.tmp: $!";
-    print $fh $text;
-    close $fh or die;
-    rename "$f.tmp", $f or die "rename: $!";
-}
-
-sub read_status {
-    my ($s) = @_;
-    open my $fh, '<', $s->dir . '/luxd.pid.reload' or return (0, '');
-    my $l = <$fh> // '';
-    chomp $l;
-    return $l =~ /^(\d+) (.*)$/ ? ($1, $2) : (0, $l);
-}
-
-# kill -HUP, then wait for the status file to move on: "ok ..." or "failed ...".
-sub hup {
-    my ($s) = @_;
-    my ($before) = read_status($s);
-    $s->signal('HUP') or return undef;
-    my $deadline = time + 10;
-    while (time < $deadline) {
-        my ($seq, $msg) = read_status($s);
-        return $msg if $seq > $before;
-        sleep 0.01;
-    }
-    return undef;
+    $s->write_file_atomic($rel, $text);
 }
 
 sub policy {
@@ -97,7 +72,7 @@ subtest 'generation 1 runs policy v1' => sub {
 
 subtest 'a reload swaps the policy on the same keep-alive connection' => sub {
     put_file($s, 'policy.lua', policy('v2'));
-    like(hup($s) // 'timeout', qr/^ok /, 'reload ok');
+    like($s->reload // 'timeout', qr/^ok /, 'reload ok');
     my $r = ask($c, '/index.html');
     ok(!$c->eof, 'the connection stayed open');
     is($r->{headers}{'x-policy'}, 'v2', 'the next request on it runs v2');
@@ -114,7 +89,7 @@ subtest 'a reload whose policy file does not compile keeps the old policy' => su
     my $file = $s->dir . '/policy.lua';
     my $broken = policy('v3') =~ s/return nil\n  end,/return nil\n  en,/r;    # a syntax error
     put_file($s, 'policy.lua', $broken);
-    my $out = hup($s);
+    my $out = $s->reload;
     like($out // 'timeout', qr/^failed \Q$file\E:\d+: /, 'reload failed, naming the policy file and a line')
       or diag($out);
     like($s->error_log, qr/\[error\] reload failed, still serving generation \d+: \Q$file\E:\d+: /,
@@ -128,12 +103,12 @@ subtest 'a reload whose policy file does not compile keeps the old policy' => su
 
 subtest 'a reload to a policy that fails at run time, then back' => sub {
     put_file($s, 'policy.lua', policy('v4', extra => 'if r.path ~= "/visit" then error("v4 is broken") end'));
-    like(hup($s) // 'timeout', qr/^ok /, 'reload ok (the error is at run time)');
+    like($s->reload // 'timeout', qr/^ok /, 'reload ok (the error is at run time)');
     my $r = ask($c, '/index.html');
     is($r->{status}, 500, 'v4 fails closed: 500');
     is(ask($c, '/visit')->{body}, 'v4 visit 6', 'what v4 does not break still works');
     put_file($s, 'policy.lua', policy('v2'));
-    like(hup($s) // 'timeout', qr/^ok /, 'reload back to v2');
+    like($s->reload // 'timeout', qr/^ok /, 'reload back to v2');
     $r = ask($c, '/index.html');
     is($r->{status}, 200, 'v2 again: 200');
     is($r->{headers}{'x-policy'}, 'v2', 'X-Policy: v2');
@@ -141,14 +116,14 @@ subtest 'a reload to a policy that fails at run time, then back' => sub {
 
 subtest 'luxd.shared survives a generation without policies' => sub {
     put_file($s, 'policy.lua', $NO_POLICY);
-    like(hup($s) // 'timeout', qr/^ok /, 'reload to a config without policies');
+    like($s->reload // 'timeout', qr/^ok /, 'reload to a config without policies');
     my $r = ask($c, '/gated');
     is($r->{status}, 200, 'no policy: /gated served');
     ok(!defined $r->{hlist}{'x-policy'}, 'no X-Policy header');
     $r = ask($c, '/visit');
     is($r->{status}, 404, '/visit is just a missing file now');
     put_file($s, 'policy.lua', policy('v5', gated => 1));
-    like(hup($s) // 'timeout', qr/^ok /, 'reload to v5');
+    like($s->reload // 'timeout', qr/^ok /, 'reload to v5');
     is(ask($c, '/visit')->{body}, 'v5 visit 7', 'the counter is still there');
     is(ask($c, '/note')->{body}, 'v5 note kept across reloads', 'and the note');
     is(ask($c, '/gated')->{status}, 403, 'v5 closes /gated');
@@ -176,7 +151,7 @@ subtest 'workers = 2: every loop swaps its policy' => sub {
     is($v1, 30, '30 keep-alive connections run v1');
     is(scalar(keys %loops), 2, 'spread over both loops (' . join(', ', map { "$_: $loops{$_}" } sort keys %loops) . ')');
     put_file($w, 'policy.lua', policy('v2'));
-    like(hup($w) // 'timeout', qr/^ok /, 'reload to v2');
+    like($w->reload // 'timeout', qr/^ok /, 'reload to v2');
     my $v2 = 0;
     for my $conn (@c) {
         my $r = ask($conn, '/index.html');

@@ -25,7 +25,9 @@ package Luxd;
 #
 # API: new(config, files, server, workers, no_start) / start / stop(signal,
 # timeout) / signal / wait_exit / alive; port dir pid url error_log access_log
-# stderr_log file write_file; connect(rcvbuf) -> Luxd::Conn (send, response,
+# stderr_log file write_file; write_config write_file_atomic reload_status_file
+# reload_status reload(timeout, poll) reload_error wait_log(re, timeout, poll)
+# (see "config reload" below); connect(rcvbuf) -> Luxd::Conn (send, response,
 # responses, read_all, wait_closed, fill, buffered, eof, close); raw(bytes,
 # pieces, delay, timeout); http(method, path, headers, body, version, host,
 # close); get/head; curl; run_cases; request(); parse_one(); parse_responses();
@@ -224,6 +226,96 @@ sub access_log { my $d = _slurp("$_[0]{dir}/access.log"); defined $d ? $d : '' }
 sub stderr_log { my $d = _slurp("$_[0]{dir}/stderr.log"); defined $d ? $d : '' }
 sub file       { _slurp("$_[0]{dir}/$_[1]") }
 sub write_file { my ($s, $rel, $bytes) = @_; _write_file("$s->{dir}/$rel", $bytes) }
+
+# --- config reload --------------------------------------------------------
+#
+#   $s->write_config($text);            # replace luxd.lua whole (tmp + rename)
+#   my $out = $s->reload;               # SIGHUP, wait for the status file
+#   like($out // 'timeout', qr/^ok generation 2 /);
+#   ok($s->wait_log(qr/reload: generation 2/), 'logged');
+
+# Writes $path through "$path.tmp" and rename(), so a reader (a reload) never
+# sees half a file. The bytes are written as given.
+sub _write_atomic {
+    my ($path, $bytes) = @_;
+    open my $fh, '>:raw', "$path.tmp" or die "$path.tmp: $!";
+    print $fh $bytes;
+    close $fh or die "close $path.tmp: $!";
+    rename "$path.tmp", $path or die "rename $path.tmp: $!";
+}
+
+# Replaces the config file (config_file) whole with $text, atomically. The
+# text is written as is: no $DIR/$PORT substitution. Also kept as the
+# object's config text.
+sub write_config {
+    my ($self, $text) = @_;
+    _write_atomic($self->{config_file}, $text);
+    $self->{config_text} = $text;
+    return 1;
+}
+
+# Like write_file, but atomically (tmp + rename): for files a reload reads,
+# e.g. an included policy file. The bytes are written as given.
+sub write_file_atomic {
+    my ($self, $rel, $bytes) = @_;
+    make_path(dirname("$self->{dir}/$rel"));
+    _write_atomic("$self->{dir}/$rel", $bytes);
+    return 1;
+}
+
+# The file where the server reports each reload's outcome: the pid file's
+# name plus ".reload". Assumes pid_file = "$DIR/luxd.pid" (the harness's
+# default, and what the reload tests write).
+sub reload_status_file { "$_[0]{dir}/luxd.pid.reload" }
+
+# The reload status file's line "SEQ ok ..." / "SEQ failed MESSAGE" as
+# (SEQ, "ok ..." | "failed MESSAGE"); (0, '') when there is no such file yet,
+# (0, LINE) when the line has no sequence number.
+sub reload_status {
+    my ($self) = @_;
+    open my $fh, '<', $self->reload_status_file or return (0, '');
+    my $l = <$fh> // '';
+    chomp $l;
+    return $l =~ /^(\d+) (.*)$/ ? ($1, $2) : (0, $l);
+}
+
+# Sends SIGHUP, then waits until the status file's sequence number moves past
+# the one seen before the signal. Returns the new message ("ok ..." or
+# "failed ...") or undef: when the server is not running (the signal could
+# not be sent) or no outcome came within timeout seconds (default 10); then
+# reload_error says which ('not running' or 'timeout'). poll => seconds
+# between reads of the status file (default 0.01).
+sub reload {
+    my ($self, %o) = @_;
+    delete $self->{reload_error};
+    my ($before) = $self->reload_status;
+    if (!$self->signal('HUP')) { $self->{reload_error} = 'not running'; return undef }
+    my $deadline = time + ($o{timeout} // 10);
+    my $poll = $o{poll} // 0.01;
+    while (time < $deadline) {
+        my ($seq, $msg) = $self->reload_status;
+        return $msg if $seq > $before;
+        sleep $poll;
+    }
+    $self->{reload_error} = 'timeout';
+    return undef;
+}
+
+# Why the last reload() returned undef: 'not running' or 'timeout'.
+sub reload_error { $_[0]{reload_error} }
+
+# Waits up to $timeout seconds (default 5) for error.log to match $re, reading
+# it every poll => seconds (default 0.05). Returns 1 when it matched, else 0.
+sub wait_log {
+    my ($self, $re, $timeout, %o) = @_;
+    my $deadline = time + ($timeout // 5);
+    my $poll = $o{poll} // 0.05;
+    while (time < $deadline) {
+        return 1 if $self->error_log =~ $re;
+        sleep $poll;
+    }
+    return 0;
+}
 
 sub _logs_for_diag {
     my ($self) = @_;
