@@ -102,6 +102,14 @@ static int full(lua_State *L) {
     return 2;
 }
 
+/* Takes the lock and finds key; every accessor starts here once its
+ * arguments are checked (a Lua error must never leave the lock held). */
+static entry_t **lock_and_find(const char *k, size_t klen, uint64_t h, uint64_t now) {
+    uv_once(&once, init);
+    uv_mutex_lock(&lock);
+    return find(k, klen, h, now);
+}
+
 static const char *check_key(lua_State *L, size_t *len) {
     const char *k = luaL_checklstring(L, 1, len);
     if (*len == 0 || *len > MAX_KEY) luaL_argerror(L, 1, "key must be 1..256 bytes");
@@ -127,9 +135,7 @@ static int l_get(lua_State *L) {
     size_t klen;
     const char *k = check_key(L, &klen);
     uint64_t h = lx_hash(k, klen, 0), now = now_ms();
-    uv_once(&once, init);
-    uv_mutex_lock(&lock);
-    entry_t **pp = find(k, klen, h, now);
+    entry_t **pp = lock_and_find(k, klen, h, now);
     if (*pp)
         push_entry(L, *pp); /* copies the string while the lock is held */
     else
@@ -154,9 +160,7 @@ static int l_set(lua_State *L) {
     char *copy = NULL;
     if (v && (copy = malloc(vlen ? vlen : 1)) == NULL) return luaL_error(L, "out of memory");
     if (v) memcpy(copy, v, vlen);
-    uv_once(&once, init);
-    uv_mutex_lock(&lock);
-    entry_t **pp = find(k, klen, h, now);
+    entry_t **pp = lock_and_find(k, klen, h, now);
     if (t == LUA_TNIL) {
         if (*pp) {
             entry_t *e = *pp;
@@ -193,9 +197,7 @@ static int l_incr(lua_State *L) {
     const char *k = check_key(L, &klen);
     lua_Number by = luaL_optnumber(L, 2, 1);
     uint64_t h = lx_hash(k, klen, 0), now = now_ms(), exp = ttl_ms(L, 3, now);
-    uv_once(&once, init);
-    uv_mutex_lock(&lock);
-    entry_t **pp = find(k, klen, h, now);
+    entry_t **pp = lock_and_find(k, klen, h, now);
     entry_t *e = *pp;
     if (e == NULL) {
         if ((e = insert(k, klen, h, now)) == NULL) {
@@ -222,9 +224,7 @@ static int l_ttl(lua_State *L) {
     size_t klen;
     const char *k = check_key(L, &klen);
     uint64_t h = lx_hash(k, klen, 0), now = now_ms();
-    uv_once(&once, init);
-    uv_mutex_lock(&lock);
-    entry_t **pp = find(k, klen, h, now);
+    entry_t **pp = lock_and_find(k, klen, h, now);
     if (*pp)
         lua_pushnumber(L, (*pp)->expires ? (double)((*pp)->expires - now) / 1000.0 : 0);
     else
