@@ -390,25 +390,21 @@ function St:make_env()
     end)
   end
 
-  function env.upstream(name)
-    local file, line = st:where()
-    need_name(st, "upstream", name, file, line, 'upstream "app" { "127.0.0.1:8081" }')
-    local p = st:expect("upstream", name, file, line)
-    return function(t)
-      st.pending[p] = nil
-      run(st.add_upstream, st, p, t)
+  -- upstream "name" { ... } and vhost "name" { ... }: a name, then a table
+  -- that `add` turns into the description.
+  local function named_block(kind, example, add)
+    return function(name)
+      local file, line = st:where()
+      need_name(st, kind, name, file, line, example)
+      local p = st:expect(kind, name, file, line)
+      return function(t)
+        st.pending[p] = nil
+        run(add, st, p, t)
+      end
     end
   end
-
-  function env.vhost(name)
-    local file, line = st:where()
-    need_name(st, "vhost", name, file, line, 'vhost "example.com" { ... }')
-    local p = st:expect("vhost", name, file, line)
-    return function(t)
-      st.pending[p] = nil
-      run(st.add_vhost, st, p, t)
-    end
-  end
+  env.upstream = named_block("upstream", 'upstream "app" { "127.0.0.1:8081" }', st.add_upstream)
+  env.vhost = named_block("vhost", 'vhost "example.com" { ... }', st.add_vhost)
 
   function env.location(prefix)
     local file, line = st:where()
