@@ -12,17 +12,6 @@ my $size = 24 * 1024 * 1024;
 my $big = join '', map { pack('N', $_ * 2654435761 % 4294967296) x 256 } 0 .. $size / 1024 - 1;
 my %files = ('www/index.html' => "<h1>home</h1>\n", 'www/a.txt' => "aaa\n", 'www/big.bin' => $big);
 
-sub refused {
-    my ($port) = @_;
-    my $deadline = time + 3;
-    while (time < $deadline) {
-        my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp', Timeout => 1);
-        return 1 unless $c;
-        close $c;
-        sleep 0.05;
-    }
-    return 0;
-}
 
 for my $sig ('TERM', 'INT') {
     subtest "SIG$sig during a slow large download" => sub {
@@ -36,7 +25,7 @@ for my $sig ('TERM', 'INT') {
         $s->signal($sig);
         sleep 0.3;
         ok($s->alive, 'still running while the download is in flight');
-        ok(refused($s->port), "new connections are refused after SIG$sig");
+        ok(refused($s->port, 3), "new connections are refused after SIG$sig");
         # Slow reader for a while longer, then drain.
         for (1 .. 10) { $c->fill(0.05) }
         my $rest = $c->read_all(30);

@@ -38,13 +38,6 @@ server {
 EOF
 }
 
-sub refused {
-    my ($port) = @_;
-    my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp', Timeout => 2);
-    return 1 unless $c;
-    close $c;
-    return 0;
-}
 
 # Inodes of the sockets listening on 127.0.0.1:PORT (from /proc/net/tcp).
 sub listen_inodes {

@@ -14,13 +14,6 @@ my $SIZE = 24 * 1024 * 1024;
 my $big = join '', map { pack('N', $_) x 256 } 0 .. $SIZE / 1024 - 1;
 my %files = ('www/index.html' => "home\n", 'www/big.bin' => $big);
 
-sub refused {
-    my ($port) = @_;
-    my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp', Timeout => 2);
-    return 1 unless $c;
-    close $c;
-    return 0;
-}
 
 # Starts a download through a small receive window and reads its first bytes,
 # so the rest is in flight (the server's send buffer is full).

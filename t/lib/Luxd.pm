@@ -52,7 +52,7 @@ use Test::More ();
 use Time::HiRes qw(time sleep);
 
 use Exporter 'import';
-our @EXPORT = qw(parse_responses check_response);
+our @EXPORT = qw(parse_responses check_response refused);
 our @EXPORT_OK = qw(request parse_one lua_value);
 
 $SIG{PIPE} = 'IGNORE';
@@ -509,6 +509,22 @@ sub curl {
 
 # Runs `luxd -t -c FILE` on a config text ($DIR is replaced by a temp dir,
 # $PORT by a free port). Returns (exit code, stdout+stderr, config file path).
+# refused($port [, $wait]): true when a connect to 127.0.0.1:$port is
+# refused; with $wait seconds, keeps trying until it is (a port that is
+# being closed), else answers for this moment.
+sub refused {
+    my ($port, $wait) = @_;
+    my $deadline = time + ($wait // 0);
+    while (1) {
+        my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp',
+                                      Timeout => 2);
+        return 1 unless $c;
+        close $c;
+        return 0 if time >= $deadline;
+        sleep 0.05;
+    }
+}
+
 sub check_config {
     my ($text, %o) = @_;
     my $dir = abs_path(tempdir('luxd-XXXXXX', TMPDIR => 1, CLEANUP => !$ENV{LUXD_KEEP}));
