@@ -2,7 +2,7 @@
 # Side-by-side static-file benchmark: luxd against nginx, lighttpd, h2o and a
 # bare epoll loop (bench/epoll_fixed.c), all serving one 1 KiB file.
 #
-# Usage: bash bench/static.sh [SERVER...]     SERVER: epoll luxd nginx lighttpd h2o
+# Usage: bash bench/static.sh [SERVER...]     SERVER: epoll luxd luxd-base nginx lighttpd h2o
 #                                              (default, or "all": every one)
 # Environment:
 #   DURATION=10   seconds of each measured wrk run
@@ -14,6 +14,9 @@
 #   NGINX_SENDFILE=on  nginx sendfile + tcp_nopush (on) or neither (off)
 #   LUXD, NGINX, LIGHTTPD, H2O  binaries (default build/luxd, /usr/sbin/nginx,
 #                 /usr/sbin/lighttpd, /usr/bin/h2o)
+#   LUXD_BASE     a second luxd binary (say, a build of the previous commit),
+#                 measured as server "luxd-base" in the same run, so a change
+#                 is judged against its parent side by side, not across runs
 #
 # Each server runs one worker, pinned to SERVER_CPU, access logging OFF, on
 # its own free port on 127.0.0.1; wrk (-t1) runs pinned to CLIENT_CPU, once
@@ -50,7 +53,7 @@ for a in "$@"; do
   case $a in
     -h | --help) usage; exit 0 ;;
     all) SERVERS+=("${ALL_SERVERS[@]}") ;;
-    epoll | luxd | nginx | lighttpd | h2o) SERVERS+=("$a") ;;
+    epoll | luxd | luxd-base | nginx | lighttpd | h2o) SERVERS+=("$a") ;;
     *) usage >&2; die "unknown server '$a' (known: ${ALL_SERVERS[*]})" ;;
   esac
 done
@@ -127,6 +130,18 @@ start_luxd() {
   fi
   render "$HERE/conf/luxd.lua.in" "$conf" PORT="$port" DIR="$TMP" DOCROOT="$DOCROOT"
   start_bg "$TMP/luxd-stderr.log" "${PIN[@]}" "$LUXD" -c "$conf"
+  SERVER_PID=$BENCH_LAST_PID
+}
+
+# The same config under another binary: the before/after comparison of a change.
+start_luxd-base() {
+  local port=$1 conf=$TMP/luxd-base.lua
+  if [[ -z ${LUXD_BASE:-} || ! -x $LUXD_BASE ]]; then
+    SKIP_REASON="LUXD_BASE is not set to an executable luxd"
+    return 1
+  fi
+  render "$HERE/conf/luxd.lua.in" "$conf" PORT="$port" DIR="$TMP" DOCROOT="$DOCROOT"
+  start_bg "$TMP/luxd-base-stderr.log" "${PIN[@]}" "$LUXD_BASE" -c "$conf"
   SERVER_PID=$BENCH_LAST_PID
 }
 
@@ -219,6 +234,7 @@ version_of() {
   case $1 in
     epoll) echo "bench/epoll_fixed.c (cc -O2, $(cc --version 2>/dev/null | head -n 1))" ;;
     luxd) echo "luxd $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '(no commit)')" ;;
+    luxd-base) echo "luxd $LUXD_BASE" ;;
     nginx) echo "$("$NGINX" -v 2>&1 | head -n 1), sendfile+tcp_nopush $NGINX_SENDFILE" ;;
     lighttpd) "$LIGHTTPD" -v 2>&1 | head -n 1 ;;
     h2o) "$H2O" -v 2>&1 | head -n 1 ;;
