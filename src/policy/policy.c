@@ -392,40 +392,146 @@ static void sandbox(lua_State *L, const lx_policy_vm_t *vm) {
     }
 }
 
-/* Collects the policy functions in the order load.c numbered the slots:
- * each vhost, then its locations. */
-static int collect(lua_State *L, lx_policy_vm_t *vm, int desc) {
+/* The key a policy is bound by: its vhost's name, then, for a location's own
+ * policy, a NUL and the location's prefix. Host names never hold a NUL, so
+ * two different places never share a key. Pushed onto L. */
+static void push_key(lua_State *L, const char *vhost, const char *prefix) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, vhost);
+    if (prefix) {
+        luaL_addchar(&b, '\0');
+        luaL_addstring(&b, prefix);
+    }
+    luaL_pushresult(&b);
+}
+
+/* "vhost "a.test"" or "vhost "a.test" location "/p/"", for messages. */
+static void describe(char *buf, size_t len, const char *vhost, const char *prefix) {
+    if (prefix)
+        snprintf(buf, len, "vhost \"%s\" location \"%s\"", vhost, prefix);
+    else
+        snprintf(buf, len, "vhost \"%s\"", vhost);
+}
+
+/* Gathers every policy function of the description at desc into a table
+ * keyed by push_key(), left on the stack. A key seen twice (which the DSL
+ * already refuses) fails rather than dropping one of the two. */
+static int gather(lua_State *L, int desc, const char *path, char *err, size_t errlen) {
+    lua_newtable(L);
+    int found = lua_gettop(L);
     lua_getfield(L, desc, "vhosts");
     size_t nv = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
     for (size_t i = 1; i <= nv; i++) {
         lua_rawgeti(L, -1, (int)i);
-        for (int pass = 0; pass < 2; pass++) {
-            if (pass == 0) {
-                lua_pushvalue(L, -1);
+        int vh = lua_gettop(L);
+        lua_getfield(L, vh, "name");
+        const char *name = lua_tostring(L, -1);
+        lua_getfield(L, vh, "locations");
+        size_t nl = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+        /* j == 0 is the vhost's own policy, j >= 1 its locations'. */
+        for (size_t j = 0; name && j <= nl; j++) {
+            const char *prefix = NULL;
+            if (j == 0) {
+                lua_pushvalue(L, vh);
             } else {
-                lua_getfield(L, -1, "locations");
-                if (!lua_istable(L, -1)) {
+                lua_rawgeti(L, vh + 2, (int)j);
+                lua_getfield(L, -1, "prefix");
+                prefix = lua_tostring(L, -1);
+                lua_pop(L, 1); /* the location table keeps the string alive */
+                if (prefix == NULL) {
                     lua_pop(L, 1);
-                    break;
+                    continue;
                 }
             }
-            size_t nl = pass == 0 ? 1 : lua_objlen(L, -1);
-            for (size_t j = 1; j <= nl; j++) {
-                if (pass == 1) lua_rawgeti(L, -1, (int)j);
-                lua_getfield(L, -1, "policy");
-                if (lua_isfunction(L, -1)) {
-                    int *refs = realloc(vm->refs, (vm->n + 1) * sizeof(int));
-                    if (refs == NULL) return -ENOMEM;
-                    vm->refs = refs;
-                    vm->refs[vm->n++] = luaL_ref(L, LUA_REGISTRYINDEX);
-                } else {
-                    lua_pop(L, 1);
+            lua_getfield(L, -1, "policy");
+            if (lua_isfunction(L, -1)) {
+                push_key(L, name, prefix);
+                lua_pushvalue(L, -1);
+                lua_rawget(L, found);
+                int dup = !lua_isnil(L, -1);
+                lua_pop(L, 1);
+                if (dup) {
+                    char where[600];
+                    describe(where, sizeof(where), name, prefix);
+                    snprintf(err, errlen, "%s: %s declares two policies", path, where);
+                    lua_settop(L, found - 1);
+                    return -EINVAL;
                 }
-                if (pass == 1) lua_pop(L, 1);
+                lua_insert(L, -2);
+                lua_rawset(L, found);
+            } else {
+                lua_pop(L, 1);
             }
             lua_pop(L, 1);
         }
+        lua_settop(L, vh - 1);
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Finds, for each slot load.c numbered, the function this run declared at
+ * the same vhost and location, and fails when the two runs disagree on any
+ * of them. Binding by position would hand a policy to another vhost
+ * whenever the config declares its vhosts in another order on this run, as
+ * a pairs() loop does: LuaJIT seeds string hashes per state. */
+static int collect(lua_State *L, lx_policy_vm_t *vm, const lx_gen_t *g, int desc, const char *path,
+                   char *err, size_t errlen) {
+    if (gather(L, desc, path, err, errlen) < 0) return -EINVAL;
+    int found = lua_gettop(L);
+    vm->refs = calloc(g->npolicies, sizeof(int));
+    if (vm->refs == NULL) return -ENOMEM;
+    for (size_t i = 0; i < g->nvhosts; i++) {
+        const lx_vhost_t *vh = &g->vhosts[i];
+        /* A location starts as a copy of its vhost's site, so it owns a
+         * policy exactly when its slot differs from the vhost's. */
+        for (size_t j = 0; j <= vh->nlocations; j++) {
+            uint32_t slot = j == 0 ? vh->site.policy : vh->locations[j - 1].site.policy;
+            if (slot == 0 || (j > 0 && slot == vh->site.policy)) continue;
+            const char *prefix = j == 0 ? NULL : vh->locations[j - 1].prefix;
+            if (slot > g->npolicies || vm->refs[slot - 1] != 0) {
+                snprintf(err, errlen, "%s: policy slot %u is numbered twice", path, slot);
+                return -EINVAL;
+            }
+            push_key(L, vh->name, prefix);
+            lua_pushvalue(L, -1);
+            lua_rawget(L, found);
+            if (!lua_isfunction(L, -1)) {
+                char where[600];
+                describe(where, sizeof(where), vh->name, prefix);
+                snprintf(err, errlen,
+                         "%s:%d: %s has a policy when the config first ran, but not when it "
+                         "ran again for a worker; a config must declare the same vhosts and "
+                         "policies each time it runs",
+                         j == 0 ? vh->file : vh->locations[j - 1].file,
+                         j == 0 ? vh->line : vh->locations[j - 1].line, where);
+                return -EINVAL;
+            }
+            vm->refs[slot - 1] = luaL_ref(L, LUA_REGISTRYINDEX);
+            lua_pushnil(L);
+            lua_rawset(L, found); /* bound: what stays in found was not in the first run */
+            vm->n++;
+        }
+    }
+    lua_pushnil(L);
+    if (lua_next(L, found)) {
         lua_pop(L, 1);
+        size_t klen;
+        const char *key = lua_tolstring(L, -1, &klen);
+        size_t vlen = strlen(key); /* the vhost name ends at the NUL, if there is one */
+        char where[600];
+        describe(where, sizeof(where), key, vlen < klen ? key + vlen + 1 : NULL);
+        snprintf(err, errlen,
+                 "%s: %s has a policy when the config ran again for a worker, but not when it "
+                 "first ran; a config must declare the same vhosts and policies each time it runs",
+                 path, where);
+        return -EINVAL;
+    }
+    if (vm->n != g->npolicies) {
+        snprintf(err, errlen, "%s: %u of %u policy slots are bound to a vhost", path, vm->n,
+                 g->npolicies);
+        return -EINVAL;
     }
     lua_pop(L, 1);
     return 0;
@@ -448,19 +554,17 @@ static lx_policy_vm_t *vm_build(const lx_gen_t *g, const char *path, const char 
     }
     lua_State *L = vm->L;
     luaL_openlibs(L);
-    if (lx_config_run(L, path, prefix, err, errlen) < 0 || collect(L, vm, lua_gettop(L)) < 0) {
+    if (lx_config_run(L, path, prefix, err, errlen) < 0) {
+        vm_free(vm);
+        return NULL;
+    }
+    int rc = collect(L, vm, g, lua_gettop(L), path, err, errlen);
+    if (rc < 0) {
+        if (rc == -ENOMEM) snprintf(err, errlen, "%s: out of memory binding policies", path);
         vm_free(vm);
         return NULL;
     }
     lua_pop(L, 1); /* the description: only the functions stay */
-    if (vm->n != g->npolicies) {
-        snprintf(err, errlen,
-                 "%s: the config declared %u policies on one run and %u on the next; "
-                 "a config must declare the same vhosts each time it runs",
-                 path, g->npolicies, vm->n);
-        vm_free(vm);
-        return NULL;
-    }
     sandbox(L, vm);
     make_request_object(L, vm);
     /* The interpreter honours the count hook; compiled traces would not,
