@@ -72,10 +72,28 @@ static lx_req_t *current(lua_State *L) {
     return r;
 }
 
+/* A field value is visible characters, spaces and tabs (RFC 9110 5.5): a
+ * CR, LF or NUL would end the header early or smuggle another one in, and
+ * DEL is no visible character either. */
 static int valid_header_value(const char *v, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)v[i] < 0x20 && v[i] != '\t') return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) return 0;
+    }
     return 1;
+}
+
+/* Headers that frame the message or manage the connection. The server
+ * writes them from what it actually sends; a second Content-Length, a
+ * Transfer-Encoding or a "Connection: keep-alive" from a policy would make
+ * the client read the body or the next response at the wrong place. */
+static int framing_header(const char *name, size_t n) {
+    static const char *const names[] = {
+        "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
+        "upgrade",        "trailer",           "te",         NULL};
+    for (size_t i = 0; names[i]; i++)
+        if (strlen(names[i]) == n && strncasecmp(names[i], name, n) == 0) return 1;
+    return 0;
 }
 
 static int valid_token(const char *s, size_t n) {
@@ -93,9 +111,14 @@ static int r_set_header(lua_State *L) {
     size_t nl, vl;
     const char *name = luaL_checklstring(L, 2, &nl);
     const char *value = luaL_checklstring(L, 3, &vl);
-    if (!valid_token(name, nl)) return luaL_argerror(L, 2, "not a header name");
+    if (!valid_token(name, nl)) return luaL_error(L, "r:set_header: the name is not an HTTP token");
+    if (framing_header(name, nl))
+        return luaL_error(L, "r:set_header: %s is set by the server, not by a policy", name);
     if (!valid_header_value(value, vl))
-        return luaL_argerror(L, 3, "header values cannot hold control characters");
+        return luaL_error(L,
+                          "r:set_header: %s: a value cannot hold control characters "
+                          "(CR, LF, NUL, DEL)",
+                          name);
     size_t need = r->extra_len + nl + vl + 4;
     char *b = lx_arena_alloc(r->arena, need);
     if (b == NULL) return luaL_error(L, "out of memory");
@@ -121,8 +144,9 @@ static int r_redirect(lua_State *L) {
     const char *url = luaL_checklstring(L, 2, &n);
     int status = (int)luaL_optinteger(L, 3, 302);
     if (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)
-        return luaL_argerror(L, 3, "a redirect status is 301, 302, 303, 307 or 308");
-    if (n == 0 || !valid_header_value(url, n)) return luaL_argerror(L, 2, "not a usable Location");
+        return luaL_error(L, "r:redirect: the status is 301, 302, 303, 307 or 308, not %d", status);
+    if (n == 0 || !valid_header_value(url, n))
+        return luaL_error(L, "r:redirect: not a usable Location (empty, or a control character)");
     once_only(L, vm);
     char *hdr = lx_arena_alloc(r->arena, n + 13);
     if (hdr == NULL) return luaL_error(L, "out of memory");
@@ -134,16 +158,22 @@ static int r_redirect(lua_State *L) {
     return 0;
 }
 
-/* r:respond(status [, body]) */
+/* r:respond(status [, body]). A 204 or 304 has no body (RFC 9110 15.3.5,
+ * 15.4.5): asking for one is an error, not a body the client would read as
+ * the start of the next response. An empty body is the same as none. On
+ * HEAD the body is left out and its Content-Length kept. */
 static int r_respond(lua_State *L) {
     lx_req_t *r = current(L);
     lx_policy_vm_t *vm = vm_of(L);
     int status = (int)luaL_checkinteger(L, 2);
     size_t n = 0;
     const char *body = luaL_optlstring(L, 3, NULL, &n);
-    if (status < 200 || status > 599) return luaL_argerror(L, 2, "status must be 200..599");
+    if (status < 200 || status > 599)
+        return luaL_error(L, "r:respond: the status must be 200..599, not %d", status);
+    if ((status == 204 || status == 304) && n > 0)
+        return luaL_error(L, "r:respond: a %d response has no body", status);
     once_only(L, vm);
-    if (body == NULL) {
+    if (body == NULL || status == 204 || status == 304) {
         lx_resp_error(r, status);
     } else {
         lx_resp_start(r, status);
@@ -618,10 +648,24 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     vm->cur = NULL;
     if (rc != 0) {
         const char *msg = lua_tostring(L, -1);
-        lx_log_error("policy of vhost \"%s\" failed for %s: %s", r->vhost->name, r->decoded,
+        /* An error raised by r:respond in `return r:respond(...)` has no
+         * line: the tail call replaced the policy's frame. Such a message
+         * then names where the policy itself is defined. */
+        char where[128] = "";
+        lua_Debug ar;
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->refs[slot - 1]);
+        if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0) {
+            size_t sl = strlen(ar.short_src);
+            if (rc == LUA_ERRMEM || msg == NULL || strncmp(msg, ar.short_src, sl) != 0 ||
+                msg[sl] != ':')
+                snprintf(where, sizeof(where), " (in the policy at %s:%d)", ar.short_src,
+                         ar.linedefined);
+        }
+        lx_log_error("policy of vhost \"%s\" failed for %s: %s%s", r->vhost->name, r->decoded,
                      rc == LUA_ERRMEM ? "out of memory (policy_memory)"
                      : msg            ? msg
-                                      : "error");
+                                      : "error",
+                     where);
         lua_settop(L, 0);
         if (rc == LUA_ERRMEM) lua_gc(L, LUA_GCCOLLECT, 0);
         if (!r->responded) lx_resp_error(r, 500);
