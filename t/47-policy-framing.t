@@ -162,4 +162,26 @@ subtest 'an ordinary header still works' => sub {
 };
 
 $s->stop;
+
+# The same headers in a config's headers = { ... } would reframe every
+# response of the vhost: luxd -t refuses them with file:line.
+subtest 'headers = { ... } in the config cannot set framing headers' => sub {
+    for my $name ('Content-Length', 'transfer-encoding', 'Connection', 'Keep-Alive', 'Proxy-Connection',
+                  'Upgrade', 'Trailer', 'TE') {
+        for my $where ('vhost', 'location') {
+            my $h = qq{headers = { ["X-Ok"] = "1", ["$name"] = "0" }};
+            my $text = "server { listen = { \"127.0.0.1:\$PORT\" } }\n"
+              . "vhost \"localhost\" {\n  default = true, root = \"\$DIR\",\n"
+              . ($where eq 'vhost' ? "  $h,\n" : "  location \"/l/\" { $h },\n") . "}\n";
+            my ($rc, $out, $file) = Luxd::check_config($text);
+            is($rc, 1, "$where $name: luxd -t refuses it") or diag($out);
+            like($out, qr/\A\Q$file\E:[34]: .*"\Q$name\E" is set by the server/, "$where $name: FILE:LINE and why")
+              or diag($out);
+        }
+    }
+    my ($rc, $out) = Luxd::check_config(qq{server { listen = { "127.0.0.1:\$PORT" } }\n}
+        . qq{vhost "localhost" { default = true, root = "\$DIR", headers = { ["X-Content-Length-Note"] = "1" } }\n});
+    is($rc, 0, 'a name that merely contains one is fine') or diag($out);
+};
+
 done_testing;
