@@ -29,6 +29,12 @@ vhost "localhost" {
     end
     if p == "/incr" then return r:respond(200, "n=" .. luxd.shared.incr("hits")) end
     if p == "/get" then return r:respond(200, "len=" .. #luxd.shared.get("big")) end
+    if p == "/get-body" then return r:respond(200, luxd.shared.get(r.query) or "(nil)") end
+    if p == "/set" then
+      local k, n = r.query:match("^(%w+)=(%d+)$")
+      local ok, err = pcall(luxd.shared.set, k, string.rep("v", tonumber(n) - 1) .. "e")
+      return r:respond(200, ok and "stored" or ("refused: " .. tostring(err)))
+    end
     local what = p:match("^/fill%-?(%a*)$")
     if what then
       local hold = {}
@@ -66,6 +72,19 @@ my $s = Luxd->new(files => \%files, config => $CONFIG, workers => 2,
 
 my $r = $s->http(path => '/setbig');
 is($r->{status}, 200, 'a 4096-byte value is stored');
+
+subtest 'values at the 4096-byte limit come back whole; one byte more is refused' => sub {
+    my $r = $s->http(path => '/set?at=4096');
+    is($r->{body}, 'stored', '4096 bytes: stored');
+    $r = $s->http(path => '/get-body?at');
+    is(length($r->{body} // ''), 4096, '4096 bytes read back');
+    is($r->{body}, ('v' x 4095) . 'e', 'byte for byte, the last one included');
+    $r = $s->http(path => '/set?past=4097');
+    like($r->{body}, qr/^refused: .*value longer than 4096 bytes/, '4097 bytes: refused');
+    $r = $s->http(path => '/get-body?past');
+    is($r->{status}, 200, 'nothing stored under that key');
+    is($r->{body}, "(nil)", "get gives nil");
+};
 
 my $wedged = 0;
 for my $fill ('/fill', '/fill-ttl', '/fill-incr') {
