@@ -33,6 +33,8 @@ vhost "localhost" {
     if c == "rbody" then return r:respond(200, "hello") end
     if c == "ret204" then return 204 end
     if c == "ret304" then return 304 end
+    if c == "ret101" then return 101 end
+    if c == "ret100" then return 100 end
     if c == "cl" then r:set_header("Content-Length", "0") return r:respond(200, "hello") end -- @cl
     if c == "cl-lower" then r:set_header("content-length", "100") return nil end -- @cl-lower
     if c == "te" then r:set_header("Transfer-Encoding", "chunked") return r:respond(200, "hello") end -- @te
@@ -133,6 +135,17 @@ subtest 'refused: 500, file:line in the log, the next request intact' => sub {
     my $line = line_of('policy');
     ok($s->wait_log(qr/\[error\] policy of vhost "localhost" failed for \/p: r:respond: a 204 response has no body \(in the policy at \Q$file\E:$line\)/, 3, poll => 0.02),
        "r204tail: logged with the policy's own $file:$line") or diag($s->error_log);
+};
+
+subtest 'a returned 1xx is no answer: 500, the next request intact' => sub {
+    for my $case (qw(ret100 ret101)) {
+        my ($raw, @r) = pipelined($case);
+        is($r[0] && $r[0]{status}, 500, "$case: 500");
+        framed($case, $raw, @r);
+        (my $st = $case) =~ s/ret//;
+        ok($s->wait_log(qr/\[error\] policy of vhost "localhost" returned $st, not a status; failing closed/, 3, poll => 0.02),
+           "$case: logged") or diag($s->error_log);
+    }
 };
 
 subtest 'answers without a body: 204, 304, HEAD' => sub {
