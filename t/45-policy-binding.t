@@ -119,6 +119,30 @@ subtest 'a re-run that declares policies elsewhere fails the start, clearly' => 
     unlike($out . $s->error_log, qr/started: generation/, 'it never served');
 };
 
+# The other direction: a location policy that only the workers' runs see.
+my $EXTRA = <<'LUA';
+local run = luxd.shared.incr("binding-runs")
+vhost "a.test" { root = "$DIR/www", policy = function(r) return 451 end }
+vhost "b.test" {
+  root = "$DIR/www",
+  location "/q/" { policy = (run > 1) and function(r) return 452 end or nil },
+}
+LUA
+
+subtest 'a re-run that declares an extra policy fails the start, naming it' => sub {
+    my $s = Luxd->new(files => \%files, config => $EXTRA, workers => 2, no_start => 1);
+    local $Luxd::RUN_TIMEOUT = 8;
+    my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file);
+    isnt($rc, 0, 'luxd refuses to start') or diag($out);
+    isnt($rc, -1, 'it exits rather than serving');
+    my $file = $s->config_file;
+    my @l = split /\n/, $s->{config_text};
+    my ($line) = grep { $l[$_ - 1] =~ /^  location "\/q\/"/ } 1 .. @l;
+    like($out . $s->error_log,
+         qr/\Q$file\E:$line: vhost "b\.test" location "\/q\/" has a policy when the config ran again for a worker, but not when it first ran/,
+         'the message names file:line of the location') or diag($out . $s->error_log);
+};
+
 subtest 'a reload whose re-run declares policies elsewhere fails; the old ones stay bound' => sub {
     my $s = Luxd->new(files => \%files, config => config(400), workers => 2);
     my $dir = $s->dir;

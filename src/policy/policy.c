@@ -444,6 +444,45 @@ static void describe(char *buf, size_t len, const char *vhost, const char *prefi
         snprintf(buf, len, "vhost \"%s\"", vhost);
 }
 
+/* Writes "file:line" of the vhost `name` (or of its location `prefix`) as
+ * the description at desc records it, or just path when it records none. */
+static void declared_at(lua_State *L, int desc, const char *name, const char *prefix,
+                        const char *path, char *buf, size_t len) {
+    int top = lua_gettop(L);
+    snprintf(buf, len, "%s", path);
+    lua_getfield(L, desc, "vhosts");
+    size_t nv = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+    for (size_t i = 1; i <= nv; i++) {
+        lua_rawgeti(L, top + 1, (int)i);
+        lua_getfield(L, -1, "name");
+        int match = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), name) == 0;
+        lua_pop(L, 1);
+        if (!match) {
+            lua_pop(L, 1);
+            continue;
+        }
+        if (prefix) {
+            lua_getfield(L, -1, "locations");
+            size_t nl = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+            for (size_t j = 1; j <= nl; j++) {
+                lua_rawgeti(L, -1, (int)j);
+                lua_getfield(L, -1, "prefix");
+                match = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), prefix) == 0;
+                lua_pop(L, 1);
+                if (match) break;
+                lua_pop(L, 1);
+            }
+            if (!match) break;
+        }
+        lua_getfield(L, -1, "_file");
+        lua_getfield(L, -2, "_line");
+        if (lua_isstring(L, -2) && lua_isnumber(L, -1))
+            snprintf(buf, len, "%s:%d", lua_tostring(L, -2), (int)lua_tointeger(L, -1));
+        break;
+    }
+    lua_settop(L, top);
+}
+
 /* Gathers every policy function of the description at desc into a table
  * keyed by push_key(), left on the stack. A key seen twice (which the DSL
  * already refuses) fails rather than dropping one of the two. */
@@ -550,12 +589,14 @@ static int collect(lua_State *L, lx_policy_vm_t *vm, const lx_gen_t *g, int desc
         size_t klen;
         const char *key = lua_tolstring(L, -1, &klen);
         size_t vlen = strlen(key); /* the vhost name ends at the NUL, if there is one */
-        char where[600];
-        describe(where, sizeof(where), key, vlen < klen ? key + vlen + 1 : NULL);
+        const char *prefix = vlen < klen ? key + vlen + 1 : NULL;
+        char where[600], at[300];
+        describe(where, sizeof(where), key, prefix);
+        declared_at(L, desc, key, prefix, path, at, sizeof(at));
         snprintf(err, errlen,
                  "%s: %s has a policy when the config ran again for a worker, but not when it "
                  "first ran; a config must declare the same vhosts and policies each time it runs",
-                 path, where);
+                 at, where);
         return -EINVAL;
     }
     if (vm->n != g->npolicies) {
