@@ -376,6 +376,15 @@ local function check_alias(ctx, key, v, what)
   return n
 end
 
+-- Headers that frame the message or manage the connection: the server
+-- writes them from what it actually sends, and a configured one would make
+-- clients read bodies and pipelined responses at the wrong place.
+local FRAMING = {
+  ["content-length"] = true, ["transfer-encoding"] = true, connection = true,
+  ["keep-alive"] = true, ["proxy-connection"] = true, upgrade = true,
+  trailer = true, te = true,
+}
+
 local function check_headers(ctx, key, v, what)
   if type(v) ~= "table" then
     V.fail(ctx, key, fmt('%s must be a table like { ["X-Frame-Options"] = "DENY" }, got %s',
@@ -401,6 +410,10 @@ local function check_headers(ctx, key, v, what)
       V.fail(ctx, name, fmt("%s: header %s is given twice (as %s)", what, V.q(name), V.q(seen[lname])))
     end
     seen[lname] = name
+    if FRAMING[lname] then
+      V.fail(ctx, name, fmt("%s: %s is set by the server from what it sends, not by the config",
+                            what, V.q(name)))
+    end
     if type(value) == "number" then value = V.show(value) end
     T.string({ line = true, empty = true })(ctx, name, value, fmt("%s[%s]", what, V.q(name)))
     list[#list + 1] = { name, value }

@@ -254,7 +254,7 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site, uint32_t id) {
 
     lua_getfield(L, idx, "policy");
     if (lua_isfunction(L, -1))
-        site->policy = ++ld->g->npolicies; /* slots in desc order: see policy.c */
+        site->policy = ++ld->g->npolicies; /* policy.c binds it by vhost name and prefix */
     lua_pop(L, 1);
 
     site->etag = (unsigned)get_bool(ld, idx, "etag", site->etag);

@@ -72,10 +72,28 @@ static lx_req_t *current(lua_State *L) {
     return r;
 }
 
+/* A field value is visible characters, spaces and tabs (RFC 9110 5.5): a
+ * CR, LF or NUL would end the header early or smuggle another one in, and
+ * DEL is no visible character either. */
 static int valid_header_value(const char *v, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)v[i] < 0x20 && v[i] != '\t') return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) return 0;
+    }
     return 1;
+}
+
+/* Headers that frame the message or manage the connection. The server
+ * writes them from what it actually sends; a second Content-Length, a
+ * Transfer-Encoding or a "Connection: keep-alive" from a policy would make
+ * the client read the body or the next response at the wrong place. */
+static int framing_header(const char *name, size_t n) {
+    static const char *const names[] = {
+        "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
+        "upgrade",        "trailer",           "te",         NULL};
+    for (size_t i = 0; names[i]; i++)
+        if (strlen(names[i]) == n && strncasecmp(names[i], name, n) == 0) return 1;
+    return 0;
 }
 
 static int valid_token(const char *s, size_t n) {
@@ -93,9 +111,14 @@ static int r_set_header(lua_State *L) {
     size_t nl, vl;
     const char *name = luaL_checklstring(L, 2, &nl);
     const char *value = luaL_checklstring(L, 3, &vl);
-    if (!valid_token(name, nl)) return luaL_argerror(L, 2, "not a header name");
+    if (!valid_token(name, nl)) return luaL_error(L, "r:set_header: the name is not an HTTP token");
+    if (framing_header(name, nl))
+        return luaL_error(L, "r:set_header: %s is set by the server, not by a policy", name);
     if (!valid_header_value(value, vl))
-        return luaL_argerror(L, 3, "header values cannot hold control characters");
+        return luaL_error(L,
+                          "r:set_header: %s: a value cannot hold control characters "
+                          "(CR, LF, NUL, DEL)",
+                          name);
     size_t need = r->extra_len + nl + vl + 4;
     char *b = lx_arena_alloc(r->arena, need);
     if (b == NULL) return luaL_error(L, "out of memory");
@@ -121,8 +144,9 @@ static int r_redirect(lua_State *L) {
     const char *url = luaL_checklstring(L, 2, &n);
     int status = (int)luaL_optinteger(L, 3, 302);
     if (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)
-        return luaL_argerror(L, 3, "a redirect status is 301, 302, 303, 307 or 308");
-    if (n == 0 || !valid_header_value(url, n)) return luaL_argerror(L, 2, "not a usable Location");
+        return luaL_error(L, "r:redirect: the status is 301, 302, 303, 307 or 308, not %d", status);
+    if (n == 0 || !valid_header_value(url, n))
+        return luaL_error(L, "r:redirect: not a usable Location (empty, or a control character)");
     once_only(L, vm);
     char *hdr = lx_arena_alloc(r->arena, n + 13);
     if (hdr == NULL) return luaL_error(L, "out of memory");
@@ -134,16 +158,22 @@ static int r_redirect(lua_State *L) {
     return 0;
 }
 
-/* r:respond(status [, body]) */
+/* r:respond(status [, body]). A 204 or 304 has no body (RFC 9110 15.3.5,
+ * 15.4.5): asking for one is an error, not a body the client would read as
+ * the start of the next response. An empty body is the same as none. On
+ * HEAD the body is left out and its Content-Length kept. */
 static int r_respond(lua_State *L) {
     lx_req_t *r = current(L);
     lx_policy_vm_t *vm = vm_of(L);
     int status = (int)luaL_checkinteger(L, 2);
     size_t n = 0;
     const char *body = luaL_optlstring(L, 3, NULL, &n);
-    if (status < 200 || status > 599) return luaL_argerror(L, 2, "status must be 200..599");
+    if (status < 200 || status > 599)
+        return luaL_error(L, "r:respond: the status must be 200..599, not %d", status);
+    if ((status == 204 || status == 304) && n > 0)
+        return luaL_error(L, "r:respond: a %d response has no body", status);
     once_only(L, vm);
-    if (body == NULL) {
+    if (body == NULL || status == 204 || status == 304) {
         lx_resp_error(r, status);
     } else {
         lx_resp_start(r, status);
@@ -392,40 +422,187 @@ static void sandbox(lua_State *L, const lx_policy_vm_t *vm) {
     }
 }
 
-/* Collects the policy functions in the order load.c numbered the slots:
- * each vhost, then its locations. */
-static int collect(lua_State *L, lx_policy_vm_t *vm, int desc) {
+/* The key a policy is bound by: its vhost's name, then, for a location's own
+ * policy, a NUL and the location's prefix. Host names never hold a NUL, so
+ * two different places never share a key. Pushed onto L. */
+static void push_key(lua_State *L, const char *vhost, const char *prefix) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, vhost);
+    if (prefix) {
+        luaL_addchar(&b, '\0');
+        luaL_addstring(&b, prefix);
+    }
+    luaL_pushresult(&b);
+}
+
+/* "vhost "a.test"" or "vhost "a.test" location "/p/"", for messages. */
+static void describe(char *buf, size_t len, const char *vhost, const char *prefix) {
+    if (prefix)
+        snprintf(buf, len, "vhost \"%s\" location \"%s\"", vhost, prefix);
+    else
+        snprintf(buf, len, "vhost \"%s\"", vhost);
+}
+
+/* Writes "file:line" of the vhost `name` (or of its location `prefix`) as
+ * the description at desc records it, or just path when it records none. */
+static void declared_at(lua_State *L, int desc, const char *name, const char *prefix,
+                        const char *path, char *buf, size_t len) {
+    int top = lua_gettop(L);
+    snprintf(buf, len, "%s", path);
+    lua_getfield(L, desc, "vhosts");
+    size_t nv = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+    for (size_t i = 1; i <= nv; i++) {
+        lua_rawgeti(L, top + 1, (int)i);
+        lua_getfield(L, -1, "name");
+        int match = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), name) == 0;
+        lua_pop(L, 1);
+        if (!match) {
+            lua_pop(L, 1);
+            continue;
+        }
+        if (prefix) {
+            lua_getfield(L, -1, "locations");
+            size_t nl = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+            for (size_t j = 1; j <= nl; j++) {
+                lua_rawgeti(L, -1, (int)j);
+                lua_getfield(L, -1, "prefix");
+                match = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), prefix) == 0;
+                lua_pop(L, 1);
+                if (match) break;
+                lua_pop(L, 1);
+            }
+            if (!match) break;
+        }
+        lua_getfield(L, -1, "_file");
+        lua_getfield(L, -2, "_line");
+        if (lua_isstring(L, -2) && lua_isnumber(L, -1))
+            snprintf(buf, len, "%s:%d", lua_tostring(L, -2), (int)lua_tointeger(L, -1));
+        break;
+    }
+    lua_settop(L, top);
+}
+
+/* Gathers every policy function of the description at desc into a table
+ * keyed by push_key(), left on the stack. A key seen twice (which the DSL
+ * already refuses) fails rather than dropping one of the two. */
+static int gather(lua_State *L, int desc, const char *path, char *err, size_t errlen) {
+    lua_newtable(L);
+    int found = lua_gettop(L);
     lua_getfield(L, desc, "vhosts");
     size_t nv = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
     for (size_t i = 1; i <= nv; i++) {
         lua_rawgeti(L, -1, (int)i);
-        for (int pass = 0; pass < 2; pass++) {
-            if (pass == 0) {
-                lua_pushvalue(L, -1);
+        int vh = lua_gettop(L);
+        lua_getfield(L, vh, "name");
+        const char *name = lua_tostring(L, -1);
+        lua_getfield(L, vh, "locations");
+        size_t nl = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+        /* j == 0 is the vhost's own policy, j >= 1 its locations'. */
+        for (size_t j = 0; name && j <= nl; j++) {
+            const char *prefix = NULL;
+            if (j == 0) {
+                lua_pushvalue(L, vh);
             } else {
-                lua_getfield(L, -1, "locations");
-                if (!lua_istable(L, -1)) {
+                lua_rawgeti(L, vh + 2, (int)j);
+                lua_getfield(L, -1, "prefix");
+                prefix = lua_tostring(L, -1);
+                lua_pop(L, 1); /* the location table keeps the string alive */
+                if (prefix == NULL) {
                     lua_pop(L, 1);
-                    break;
+                    continue;
                 }
             }
-            size_t nl = pass == 0 ? 1 : lua_objlen(L, -1);
-            for (size_t j = 1; j <= nl; j++) {
-                if (pass == 1) lua_rawgeti(L, -1, (int)j);
-                lua_getfield(L, -1, "policy");
-                if (lua_isfunction(L, -1)) {
-                    int *refs = realloc(vm->refs, (vm->n + 1) * sizeof(int));
-                    if (refs == NULL) return -ENOMEM;
-                    vm->refs = refs;
-                    vm->refs[vm->n++] = luaL_ref(L, LUA_REGISTRYINDEX);
-                } else {
-                    lua_pop(L, 1);
+            lua_getfield(L, -1, "policy");
+            if (lua_isfunction(L, -1)) {
+                push_key(L, name, prefix);
+                lua_pushvalue(L, -1);
+                lua_rawget(L, found);
+                int dup = !lua_isnil(L, -1);
+                lua_pop(L, 1);
+                if (dup) {
+                    char where[600];
+                    describe(where, sizeof(where), name, prefix);
+                    snprintf(err, errlen, "%s: %s declares two policies", path, where);
+                    lua_settop(L, found - 1);
+                    return -EINVAL;
                 }
-                if (pass == 1) lua_pop(L, 1);
+                lua_insert(L, -2);
+                lua_rawset(L, found);
+            } else {
+                lua_pop(L, 1);
             }
             lua_pop(L, 1);
         }
+        lua_settop(L, vh - 1);
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Finds, for each slot load.c numbered, the function this run declared at
+ * the same vhost and location, and fails when the two runs disagree on any
+ * of them. Binding by position would hand a policy to another vhost
+ * whenever the config declares its vhosts in another order on this run, as
+ * a pairs() loop does: LuaJIT seeds string hashes per state. */
+static int collect(lua_State *L, lx_policy_vm_t *vm, const lx_gen_t *g, int desc, const char *path,
+                   char *err, size_t errlen) {
+    if (gather(L, desc, path, err, errlen) < 0) return -EINVAL;
+    int found = lua_gettop(L);
+    vm->refs = calloc(g->npolicies, sizeof(int));
+    if (vm->refs == NULL) return -ENOMEM;
+    for (size_t i = 0; i < g->nvhosts; i++) {
+        const lx_vhost_t *vh = &g->vhosts[i];
+        /* A location starts as a copy of its vhost's site, so it owns a
+         * policy exactly when its slot differs from the vhost's. */
+        for (size_t j = 0; j <= vh->nlocations; j++) {
+            uint32_t slot = j == 0 ? vh->site.policy : vh->locations[j - 1].site.policy;
+            if (slot == 0 || (j > 0 && slot == vh->site.policy)) continue;
+            const char *prefix = j == 0 ? NULL : vh->locations[j - 1].prefix;
+            if (slot > g->npolicies || vm->refs[slot - 1] != 0) {
+                snprintf(err, errlen, "%s: policy slot %u is numbered twice", path, slot);
+                return -EINVAL;
+            }
+            push_key(L, vh->name, prefix);
+            lua_pushvalue(L, -1);
+            lua_rawget(L, found);
+            if (!lua_isfunction(L, -1)) {
+                char where[600];
+                describe(where, sizeof(where), vh->name, prefix);
+                snprintf(err, errlen,
+                         "%s:%d: %s has a policy when the config first ran, but not when it "
+                         "ran again for a worker; a config must declare the same vhosts and "
+                         "policies each time it runs",
+                         j == 0 ? vh->file : vh->locations[j - 1].file,
+                         j == 0 ? vh->line : vh->locations[j - 1].line, where);
+                return -EINVAL;
+            }
+            vm->refs[slot - 1] = luaL_ref(L, LUA_REGISTRYINDEX);
+            lua_pushnil(L);
+            lua_rawset(L, found); /* bound: what stays in found was not in the first run */
+            vm->n++;
+        }
+    }
+    lua_pushnil(L);
+    if (lua_next(L, found)) {
         lua_pop(L, 1);
+        size_t klen;
+        const char *key = lua_tolstring(L, -1, &klen);
+        size_t vlen = strlen(key); /* the vhost name ends at the NUL, if there is one */
+        const char *prefix = vlen < klen ? key + vlen + 1 : NULL;
+        char where[600], at[300];
+        describe(where, sizeof(where), key, prefix);
+        declared_at(L, desc, key, prefix, path, at, sizeof(at));
+        snprintf(err, errlen,
+                 "%s: %s has a policy when the config ran again for a worker, but not when it "
+                 "first ran; a config must declare the same vhosts and policies each time it runs",
+                 at, where);
+        return -EINVAL;
+    }
+    if (vm->n != g->npolicies) {
+        snprintf(err, errlen, "%s: %u of %u policy slots are bound to a vhost", path, vm->n,
+                 g->npolicies);
+        return -EINVAL;
     }
     lua_pop(L, 1);
     return 0;
@@ -448,19 +625,17 @@ static lx_policy_vm_t *vm_build(const lx_gen_t *g, const char *path, const char 
     }
     lua_State *L = vm->L;
     luaL_openlibs(L);
-    if (lx_config_run(L, path, prefix, err, errlen) < 0 || collect(L, vm, lua_gettop(L)) < 0) {
+    if (lx_config_run(L, path, prefix, err, errlen) < 0) {
+        vm_free(vm);
+        return NULL;
+    }
+    int rc = collect(L, vm, g, lua_gettop(L), path, err, errlen);
+    if (rc < 0) {
+        if (rc == -ENOMEM) snprintf(err, errlen, "%s: out of memory binding policies", path);
         vm_free(vm);
         return NULL;
     }
     lua_pop(L, 1); /* the description: only the functions stay */
-    if (vm->n != g->npolicies) {
-        snprintf(err, errlen,
-                 "%s: the config declared %u policies on one run and %u on the next; "
-                 "a config must declare the same vhosts each time it runs",
-                 path, g->npolicies, vm->n);
-        vm_free(vm);
-        return NULL;
-    }
     sandbox(L, vm);
     make_request_object(L, vm);
     /* The interpreter honours the count hook; compiled traces would not,
@@ -514,10 +689,24 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     vm->cur = NULL;
     if (rc != 0) {
         const char *msg = lua_tostring(L, -1);
-        lx_log_error("policy of vhost \"%s\" failed for %s: %s", r->vhost->name, r->decoded,
+        /* An error raised by r:respond in `return r:respond(...)` has no
+         * line: the tail call replaced the policy's frame. Such a message
+         * then names where the policy itself is defined. */
+        char where[128] = "";
+        lua_Debug ar;
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->refs[slot - 1]);
+        if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0) {
+            size_t sl = strlen(ar.short_src);
+            if (rc == LUA_ERRMEM || msg == NULL || strncmp(msg, ar.short_src, sl) != 0 ||
+                msg[sl] != ':')
+                snprintf(where, sizeof(where), " (in the policy at %s:%d)", ar.short_src,
+                         ar.linedefined);
+        }
+        lx_log_error("policy of vhost \"%s\" failed for %s: %s%s", r->vhost->name, r->decoded,
                      rc == LUA_ERRMEM ? "out of memory (policy_memory)"
                      : msg            ? msg
-                                      : "error");
+                                      : "error",
+                     where);
         lua_settop(L, 0);
         if (rc == LUA_ERRMEM) lua_gc(L, LUA_GCCOLLECT, 0);
         if (!r->responded) lx_resp_error(r, 500);

@@ -4,8 +4,10 @@
  * A policy is a closure over the config's locals, so it cannot be copied out
  * of the state that ran the config. Each loop therefore gets its own state
  * in which the main thread runs the config once more, off the request path,
- * and picks the policy functions in the same order as the compiled sites
- * (site->policy is the slot). */
+ * and binds each policy function to its slot (site->policy) by the vhost name
+ * and location prefix that declared it, never by position: a run may declare
+ * the vhosts in another order (pairs() over a table of sites). A run that
+ * declares policies at other places than the first fails the build. */
 #ifndef LX_POLICY_H
 #define LX_POLICY_H
 

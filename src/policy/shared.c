@@ -122,25 +122,35 @@ static uint64_t ttl_ms(lua_State *L, int idx, uint64_t now) {
     return ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
 }
 
-static int push_entry(lua_State *L, const entry_t *e) {
-    if (e->is_num)
-        lua_pushnumber(L, e->num);
-    else
-        lua_pushlstring(L, e->str, e->vlen);
-    return 1;
-}
-
-/* get(key) -> value or nil */
+/* get(key) -> value or nil. The value is copied out while the lock is
+ * held and pushed after it is released: pushing a string allocates, and at
+ * the policy_memory ceiling the allocation raises, which would unwind past
+ * the unlock and leave every loop blocked on the store for good. No Lua API
+ * call runs between lock and unlock in any function of this file. */
 static int l_get(lua_State *L) {
     size_t klen;
     const char *k = check_key(L, &klen);
     uint64_t h = lx_hash(k, klen, 0), now = now_ms();
+    char copy[MAX_VALUE]; /* set() refuses longer values */
+    enum { MISSING, NUMBER, STRING } found = MISSING;
+    double num = 0;
+    size_t vlen = 0;
     entry_t **pp = lock_and_find(k, klen, h, now);
-    if (*pp)
-        push_entry(L, *pp); /* copies the string while the lock is held */
+    if (*pp && (*pp)->is_num) {
+        found = NUMBER;
+        num = (*pp)->num;
+    } else if (*pp) {
+        found = STRING;
+        vlen = (*pp)->vlen;
+        memcpy(copy, (*pp)->str, vlen);
+    }
+    uv_mutex_unlock(&lock);
+    if (found == NUMBER)
+        lua_pushnumber(L, num);
+    else if (found == STRING)
+        lua_pushlstring(L, copy, vlen);
     else
         lua_pushnil(L);
-    uv_mutex_unlock(&lock);
     return 1;
 }
 
@@ -160,6 +170,7 @@ static int l_set(lua_State *L) {
     char *copy = NULL;
     if (v && (copy = malloc(vlen ? vlen : 1)) == NULL) return luaL_error(L, "out of memory");
     if (v) memcpy(copy, v, vlen);
+    double num = t == LUA_TNUMBER ? lua_tonumber(L, 2) : 0;
     entry_t **pp = lock_and_find(k, klen, h, now);
     if (t == LUA_TNIL) {
         if (*pp) {
@@ -182,7 +193,7 @@ static int l_set(lua_State *L) {
     e->str = copy;
     e->vlen = vlen;
     e->is_num = t == LUA_TNUMBER;
-    e->num = e->is_num ? lua_tonumber(L, 2) : 0;
+    e->num = num;
     e->expires = exp;
     uv_mutex_unlock(&lock);
     lua_pushboolean(L, 1);
@@ -225,11 +236,13 @@ static int l_ttl(lua_State *L) {
     const char *k = check_key(L, &klen);
     uint64_t h = lx_hash(k, klen, 0), now = now_ms();
     entry_t **pp = lock_and_find(k, klen, h, now);
-    if (*pp)
-        lua_pushnumber(L, (*pp)->expires ? (double)((*pp)->expires - now) / 1000.0 : 0);
+    int found = *pp != NULL;
+    double left = found && (*pp)->expires ? (double)((*pp)->expires - now) / 1000.0 : 0;
+    uv_mutex_unlock(&lock);
+    if (found)
+        lua_pushnumber(L, left);
     else
         lua_pushnil(L);
-    uv_mutex_unlock(&lock);
     return 1;
 }
 
