@@ -373,6 +373,19 @@ static int read_rule(loader_t *ld, int idx, int kind, const char *what, size_t p
         if (r->re == NULL)
             return fail(ld, "%s %zu: invalid regex \"%s\": %s", what, pos, r->regex, err);
     }
+    if (r->target) {
+        /* A $N the regex has no group for would expand to nothing at best;
+         * refuse it here, where the operator sees it, not per request. */
+        uint32_t groups = 0;
+        if (r->re) pcre2_pattern_info(r->re, PCRE2_INFO_CAPTURECOUNT, &groups);
+        int ref = lx_rule_max_ref(r->target);
+        if (ref > (int)groups)
+            return fail(ld,
+                        "%s %zu: target \"%s\" uses $%d, but the regex \"%s\" has %u capture "
+                        "group%s",
+                        what, pos, r->target, ref, r->regex ? r->regex : "", groups,
+                        groups == 1 ? "" : "s");
+    }
     return 0;
 }
 
