@@ -100,8 +100,12 @@ static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
     const lx_server_conf_t *s = &g->srv;
     lx_conn_t *c = r->conn;
     /* Keep-alive clients send the same Host each time: remember the answer
-     * per connection (and generation) and skip the hash. */
-    if (c->vh_gen == g && c->vh_host_len == host.len && memcmp(c->vh_host, host.p, host.len) == 0)
+     * per connection (and generation) and skip the hash. The cache holds no
+     * reference, so it is keyed by the generation's number, which is never
+     * reused, not by its address, which is: a freed generation's memory
+     * comes back as a later one, and c->vh would point into freed memory. */
+    if (c->vh_gen_id == g->id && c->vh_host_len == host.len &&
+        memcmp(c->vh_host, host.p, host.len) == 0)
         return c->vh;
     lx_vhost_t *vh = lx_gen_match_vhost(g, host.p, host.len);
     if (vh != NULL || !s->vhost_dir) {
@@ -109,7 +113,7 @@ static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
         if (host.len <= sizeof(c->vh_host)) {
             memcpy(c->vh_host, host.p, host.len);
             c->vh_host_len = host.len;
-            c->vh_gen = g;
+            c->vh_gen_id = g->id;
             c->vh = vh;
         }
         return vh;

@@ -112,7 +112,7 @@ typedef struct {
 } lx_host_slot_t;
 
 typedef struct lx_gen_s {
-    uint64_t id;                 /**< generation number, 1 for the first */
+    uint64_t id;                 /**< generation number, 1 for the first; never reused */
     int refs;                    /**< atomic: loops and requests holding it */
     lx_arena_t arena;            /**< owns everything below */
     const char *file;            /**< main config file */
