@@ -45,9 +45,8 @@
 --   _file, _line      where server { } is (_line 0 when there is none)
 --
 -- desc.mime           { [".ext"] = "type/subtype" }, extensions lower-cased
--- desc.upstreams      { {name=, servers = { {host=, port=}, ... },
---                        keepalive = 32, connect_timeout = 5, read_timeout = 60,
---                        _file=, _line=}, ... } in declaration order
+-- desc.upstreams      always empty: upstream "name" { } is checked and then
+--                     refused as not built yet (issue 8 #6)
 -- desc.vhosts         in declaration order, each:
 --   name, aliases     lower-cased; aliases always an array
 --   default           false unless the config says true (at most one vhost)
@@ -67,7 +66,7 @@
 --                        location set, checked and normalized the same way>},
 --                       ... } in declaration order
 --   policy            nil | function
---   fallback, proxy   nil | name of an upstream that exists
+--   fallback, proxy   refused: not built yet (issue 8 #6)
 --   error_pages       { [404] = "/404.html", ... } (status 400..599 -> a path
 --                     in the vhost), empty by default
 --   _file, _line      where vhost "name" is
@@ -136,7 +135,6 @@ local function new_state(path, host)
     pending = {},      -- vhost/upstream/location names still waiting for { }
     pending_list = {},
     closures = {},     -- the function vhost/upstream/location return -> its pending entry
-    refs = {},         -- upstream names used by fallback/proxy
     mime = {},
     upstreams = {},
     upstream_by_name = {},
@@ -313,6 +311,10 @@ function St:add_upstream(p, t)
   local u = S.upstream(ctx, p.name, t)
   self.upstreams[#self.upstreams + 1] = u
   self.upstream_by_name[p.name] = u
+  -- Checked like any block, so a config written today says what is wrong
+  -- with it, but refused: nothing can use an upstream yet (issue 8 #6).
+  V.fail(ctx, nil, "upstream { ... } is not built yet: luxd cannot hand requests to a " ..
+                   "backend; remove it")
 end
 
 function St:include(pattern, file, line)
@@ -471,17 +473,6 @@ function St:finish()
              fmt("%s { ... } must be inside the access list of a vhost or location: " ..
                  "access = { %s { ... } }", info.action, info.action))
       end
-    end
-  end
-  local names = {}
-  for i, u in ipairs(self.upstreams) do names[i] = u.name end
-  for _, r in ipairs(self.refs) do
-    if not self.upstream_by_name[r.name] then
-      local hint = V.dym(r.name, names)
-      if #names == 0 then
-        hint = fmt('; declare it with upstream %s { "127.0.0.1:8081" }', V.q(r.name))
-      end
-      V.fail(r.ctx, r.key, fmt("%s %s: no such upstream%s", r.key, V.q(r.name), hint))
     end
   end
 end
