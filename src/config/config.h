@@ -127,6 +127,8 @@ typedef struct lx_gen_s {
     uint32_t npolicies;          /**< policy slots in use */
     struct lx_policy_vm_s **vms; /**< one Lua state per loop running the policies */
     int nvms;                    /**< entries in vms */
+    const char **warnings;       /**< "file:line: ..." the loader let pass but reports */
+    size_t nwarnings;            /**< entries in warnings */
     lx_ruleset_t **rulesets;     /**< every rule set, to free them */
     size_t nrulesets;            /**< entries in rulesets */
 } lx_gen_t;

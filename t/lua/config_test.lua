@@ -944,6 +944,8 @@ is(not good and err, "conf/none.lua: cannot read: No such file or directory", "m
 ---------------------------------------------------------------------------
 print("# include")
 
+-- Relative patterns resolve against the including file's directory (here
+-- conf/), not against the prefix the server was started in.
 d = load_ok({
   ["conf/luxd.lua"] = [[
 SITES = {}
@@ -951,50 +953,67 @@ include "conf.d/*.lua"
 include "conf.d/none-*.lua"
 vhost "main.example" { aliases = SITES }
 ]],
-  ["conf.d/b.lua"] = 'SITES[#SITES + 1] = "b.example"\nvhost "site-b.example" { }\n',
-  ["conf.d/a.lua"] = 'SITES[#SITES + 1] = "a.example"\nvhost "site-a.example" { }\n',
+  ["conf/conf.d/b.lua"] = 'SITES[#SITES + 1] = "b.example"\nvhost "site-b.example" { }\n',
+  ["conf/conf.d/a.lua"] = 'SITES[#SITES + 1] = "a.example"\nvhost "site-a.example" { }\n',
+  ["conf.d/a.lua"] = 'vhost "wrong-dir.example" { }\n',
 }, "include a glob")
 if d then
   same({ d.vhosts[1].name, d.vhosts[2].name, d.vhosts[3].name },
        { "site-a.example", "site-b.example", "main.example" }, "included files run in sorted order")
+  is(#d.vhosts, 3, "the prefix's own conf.d/ is not the including file's")
   same(d.vhosts[3].aliases, { "a.example", "b.example" }, "included files share the environment")
-  same(d.files, { "conf/luxd.lua", "conf.d/a.lua", "conf.d/b.lua" }, "files run")
-  is(d.vhosts[1]._file .. ":" .. d.vhosts[1]._line, "conf.d/a.lua:2", "_file of an included vhost")
+  same(d.files, { "conf/luxd.lua", "conf/conf.d/a.lua", "conf/conf.d/b.lua" }, "files run")
+  is(d.vhosts[1]._file .. ":" .. d.vhosts[1]._line, "conf/conf.d/a.lua:2", "_file of an included vhost")
+  same(d.warnings, { 'conf/luxd.lua:3: include "conf.d/none-*.lua" matches no file (' .. prefix ..
+                     '/conf/conf.d/none-*.lua)' }, "a glob that matches nothing is a warning")
+end
+d = load_ok({
+  ["etc/luxd/main.lua"] = 'include "sites/*.lua"\ninclude "more.lua"\n',
+  ["etc/luxd/sites/x.lua"] = 'vhost "x.example" { }\ninclude "../inner/y.lua"\n',
+  ["etc/luxd/inner/y.lua"] = 'vhost "y.example" { }\n',
+  ["etc/luxd/more.lua"] = 'vhost "more.example" { }\n',
+}, "nested includes, each relative to its own file", "etc/luxd/main.lua")
+if d then
+  same({ d.vhosts[1].name, d.vhosts[2].name, d.vhosts[3].name },
+       { "x.example", "y.example", "more.example" }, "every level found")
+  same(d.warnings, {}, "no warnings")
 end
 
 load_err({
   ["conf/luxd.lua"] = 'include "conf.d/*.lua"\n',
-  ["conf.d/x.lua"] = '\n\nvhost "x.example" {\n  root = "x",\n  rooot = "y",\n}\n',
-}, 'conf.d/x.lua:5: vhost "x.example": unknown key "rooot" (did you mean "root"?)', "error in an included file")
+  ["conf/conf.d/x.lua"] = '\n\nvhost "x.example" {\n  root = "x",\n  rooot = "y",\n}\n',
+}, 'conf/conf.d/x.lua:5: vhost "x.example": unknown key "rooot" (did you mean "root"?)', "error in an included file")
 load_err({
   ["conf/luxd.lua"] = 'vhost "x.example" { }\ninclude "conf.d/*.lua"\n',
-  ["conf.d/x.lua"] = '-- x\nvhost "X.example" { }\n',
-}, 'conf.d/x.lua:2: vhost "x.example": name "x.example" is already used by vhost "x.example" (conf/luxd.lua:1)',
+  ["conf/conf.d/x.lua"] = '-- x\nvhost "X.example" { }\n',
+}, 'conf/conf.d/x.lua:2: vhost "x.example": name "x.example" is already used by vhost "x.example" (conf/luxd.lua:1)',
    "duplicate across files")
 load_err({
   ["conf/luxd.lua"] = 'include "conf.d/*.lua"\n',
-  ["conf.d/x.lua"] = 'vhost "x.example" {\n  root = = 1,\n}\n',
-}, "conf.d/x.lua:2: unexpected symbol near '='", "syntax error in an included file")
+  ["conf/conf.d/x.lua"] = 'vhost "x.example" {\n  root = = 1,\n}\n',
+}, "conf/conf.d/x.lua:2: unexpected symbol near '='", "syntax error in an included file")
 load_err({
   ["conf/luxd.lua"] = 'include "conf.d/*.lua"\n',
-  ["conf.d/x.lua"] = 'local t\n\nlocal y = t.x\n',
-}, "conf.d/x.lua:3: attempt to index local 't' (a nil value)", "runtime error in an included file")
-load_err({
-  ["conf/luxd.lua"] = '\ninclude "conf.d/x.lua"\n',
-}, 'conf/luxd.lua:2: include "conf.d/x.lua": no such file', "missing literal include")
+  ["conf/conf.d/x.lua"] = 'local t\n\nlocal y = t.x\n',
+}, "conf/conf.d/x.lua:3: attempt to index local 't' (a nil value)", "runtime error in an included file")
+do
+  local good, err = try_load({ ["conf/luxd.lua"] = '\ninclude "conf.d/x.lua"\n', ["conf.d/x.lua"] = "" })
+  is(not good and err, 'conf/luxd.lua:2: include "conf.d/x.lua": no such file (' .. prefix .. '/conf/conf.d/x.lua)',
+     "missing literal include: an error naming the path looked for")
+end
 load_err({
   ["conf/luxd.lua"] = 'include "conf.d/*.lua"\n',
-  ["conf.d/a.lua"] = 'include "conf.d/b.lua"\n',
-  ["conf.d/b.lua"] = '\ninclude "conf.d/a.lua"\n',
-}, 'conf.d/b.lua:2: include "conf.d/a.lua": "conf.d/a.lua" is already being run (an include cycle)', "include cycle")
+  ["conf/conf.d/a.lua"] = 'include "b.lua"\n',
+  ["conf/conf.d/b.lua"] = '\ninclude "a.lua"\n',
+}, 'conf/conf.d/b.lua:2: include "a.lua": "conf/conf.d/a.lua" is already being run (an include cycle)', "include cycle")
 load_err({
   ["conf/luxd.lua"] = 'include(42)\n',
 }, 'conf/luxd.lua:1: include needs a file name or pattern: include "conf.d/*.lua", got number', "include a number")
 d = load_ok({
   ["conf/luxd.lua"] = 'include "conf.d/one.lua"\n',
-  ["conf.d/one.lua"] = 'vhost "one.example" { root = "one" }\n',
+  ["conf/conf.d/one.lua"] = 'vhost "one.example" { root = "one" }\n',
 }, "include a literal file")
-if d then is(d.vhosts[1]._file, "conf.d/one.lua", "literal include: file name as given") end
+if d then is(d.vhosts[1]._file, "conf/conf.d/one.lua", "literal include: file name relative to the prefix") end
 
 -- An absolute pattern: file names are shown absolute, even long ones that Lua
 -- itself would shorten to ".../tail".
