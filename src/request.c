@@ -145,13 +145,24 @@ static const char *error_page(const lx_req_t *r, int status) {
     return NULL;
 }
 
-/* Switches the request to serving its error page. Returns 0 if it has none. */
+/* Switches the request to serving its error page. Returns 0 if it has none.
+ * The page is a path in the vhost, so its file is looked for under the root
+ * of the location that path falls in (or the vhost's), not under the root of
+ * the location the failed request was in: a vhost's /404.html is not in a
+ * location's own root. The response keeps the failed request's site (its
+ * headers), as the page answers for that request. */
 int lx_request_error_page(lx_req_t *r, int status) {
     const char *page = error_page(r, status);
     if (page == NULL) return 0;
     r->error_status = status;
     r->decoded = (char *)page;
     r->decoded_len = strlen(page);
+    if (r->vhost != &r->gen->mass_vhost) {
+        const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
+        const lx_site_t *home = loc ? &loc->site : &r->vhost->site;
+        r->root = home->root;
+        r->root_len = home->root_len;
+    }
     return 1;
 }
 
