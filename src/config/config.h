@@ -1,6 +1,6 @@
 /* The compiled configuration: one immutable, refcounted generation built from
  * the Lua description. Runtime code reads only these structs; nothing here
- * holds a lua_State (DESIGN.md: config parsing apart from runtime). */
+ * holds a lua_State (doc/design.md: config parsing apart from runtime). */
 #ifndef LX_CONFIG_H
 #define LX_CONFIG_H
 
