@@ -42,5 +42,7 @@ vhost "localhost" {
   error_pages = { [404] = "/404.html" },
 }
 
--- More files in the same language, in sorted order (none ship by default).
-include "conf.d/*.lua"
+-- More files in the same language, in sorted order. A relative pattern is
+-- resolved against this file's directory (conf/conf.d/ here); none ship, and
+-- a pattern that matches nothing is logged as a warning, so it is left out:
+-- include "conf.d/*.lua"

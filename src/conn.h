@@ -52,7 +52,7 @@ struct lx_conn_s {
     size_t resp_from;          /**< obuf offset where the response's headers start */
     uint64_t deadline;         /**< loop time of the next timeout */
     uint64_t req_started;      /**< loop time the current request began */
-    const lx_gen_t *vh_gen;    /**< generation of the cached Host -> vhost answer */
+    uint64_t vh_gen_id;        /**< lx_gen_t.id of the cached Host -> vhost answer; 0: none */
     lx_vhost_t *vh;            /**< the vhost for vh_host */
     char vh_host[64];          /**< last Host (without port) seen on this connection */
     size_t vh_host_len;        /**< bytes in vh_host */

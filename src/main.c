@@ -171,6 +171,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (test || dump) {
+        for (size_t i = 0; i < g->nwarnings; i++)
+            fprintf(stderr, "luxd: warning: %s\n", g->warnings[i]);
         if (dump) lx_gen_dump(g, stdout);
         fprintf(stderr, "luxd: configuration %s is ok (%zu vhosts, compiled in %.1f ms)\n", file,
                 g->nvhosts, (double)(uv_hrtime() - t0) / 1e6);

@@ -100,8 +100,12 @@ static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
     const lx_server_conf_t *s = &g->srv;
     lx_conn_t *c = r->conn;
     /* Keep-alive clients send the same Host each time: remember the answer
-     * per connection (and generation) and skip the hash. */
-    if (c->vh_gen == g && c->vh_host_len == host.len && memcmp(c->vh_host, host.p, host.len) == 0)
+     * per connection (and generation) and skip the hash. The cache holds no
+     * reference, so it is keyed by the generation's number, which is never
+     * reused, not by its address, which is: a freed generation's memory
+     * comes back as a later one, and c->vh would point into freed memory. */
+    if (c->vh_gen_id == g->id && c->vh_host_len == host.len &&
+        memcmp(c->vh_host, host.p, host.len) == 0)
         return c->vh;
     lx_vhost_t *vh = lx_gen_match_vhost(g, host.p, host.len);
     if (vh != NULL || !s->vhost_dir) {
@@ -109,7 +113,7 @@ static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
         if (host.len <= sizeof(c->vh_host)) {
             memcpy(c->vh_host, host.p, host.len);
             c->vh_host_len = host.len;
-            c->vh_gen = g;
+            c->vh_gen_id = g->id;
             c->vh = vh;
         }
         return vh;
@@ -141,13 +145,24 @@ static const char *error_page(const lx_req_t *r, int status) {
     return NULL;
 }
 
-/* Switches the request to serving its error page. Returns 0 if it has none. */
+/* Switches the request to serving its error page. Returns 0 if it has none.
+ * The page is a path in the vhost, so its file is looked for under the root
+ * of the location that path falls in (or the vhost's), not under the root of
+ * the location the failed request was in: a vhost's /404.html is not in a
+ * location's own root. The response keeps the failed request's site (its
+ * headers), as the page answers for that request. */
 int lx_request_error_page(lx_req_t *r, int status) {
     const char *page = error_page(r, status);
     if (page == NULL) return 0;
     r->error_status = status;
     r->decoded = (char *)page;
     r->decoded_len = strlen(page);
+    if (r->vhost != &r->gen->mass_vhost) {
+        const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
+        const lx_site_t *home = loc ? &loc->site : &r->vhost->site;
+        r->root = home->root;
+        r->root_len = home->root_len;
+    }
     return 1;
 }
 
@@ -195,7 +210,7 @@ static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
     if (i < 0) return 0;
     const lx_rule_t *rule = &r->vhost->redirect->rules[i];
     char loc[4096];
-    int n = lx_rule_expand(rule->target, r->decoded, m->md, loc, sizeof(loc), 1);
+    int n = lx_rule_expand(rule->target, m, loc, sizeof(loc), 1);
     if (n < 0) {
         finish(r, 500);
         return 1;
@@ -229,13 +244,13 @@ static int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m) {
     if (tplen >= sizeof(tpath)) return -EINVAL;
     memcpy(tpath, rule->target, tplen);
     tpath[tplen] = '\0';
-    int n = lx_rule_expand(tpath, m->path, m->md, buf, sizeof(buf), 0);
+    int n = lx_rule_expand(tpath, m, buf, sizeof(buf), 0);
     if (n < 0 || buf[0] != '/') return -EINVAL;
     char *path = lx_arena_alloc(r->arena, (size_t)n + 1);
     if (path == NULL || lx_path_clean(buf, (size_t)n, path, &r->decoded_len) < 0) return -EINVAL;
     r->decoded = path;
     if (tq) {
-        int q = lx_rule_expand(tq + 1, m->path, m->md, qbuf, sizeof(qbuf), 1);
+        int q = lx_rule_expand(tq + 1, m, qbuf, sizeof(qbuf), 1);
         if (q < 0) return -EINVAL;
         size_t cq = r->query.len;
         char *nq = lx_arena_alloc(r->arena, (size_t)q + cq + 2);
@@ -281,7 +296,7 @@ void lx_request_run(lx_req_t *r) {
     }
 
     lx_conn_t *c = r->conn;
-    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, c->addr, c->w->match_data};
+    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, c->addr, c->w->match_data, 0};
     if (r->vhost->redirect && apply_redirect(r, &m)) return;
     if (r->vhost->rewrite) {
         int rc = apply_rewrite(r, &m);

@@ -73,7 +73,7 @@ typedef struct lx_req_s {
 } lx_req_t;
 
 /* Runs a complete request through vhost, path and handler; the single entry
- * point of the request path (DESIGN.md). May queue a response, or return with
+ * point of the request path (doc/design.md). May queue a response, or return with
  * the request waiting on the thread pool; lx_request_resume continues it. */
 void lx_request_run(lx_req_t *r);
 void lx_request_resume(lx_req_t *r);

@@ -115,6 +115,13 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
         r->reroute = 1;
         return;
     }
+    if (r->error_status && status != r->error_status) {
+        /* The error page itself could not be served (missing, a directory,
+         * unreadable): the client still gets the status the request earned,
+         * with the built-in page, not the page's own 404 or 301. */
+        status = r->error_status;
+        extra = NULL;
+    }
     char body[256];
     const char *reason = lx_status_reason(status);
     int n = snprintf(body, sizeof(body),

@@ -284,6 +284,8 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
                 strerror(-r));
         return r;
     }
+    for (size_t i = 0; i < gen->nwarnings; i++)
+        lx_log_warn("%s", gen->warnings[i]);
     if ((r = open_access_log(s->access_log.path)) < 0) {
         lx_log(LX_LOG_EMERG, "%s:%d: access_log %s: %s", s->file, s->access_log_line,
                s->access_log.path, strerror(-r));
@@ -394,6 +396,8 @@ int lx_server_reload(void) {
             lx_log_error("reload: error_log %s: %s; keeping the old one", g->srv.error_log,
                          strerror(-r));
     }
+    for (size_t i = 0; i < g->nwarnings; i++)
+        lx_log_warn("reload: %s", g->warnings[i]);
     if (g->srv.pid_file && (!srv.pid_file || strcmp(g->srv.pid_file, srv.pid_file) != 0)) {
         if (write_pid_file(g->srv.pid_file) == 0) {
             if (srv.pid_file) unlink(srv.pid_file);

@@ -1,5 +1,8 @@
 -- Several sites on one server: exact names, aliases, a wildcard, a default
--- vhost for unknown Host headers, and an application behind the front end.
+-- vhost for unknown Host headers, and a site with a policy.
+--
+-- Handing requests to an application (upstream, proxy, fallback) is not
+-- built yet, and `luxd -t` refuses those keys; see doc/config.md.
 
 server {
   listen     = { "127.0.0.1:8080", "[::1]:8080" },
@@ -10,12 +13,6 @@ server {
 }
 
 mime { [".wasm"] = "application/wasm", [".webmanifest"] = "application/manifest+json" }
-
-upstream "app" {
-  "127.0.0.1:8081", "127.0.0.1:8082",
-  keepalive = 32,
-  connect_timeout = 5, read_timeout = 60,
-}
 
 -- Requests for hosts no vhost names land here.
 vhost "default.invalid" {
@@ -40,7 +37,7 @@ vhost "example.com" {
   redirect = { { "^/blog$", "/blog/", status = 301 } },
 
   location "/static/" { cache_control = "public, max-age=86400, immutable" },
-  location "/api/"    { proxy = "app" },  -- the application answers everything under /api/
+  location "/api/"    { access = { deny { all = true, status = 503 } } },  -- no backend yet
 }
 
 -- One vhost for every subdomain of example.org.
@@ -49,11 +46,9 @@ vhost "*.example.org" {
   dir_listing = true,
 }
 
--- A site that is mostly the application: files when they exist, the
--- application for everything else (Tux's backend hand-off).
+-- A site with a beta area only some clients may see.
 vhost "shop.example.com" {
   root     = "sites/shop",
-  fallback = "app",
   -- Per-request Lua, for what the compiled rules cannot say.
   policy = function(r)
     if r.path:find("^/beta/") and r.headers["x-beta"] ~= "1" then

@@ -6,9 +6,11 @@
 --
 -- The config runs in a fresh environment holding the safe parts of the
 -- standard library and the DSL: server, mime, upstream, vhost, location,
--- allow, deny, include (see spec/config.md). On any mistake load raises
--- error("FILE:LINE: what is wrong", 0), FILE as the user wrote it (or as the
--- include glob returned it, relative to the prefix when the pattern was).
+-- allow, deny, include (see doc/config.md). On any mistake load raises
+-- error("FILE:LINE: what is wrong", 0), FILE as the user wrote it (an
+-- included file: its path relative to the prefix when it lies under it and
+-- the pattern was relative, else absolute). A relative include pattern is
+-- resolved against the directory of the file that includes it.
 --
 -- The description returned is plain data with every default filled in and
 -- every path absolute, so the C side never needs to guess:
@@ -45,9 +47,8 @@
 --   _file, _line      where server { } is (_line 0 when there is none)
 --
 -- desc.mime           { [".ext"] = "type/subtype" }, extensions lower-cased
--- desc.upstreams      { {name=, servers = { {host=, port=}, ... },
---                        keepalive = 32, connect_timeout = 5, read_timeout = 60,
---                        _file=, _line=}, ... } in declaration order
+-- desc.upstreams      always empty: upstream "name" { } is checked and then
+--                     refused as not built yet (issue 8 #6)
 -- desc.vhosts         in declaration order, each:
 --   name, aliases     lower-cased; aliases always an array
 --   default           false unless the config says true (at most one vhost)
@@ -67,12 +68,14 @@
 --                        location set, checked and normalized the same way>},
 --                       ... } in declaration order
 --   policy            nil | function
---   fallback, proxy   nil | name of an upstream that exists
+--   fallback, proxy   refused: not built yet (issue 8 #6)
 --   error_pages       { [404] = "/404.html", ... } (status 400..599 -> a path
 --                     in the vhost), empty by default
 --   _file, _line      where vhost "name" is
 --   Rewrite and redirect entries carry the line of the rewrite/redirect key.
 -- desc.files          the files that were run, main file first
+-- desc.warnings       { "FILE:LINE: message", ... }: allowed, but worth saying
+--                     (an include pattern that matches no file)
 
 local V = require("luxd.validate")
 local S = require("luxd.schema")
@@ -130,13 +133,14 @@ local function new_state(path, host)
     known = {},        -- display name -> true
     short = {},        -- display name -> Lua's short form of it
     running = {},      -- absolute paths of the files now running (include cycles)
+    abs = {},          -- display name -> absolute path, to resolve includes
+    warnings = {},     -- "FILE:LINE: ..." for what is allowed but likely wrong
     depth = 0,
     objs = {},         -- object -> info, for location/allow/deny results
     created = {},      -- those objects in the order they were made
     pending = {},      -- vhost/upstream/location names still waiting for { }
     pending_list = {},
     closures = {},     -- the function vhost/upstream/location return -> its pending entry
-    refs = {},         -- upstream names used by fallback/proxy
     mime = {},
     upstreams = {},
     upstream_by_name = {},
@@ -213,6 +217,7 @@ function St:run_file(display, abs, text)
     self.files[#self.files + 1] = display
     self.short[display] = shortname(display)
   end
+  self.abs[display] = abs
   self.lines[display] = V.split_lines(text)
   text = text:gsub("^\239\187\191", "")   -- a UTF-8 byte order mark
   if text:sub(1, 1) == "#" then text = "--" .. text end   -- a #! line
@@ -313,13 +318,22 @@ function St:add_upstream(p, t)
   local u = S.upstream(ctx, p.name, t)
   self.upstreams[#self.upstreams + 1] = u
   self.upstream_by_name[p.name] = u
+  -- Checked like any block, so a config written today says what is wrong
+  -- with it, but refused: nothing can use an upstream yet (issue 8 #6).
+  V.fail(ctx, nil, "upstream { ... } is not built yet: luxd cannot hand requests to a " ..
+                   "backend; remove it")
 end
 
 function St:include(pattern, file, line)
   local ctx = V.ctx(self, file, line, "include " .. V.q(pattern))
   local abs_pattern, wild = pattern, pattern:find("[*?[]")
   if pattern:sub(1, 1) ~= "/" then
-    local p = self.prefix == "/" and "" or self.prefix
+    -- Relative to the file that includes it, wherever luxd was started:
+    -- include "conf.d/*.lua" in /etc/luxd/luxd.lua means /etc/luxd/conf.d.
+    local including = self.abs[file] or V.abspath(self.prefix, file)
+    local dir = including:match("^(.*)/[^/]*$")
+    if dir == "" then dir = "/" end
+    local p = dir == "/" and "" or dir
     abs_pattern = (wild and p:gsub("[][*?\\]", "\\%0") or p) .. "/" .. pattern
   end
   local paths
@@ -327,6 +341,12 @@ function St:include(pattern, file, line)
     if type(self.glob) ~= "function" then V.fail(ctx, nil, "wildcards are not supported here") end
     paths = self.glob(abs_pattern)
     if type(paths) ~= "table" then V.fail(ctx, nil, "the glob failed") end
+    if #paths == 0 then
+      -- Allowed (conf.d/ may be empty), but said: a pattern that matches
+      -- nothing is as often a wrong directory.
+      self.warnings[#self.warnings + 1] =
+        fmt("%s:%d: include %s matches no file (%s)", file, line, V.q(pattern), abs_pattern)
+    end
   else
     paths = { abs_pattern }
   end
@@ -337,7 +357,7 @@ function St:include(pattern, file, line)
     if pattern:sub(1, 1) ~= "/" and starts(abs, base) then display = abs:sub(#base + 1) end
     local text, why = read_file(abs)
     if not text and not wild and why:find("No such file") then
-      V.fail(ctx, nil, "no such file")
+      V.fail(ctx, nil, fmt("no such file (%s)", abs))
     elseif not text then
       V.fail(ctx, nil, fmt("cannot read %s: %s", V.q(display), why))
     end
@@ -473,17 +493,6 @@ function St:finish()
       end
     end
   end
-  local names = {}
-  for i, u in ipairs(self.upstreams) do names[i] = u.name end
-  for _, r in ipairs(self.refs) do
-    if not self.upstream_by_name[r.name] then
-      local hint = V.dym(r.name, names)
-      if #names == 0 then
-        hint = fmt('; declare it with upstream %s { "127.0.0.1:8081" }', V.q(r.name))
-      end
-      V.fail(r.ctx, r.key, fmt("%s %s: no such upstream%s", r.key, V.q(r.name), hint))
-    end
-  end
 end
 
 ---------------------------------------------------------------------------
@@ -510,6 +519,7 @@ function M.load(path, host)
     upstreams = st.upstreams,
     vhosts = st.vhosts,
     files = st.files,
+    warnings = st.warnings,
   }
 end
 

@@ -440,13 +440,13 @@ local function check_error_pages(ctx, key, v, what)
   return out
 end
 
--- fallback and proxy name an upstream that may be declared later in the
--- file, so they are only recorded here and checked when the file has run.
-local function check_upstream_ref(ctx, key, v, what)
-  STR(ctx, key, v, what)
-  local refs = ctx.st.refs
-  refs[#refs + 1] = { ctx = ctx, key = key, name = v }
-  return v
+-- fallback and proxy name an upstream to hand requests to. That handoff is
+-- not built yet; a config that set them and was accepted would serve the
+-- application's files from the root instead (issue 8 #6), so they are
+-- refused, at the line of the key, until it is.
+local function not_built(ctx, key, v, what)
+  V.fail(ctx, key, fmt("%s is not built yet: luxd cannot hand requests to an upstream, and " ..
+                       "would serve them from the root instead; remove it", what))
 end
 
 local VHOST_KEYS = {
@@ -463,8 +463,8 @@ local VHOST_KEYS = {
   access = check_access,
   rewrite = rewrites(false),
   redirect = rewrites(true),
-  fallback = check_upstream_ref,
-  proxy = check_upstream_ref,
+  fallback = not_built,
+  proxy = not_built,
   policy = T.func(),
   error_pages = check_error_pages,
 }
@@ -584,6 +584,14 @@ local VHOST_SCHEMA = {
   hint = function(k) return belongs(k, "vhost") end,
   unknown = misplaced,
 }
+
+-- Every block's keys and their checkers, for tools and tests that walk the
+-- schema (t/61-schema-keys.t proves each key works or is refused).
+S.KEYS = {
+  server = SERVER_KEYS, access_log = ACCESS_LOG_SCHEMA.keys, upstream = UPSTREAM_KEYS,
+  rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS,
+}
+S.NOT_BUILT = not_built
 
 function S.vhost(ctx, t)
   local got = V.check_block(ctx, t, VHOST_SCHEMA)

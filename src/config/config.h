@@ -1,6 +1,6 @@
 /* The compiled configuration: one immutable, refcounted generation built from
  * the Lua description. Runtime code reads only these structs; nothing here
- * holds a lua_State (DESIGN.md: config parsing apart from runtime). */
+ * holds a lua_State (doc/design.md: config parsing apart from runtime). */
 #ifndef LX_CONFIG_H
 #define LX_CONFIG_H
 
@@ -112,7 +112,7 @@ typedef struct {
 } lx_host_slot_t;
 
 typedef struct lx_gen_s {
-    uint64_t id;                 /**< generation number, 1 for the first */
+    uint64_t id;                 /**< generation number, 1 for the first; never reused */
     int refs;                    /**< atomic: loops and requests holding it */
     lx_arena_t arena;            /**< owns everything below */
     const char *file;            /**< main config file */
@@ -127,6 +127,8 @@ typedef struct lx_gen_s {
     uint32_t npolicies;          /**< policy slots in use */
     struct lx_policy_vm_s **vms; /**< one Lua state per loop running the policies */
     int nvms;                    /**< entries in vms */
+    const char **warnings;       /**< "file:line: ..." the loader let pass but reports */
+    size_t nwarnings;            /**< entries in warnings */
     lx_ruleset_t **rulesets;     /**< every rule set, to free them */
     size_t nrulesets;            /**< entries in rulesets */
 } lx_gen_t;

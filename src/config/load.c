@@ -373,6 +373,19 @@ static int read_rule(loader_t *ld, int idx, int kind, const char *what, size_t p
         if (r->re == NULL)
             return fail(ld, "%s %zu: invalid regex \"%s\": %s", what, pos, r->regex, err);
     }
+    if (r->target) {
+        /* A $N the regex has no group for would expand to nothing at best;
+         * refuse it here, where the operator sees it, not per request. */
+        uint32_t groups = 0;
+        if (r->re) pcre2_pattern_info(r->re, PCRE2_INFO_CAPTURECOUNT, &groups);
+        int ref = lx_rule_max_ref(r->target);
+        if (ref > (int)groups)
+            return fail(ld,
+                        "%s %zu: target \"%s\" uses $%d, but the regex \"%s\" has %u capture "
+                        "group%s",
+                        what, pos, r->target, ref, r->regex ? r->regex : "", groups,
+                        groups == 1 ? "" : "s");
+    }
     return 0;
 }
 
@@ -581,11 +594,28 @@ static int read_mime(loader_t *ld, int idx) {
     return 0;
 }
 
+/* Keeps desc.warnings for whoever loaded the config to show: -t prints
+ * them, a running server logs them once its error log is open. */
+static void read_warnings(loader_t *ld, int desc) {
+    lua_State *L = ld->L;
+    lua_getfield(L, desc, "warnings");
+    size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+    if (n) ld->g->warnings = lx_arena_alloc(&ld->g->arena, n * sizeof(char *));
+    for (size_t i = 0; ld->g->warnings && i < n; i++) {
+        lua_rawgeti(L, -1, (int)i + 1);
+        const char *w = lua_tostring(L, -1);
+        if (w) ld->g->warnings[ld->g->nwarnings++] = lx_arena_strdup(&ld->g->arena, w);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 static int convert(loader_t *ld, int desc) {
     lua_State *L = ld->L;
     int r = 0;
     ld->file = ld->g->file;
     ld->line = 0;
+    read_warnings(ld, desc);
     lua_getfield(L, desc, "server");
     if (lua_istable(L, -1))
         r = read_server(ld, lua_gettop(L));

@@ -202,6 +202,10 @@ static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
         if (m == PCRE2_ERROR_JIT_BADOPTION)
             m = pcre2_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
         if (m < 0) return 0;
+        /* PCRE2 never touches the pairs beyond the pattern's groups, so only
+         * the m pairs it reports are this match's; 0 means all of them (the
+         * pattern has more groups than the match data holds). */
+        c->ncap = m > 0 ? (uint32_t)m : pcre2_get_ovector_count(c->md);
     }
     return 1;
 }
@@ -231,6 +235,7 @@ static int collect(void *ud, const uint32_t *ids, uint32_t n, size_t depth) {
 }
 
 int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx) {
+    ctx->ncap = 0; /* set again only by this call's own regex match */
     if (rs == NULL || rs->n == 0) return -1;
     lists_t l;
     l.count = 0;
@@ -256,20 +261,35 @@ int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx) {
     }
 }
 
-int lx_rule_expand(const char *target, const char *subject, pcre2_match_data *md, char *out,
-                   size_t cap, int escape) {
+int lx_rule_max_ref(const char *target) {
+    int max = -1;
+    for (const char *p = target; *p; p++)
+        if (*p == '$' && p[1] >= '0' && p[1] <= '9') {
+            if (p[1] - '0' > max) max = p[1] - '0';
+            p++;
+        }
+    return max;
+}
+
+int lx_rule_expand(const char *target, const lx_match_ctx_t *ctx, char *out, size_t cap,
+                   int escape) {
     static const char hex[] = "0123456789ABCDEF";
-    PCRE2_SIZE *ov = md ? pcre2_get_ovector_pointer(md) : NULL;
-    uint32_t pairs = md ? pcre2_get_ovector_count(md) : 0;
+    const PCRE2_SIZE *ov = ctx->ncap ? pcre2_get_ovector_pointer(ctx->md) : NULL;
+    uint32_t pairs = ctx->ncap;
+    if (ov && pairs > pcre2_get_ovector_count(ctx->md)) pairs = pcre2_get_ovector_count(ctx->md);
     size_t n = 0;
     for (const char *p = target; *p; p++) {
         if (*p == '$' && p[1] >= '0' && p[1] <= '9') {
             uint32_t k = (uint32_t)(p[1] - '0');
             p++;
-            if (k >= pairs || ov[2 * k] == PCRE2_UNSET)
-                continue; /* an unset group expands to nothing */
+            /* An unset group, or one this match did not reach, expands to
+             * nothing; offsets are checked against the subject all the same,
+             * so match data that is not this subject's can never be read. */
+            if (k >= pairs || ov[2 * k] == PCRE2_UNSET || ov[2 * k] > ov[2 * k + 1] ||
+                ov[2 * k + 1] > ctx->len)
+                continue;
             for (PCRE2_SIZE i = ov[2 * k]; i < ov[2 * k + 1]; i++) {
-                unsigned char c = (unsigned char)subject[i];
+                unsigned char c = (unsigned char)ctx->path[i];
                 int enc = escape && (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#%?", c));
                 if (n + (enc ? 3 : 1) >= cap) return -ENOSPC;
                 if (enc) {

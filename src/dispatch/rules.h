@@ -49,6 +49,7 @@ typedef struct {
     int method;           /**< llhttp_method_t */
     lx_addr_t addr;       /**< client address */
     pcre2_match_data *md; /**< per-loop; holds the captures of a regex match */
+    uint32_t ncap;        /**< ovector pairs the last match set; 0: no regex matched */
 } lx_match_ctx_t;
 
 /* Builds the index after rules[] is filled. Returns 0 or -ENOMEM. */
@@ -56,19 +57,27 @@ int lx_ruleset_index(lx_ruleset_t *rs);
 void lx_ruleset_free(lx_ruleset_t *rs);
 
 /* The first rule that matches, or -1. After a match of a rule with a regex,
- * ctx->md holds its captures. */
+ * ctx->md holds its captures and ctx->ncap says how many of its pairs that
+ * match set; after any other outcome ctx->ncap is 0, so nothing can read the
+ * offsets an earlier match (another request's) left in the match data. */
 int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx);
 
 /* Compiles a regex with JIT. Returns NULL and writes "message at offset N"
  * into err on failure. */
 pcre2_code *lx_regex_compile(const char *src, char *err, size_t errlen);
 
-/* Expands $0..$9 in target with the captures of the last match. Returns the
- * length written (at most cap - 1, NUL-terminated), or -ENOSPC. `escape`
- * percent-encodes captured bytes that may not stand in a URL as data (a
- * decoded "%" or "?" from the path is encoded again). */
-int lx_rule_expand(const char *target, const char *subject, pcre2_match_data *md, char *out,
-                   size_t cap, int escape);
+/* Expands $0..$9 in target with the captures of the last match in ctx (of
+ * ctx->path). A group the match did not set, or one beyond ctx->ncap,
+ * expands to nothing, and no capture is read outside ctx->path[0..len).
+ * Returns the length written (at most cap - 1, NUL-terminated), or -ENOSPC.
+ * `escape` percent-encodes captured bytes that may not stand in a URL as
+ * data (a decoded "%" or "?" from the path is encoded again). */
+int lx_rule_expand(const char *target, const lx_match_ctx_t *ctx, char *out, size_t cap,
+                   int escape);
+
+/* The highest $N that target refers to, or -1 when it has none: the config
+ * loader refuses a target that names a group its regex does not have. */
+int lx_rule_max_ref(const char *target);
 
 /* Bit for a method name ("GET"); bit 63 for one llhttp does not know. */
 uint64_t lx_method_bit(const char *name);

@@ -117,7 +117,7 @@ int main(void) {
     ok(lx_ruleset_index(&rs) == 0, "index built");
     is_int(rs.nalways, 1, "one rule must always be tested");
     pcre2_match_data *md = pcre2_match_data_create(10, NULL);
-    lx_match_ctx_t m = {"/pub/a.txt", 10, 1, addr("127.0.0.1"), md};
+    lx_match_ctx_t m = {"/pub/a.txt", 10, 1, addr("127.0.0.1"), md, 0};
     is_int(lx_ruleset_first(&rs, &m), 1, "/pub/a.txt: the allow written first wins");
     m.path = "/pub/a.bak";
     m.len = 10;
@@ -129,6 +129,35 @@ int main(void) {
     is_int(lx_ruleset_first(&empty, &m), -1, "an empty set matches nothing");
     ok(lx_method_bit("GET") != 0 && lx_method_bit("GET") != lx_method_bit("HEAD"), "method bits");
     is_int((long long)(lx_method_bit("TRACK") >> 63), 1, "an unknown method gets bit 63");
+
+    /* Captures are this match's only (issue 8 #5): a three-group match of a
+     * long path first, then a one-group match of a short one. */
+    lx_rule_t three[1] = {regex_rule("^/(s3cr3t)/(.*)/(.*)$")};
+    lx_rule_t one[1] = {regex_rule("^/go/(.*)$")};
+    lx_ruleset_t rs3 = {.rules = three, .n = 1}, rs1 = {.rules = one, .n = 1};
+    ok(lx_ruleset_index(&rs3) == 0 && lx_ruleset_index(&rs1) == 0, "capture sets indexed");
+    char out[256];
+    m.path = "/s3cr3t/first-client-secret/tail";
+    m.len = strlen(m.path);
+    is_int(lx_ruleset_first(&rs3, &m), 0, "the three-group regex matches");
+    is_int(lx_rule_expand("$1|$2|$3", &m, out, sizeof(out), 0), 31, "its captures expand");
+    is_str(out, "s3cr3t|first-client-secret|tail", "to its own groups");
+    m.path = "/go/x";
+    m.len = 5;
+    is_int(lx_ruleset_first(&rs1, &m), 0, "the one-group regex matches");
+    lx_rule_expand("/to/$1/$2/$3", &m, out, sizeof(out), 0);
+    is_str(out, "/to/x//", "groups beyond this match's expand to nothing, never to stale offsets");
+    m.path = "/nothing";
+    m.len = 8;
+    is_int(lx_ruleset_first(&rs1, &m), -1, "no match");
+    is_int((long long)m.ncap, 0, "a failed lookup leaves no captures to read");
+    lx_rule_expand("[$0$1]", &m, out, sizeof(out), 0);
+    is_str(out, "[]", "so $0 and $1 expand to nothing");
+    is_int(lx_rule_max_ref("/to/$1/$3?x=$2"), 3, "max_ref: the highest $N");
+    is_int(lx_rule_max_ref("/plain$"), -1, "max_ref: none");
+    lx_ruleset_free(&rs3);
+    lx_ruleset_free(&rs1);
+
     pcre2_match_data_free(md);
     lx_ruleset_free(&rs);
     return done_testing();
