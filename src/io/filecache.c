@@ -152,19 +152,25 @@ static void build_headers(lx_file_t *f) {
         snprintf(f->etag, sizeof(f->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
                  (uint64_t)f->mtime.tv_sec * 1000000000u + (uint64_t)f->mtime.tv_nsec, f->size);
     if (s->last_modified) lx_http_date(f->mtime.tv_sec, f->last_modified);
-    size_t cap = 256 + s->headers_len + strlen(f->ctype);
-    f->hdr = malloc(cap);
-    if (f->hdr == NULL) {
+    /* Sized by a first formatting pass rather than by an estimate, so the
+     * length used below is always what was written. */
+    const char *enc = gz ? "Content-Encoding: gzip\r\n" : "";
+    const char *vary = s->gzip_static ? "Vary: Accept-Encoding\r\n" : "";
+#define HDR_FMT "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s%s%s%s%s%s%s%s"
+#define HDR_ARGS                                                                                   \
+    f->ctype, f->size, f->last_modified[0] ? "Last-Modified: " : "", f->last_modified,             \
+        f->last_modified[0] ? "\r\n" : "", f->etag[0] ? "ETag: " : "", f->etag,                    \
+        f->etag[0] ? "\r\n" : "", "Accept-Ranges: bytes\r\n", enc, vary
+    int n = snprintf(NULL, 0, HDR_FMT, HDR_ARGS);
+    f->hdr = n < 0 ? NULL : malloc((size_t)n + s->headers_len + 1);
+    if (f->hdr == NULL || snprintf(f->hdr, (size_t)n + 1, HDR_FMT, HDR_ARGS) != n) {
+        free(f->hdr);
+        f->hdr = NULL;
         f->err = -ENOMEM;
         return;
     }
-    int n =
-        snprintf(f->hdr, cap, "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s%s%s%s%s%s",
-                 f->ctype, f->size, f->last_modified[0] ? "Last-Modified: " : "", f->last_modified,
-                 f->last_modified[0] ? "\r\n" : "", f->etag[0] ? "ETag: " : "", f->etag,
-                 f->etag[0] ? "\r\n" : "", "Accept-Ranges: bytes\r\n");
-    if (gz) n += snprintf(f->hdr + n, cap - (size_t)n, "Content-Encoding: gzip\r\n");
-    if (s->gzip_static) n += snprintf(f->hdr + n, cap - (size_t)n, "Vary: Accept-Encoding\r\n");
+#undef HDR_FMT
+#undef HDR_ARGS
     memcpy(f->hdr + n, s->headers, s->headers_len);
     f->hdr_len = (size_t)n + s->headers_len;
 }
