@@ -31,6 +31,7 @@ typedef struct {
     size_t errlen;
     const char *file; /* where the table being read was declared */
     int line;
+    uint32_t site_ids; /* site ids handed out so far */
 } loader_t;
 
 /* Records "file:line: message" for the table on top of the stack. */
@@ -222,9 +223,18 @@ static int add_header(loader_t *ld, char **buf, size_t *len, size_t *cap, const 
 
 /* Reads the serving keys of a vhost or location table into site, starting
  * from the values already there (a location inherits its vhost's). */
-static int read_site(loader_t *ld, int idx, lx_site_t *site, uint32_t id) {
+/* The file cache keys entries by site id, so every site of a generation
+ * (vhost, location, the vhost_dir one) needs its own: ids are handed out in
+ * sequence. Ids computed from positions (vhost index * 1024 + location
+ * index) made the 1024th location of one vhost share the next vhost's id,
+ * and so its cached files and their headers. */
+static uint32_t next_site_id(loader_t *ld) {
+    return ++ld->site_ids;
+}
+
+static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     lua_State *L = ld->L;
-    site->id = id;
+    site->id = next_site_id(ld);
     lua_getfield(L, idx, "root");
     if (lua_type(L, -1) == LUA_TSTRING) {
         size_t len;
@@ -464,7 +474,7 @@ static int read_locations(loader_t *ld, int idx, lx_vhost_t *vh) {
         loc->prefix = get_str(ld, t, "prefix", "/");
         loc->len = strlen(loc->prefix);
         loc->site = vh->site; /* inherit, then override */
-        r = read_site(ld, t, &loc->site, vh->site.id + (uint32_t)i + 1);
+        r = read_site(ld, t, &loc->site);
         if (r == 0) r = read_error_pages(ld, t, &loc->site);
         lx_ruleset_t *access = NULL;
         if (r == 0) r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
@@ -533,8 +543,7 @@ static int read_vhosts(loader_t *ld, int idx) {
         vh->name = get_str(ld, t, "name", "");
         vh->is_default = get_bool(ld, t, "default", 0);
         vh->site.etag = vh->site.last_modified = 1;
-        /* Site ids leave room for the vhost's locations after its own. */
-        int r = read_site(ld, t, &vh->site, (uint32_t)i * 1024);
+        int r = read_site(ld, t, &vh->site);
         if (r == 0) r = read_error_pages(ld, t, &vh->site);
         lx_ruleset_t *access = NULL;
         if (r == 0) r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
@@ -621,7 +630,7 @@ static int convert(loader_t *ld, int desc) {
         }
         m->name = "(vhost_dir)";
         m->is_default = 0;
-        m->site.id = 0xfffff000u;
+        m->site.id = next_site_id(ld);
     }
     return r;
 }

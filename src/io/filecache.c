@@ -107,6 +107,27 @@ void lx_filecache_clear(lx_filecache_t *fc) {
     }
 }
 
+void lx_filecache_adopt(lx_filecache_t *fc, const lx_gen_t *gen) {
+    lx_file_t *f = fc->lru_head;
+    while (f) {
+        lx_file_t *next = f->lru_next;
+        /* A load in flight has waiters of the old generation, which look the
+         * path up again when it is done: it stays where they find it, and
+         * lx_filecache_drop_gen removes it when they are gone. */
+        if (f->gen != gen && !f->loading) evict(fc, f);
+        f = next;
+    }
+}
+
+void lx_filecache_drop_gen(lx_filecache_t *fc, const lx_gen_t *gen) {
+    lx_file_t *f = fc->lru_head;
+    while (f) {
+        lx_file_t *next = f->lru_next;
+        if (f->gen == gen) evict(fc, f);
+        f = next;
+    }
+}
+
 void lx_filecache_free(lx_filecache_t *fc) {
     if (fc == NULL) return;
     lx_filecache_clear(fc);
@@ -281,7 +302,13 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     uint32_t site_id = site->id * 2 + (uint32_t)gz;
     uint64_t h = lx_hash(path, len, site_id);
     lx_file_t *f = fc->buckets[h & (fc->nbuckets - 1)];
-    while (f && !(f->hash == h && f->site_id == site_id && f->path_len == len &&
+    /* Site ids are unique within a generation only, and an entry's headers
+     * are its generation's, so the generation is part of the key: a request
+     * that started before a reload and looks a path up after it (resumed
+     * after a load, or trying an index file or an error page) shares nothing
+     * with the new generation's requests. Comparing the pointer is enough, as
+     * every entry holds a reference to its own generation. */
+    while (f && !(f->hash == h && f->site_id == site_id && f->gen == gen && f->path_len == len &&
                   memcmp(f->path, path, len) == 0))
         f = f->hnext;
     if (f) {

@@ -53,8 +53,17 @@ typedef struct lx_file_s {
 
 lx_filecache_t *lx_filecache_new(uv_loop_t *loop);
 void lx_filecache_free(lx_filecache_t *fc);
-/* Drops every entry (a new generation's sites replace the old ones). */
+/* Drops every entry. */
 void lx_filecache_clear(lx_filecache_t *fc);
+/* After a reload to gen: drops the entries of older generations, as gen's
+ * sites replace theirs, except loads in flight, whose waiters look them up
+ * again when they are done. Requests of an older generation still running
+ * keep their own entries (the generation is part of the key) until the
+ * worker calls lx_filecache_drop_gen for it. */
+void lx_filecache_adopt(lx_filecache_t *fc, const lx_gen_t *gen);
+/* Drops every entry of gen, once no request uses gen: an entry holds a
+ * reference to its generation, so one left behind would keep it alive. */
+void lx_filecache_drop_gen(lx_filecache_t *fc, const lx_gen_t *gen);
 
 /* Looks up a path for a site; gz: the path is the gzip_static variant of the
  * path without ".gz", served with its type and Content-Encoding. Returns 0 with *out set (a
