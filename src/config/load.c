@@ -271,6 +271,19 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     site->last_modified = (unsigned)get_bool(ld, idx, "last_modified", site->last_modified);
     site->gzip_static = (unsigned)get_bool(ld, idx, "gzip_static", site->gzip_static);
     site->dir_listing = (unsigned)get_bool(ld, idx, "dir_listing", site->dir_listing);
+    /* follow_symlinks = true | false | "owner"; a location inherits its
+     * vhost's. The default (the zero value, set by calloc) is "owner", as
+     * nginx's disable_symlinks if_not_owner: a link is followed only when it
+     * and its target have one owner. That keeps links an operator or a site
+     * owner makes inside their own files working, and stops a link to a file
+     * of someone else (www/pw -> /etc/passwd, made by a site owner who is not
+     * root; or one tenant's link into another's tree under vhost_dir). */
+    lua_getfield(L, idx, "follow_symlinks");
+    if (lua_type(L, -1) == LUA_TBOOLEAN)
+        site->follow_symlinks = lua_toboolean(L, -1) ? LX_SYMLINKS_FOLLOW : LX_SYMLINKS_REFUSE;
+    else if (lua_type(L, -1) == LUA_TSTRING)
+        site->follow_symlinks = LX_SYMLINKS_OWNER; /* the schema admits "owner" only */
+    lua_pop(L, 1);
     site->cache_control = get_str(ld, idx, "cache_control", site->cache_control);
 
     /* Headers are pre-built once here so a response copies one string. */
@@ -628,6 +641,11 @@ static int convert(loader_t *ld, int desc) {
             m->site.etag = m->site.last_modified = 1;
             m->site.headers = "";
         }
+        /* Under vhost_dir each host's tree may belong to another tenant, so
+         * following every link is never inherited from the default vhost:
+         * true becomes "owner" there; false stays false. */
+        if (m->site.follow_symlinks == LX_SYMLINKS_FOLLOW)
+            m->site.follow_symlinks = LX_SYMLINKS_OWNER;
         m->name = "(vhost_dir)";
         m->is_default = 0;
         m->site.id = next_site_id(ld);

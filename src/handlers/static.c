@@ -26,7 +26,8 @@ static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix,
     memcpy(full + r->root_len, path, len);
     if (slen) memcpy(full + r->root_len + len, suffix, slen);
     full[n] = '\0';
-    return lx_filecache_get(r->conn->w->cache, r->gen, s, full, n, slen != 0, r->conn, f);
+    return lx_filecache_get(r->conn->w->cache, r->gen, s, full, n, r->root_len, slen != 0, r->conn,
+                            f);
 }
 
 /* Is `tag` in the comma-separated If-None-Match list? Weak comparison

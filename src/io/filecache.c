@@ -13,6 +13,7 @@
 #include "../http/date.h"
 #include "../log.h"
 #include "../lx.h"
+#include "open_beneath.h"
 
 /* Bounds per loop: memory for small-file bodies, entries, and open fds. */
 #define CACHE_BYTES   (64u * 1024 * 1024)
@@ -199,10 +200,12 @@ static void build_headers(lx_file_t *f) {
 /* Runs on the thread pool: everything that may touch the disk. */
 static void load_work(uv_work_t *w) {
     lx_file_t *f = container_of(w, lx_file_t, work);
-    /* O_NONBLOCK: opening a FIFO someone put in the root must not hang. */
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    /* The symlink policy is applied here, once per cache fill: a hit never
+     * pays for it, and the revalidating stat notices a path that changed
+     * (its inode does), which sends it through here again. */
+    int fd = lx_open_beneath(f->path, f->root_len, f->symlinks);
     if (fd < 0) {
-        f->err = -errno;
+        f->err = fd;
         return;
     }
     struct stat st;
@@ -298,7 +301,7 @@ static int add_waiter(lx_file_t *f, lx_conn_t *c) {
 }
 
 int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, const char *path,
-                     size_t len, int gz, lx_conn_t *waiter, lx_file_t **out) {
+                     size_t len, size_t root_len, int gz, lx_conn_t *waiter, lx_file_t **out) {
     uint32_t site_id = site->id * 2 + (uint32_t)gz;
     uint64_t h = lx_hash(path, len, site_id);
     lx_file_t *f = fc->buckets[h & (fc->nbuckets - 1)];
@@ -335,6 +338,8 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     memcpy(f->path, path, len);
     f->path[len] = '\0';
     f->path_len = len;
+    f->root_len = root_len;
+    f->symlinks = site->follow_symlinks;
     f->cache = fc;
     f->site = site;
     f->gen = gen;
