@@ -77,6 +77,8 @@ vhost "default.test" { default = true, root = "$DIR/www",
   location "/li/" { },
 }
 vhost "true.test"  { root = "$DIR/www", follow_symlinks = true }
+vhost "listing.test" { root = "$DIR/www", dir_listing = true }
+vhost "listing-true.test" { root = "$DIR/www", dir_listing = true, follow_symlinks = true }
 vhost "false.test" { root = "$DIR/www", follow_symlinks = false }
 vhost "owner.test" { root = "$DIR/www", follow_symlinks = "owner",
   location "/li/" { },
@@ -117,6 +119,27 @@ subtest 'index files, gzip variants and listings go through the same check' => s
     link_other_owner('/etc/passwd', "$w/ix/index.html");
     is(status_of($s, 'default.test', '/ix/'), '403', 'an index.html that links to /etc/passwd: 403');
     is(status_of($s, 'true.test', '/ix/'), '200 LEAK', 'with follow_symlinks = true it is served');
+};
+
+subtest 'directory listings: opened under the policy, links not stat-ed through' => sub {
+    my $w = $s->dir . '/www';
+    mkdir "$w/ls" or die;
+    open my $fh, '>', "$w/ls/mine.txt" or die; print $fh "12345\n"; close $fh;
+    link_other_owner('/etc/passwd', "$w/ls/pw");
+    link_other_owner('/etc', "$w/lsl");
+    my $pwsize = (stat '/etc/passwd')[7];
+    my $r = $s->http(path => '/ls/', host => 'listing.test');
+    is($r->{status}, 200, 'listing: 200');
+    like($r->{body}, qr{>mine\.txt</a>\s+\S.*\s6\n}, 'a file shows its size');
+    my ($pwline) = ($r->{body} // '') =~ m{^(<a href="pw">.*)$}m;
+    ok(defined $pwline, 'the link is listed by name') or diag($r->{body});
+    unlike($pwline // '', qr/\s$pwsize$/, 'without the size of /etc/passwd');
+    like($pwline // '', qr/\s-$/, 'but "-"');
+    is(status_of($s, 'listing.test', '/lsl/'), '403', 'a directory link to /etc is not listed');
+    unlike($s->http(path => '/lsl/', host => 'listing.test')->{body} // '', qr/passwd/, 'nothing of /etc shows');
+    my $t = $s->http(path => '/lsl/', host => 'listing-true.test');
+    is($t->{status}, 200, 'with follow_symlinks = true it is listed');
+    like($t->{body} // '', qr/passwd/, 'and /etc shows');
 };
 
 subtest 'a cached file replaced by a link is checked again' => sub {
