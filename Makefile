@@ -64,6 +64,11 @@ $(BUILD)/unit/test_dispatch: t/unit/test_dispatch.c $(wildcard src/dispatch/*.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) $(PKG_LIBS)
 
+# The symlink policy's file opener; it needs the config headers only.
+$(BUILD)/unit/test_open_beneath: t/unit/test_open_beneath.c src/io/open_beneath.c src/io/open_beneath.h t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_open_beneath.c src/io/open_beneath.c
+
 unit: $(UNITS)
 
 run: deps all

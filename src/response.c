@@ -1,6 +1,7 @@
 /* Building responses into the connection's output buffer. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "conn.h"
 #include "request.h"
@@ -46,6 +47,15 @@ const char *lx_status_reason(int status) {
     }
 }
 
+/* What snprintf wrote into a buffer of cap bytes, given what it returned:
+ * the return is the length the whole text would need, which is more than
+ * was written when the text was cut. The texts formatted here have known
+ * bounds, so a cut is a bug, but one that must not become an over-read. */
+static size_t clamp_len(int n, size_t cap) {
+    if (n < 0) return 0;
+    return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
 static void put(lx_req_t *r, const char *p, size_t len) {
     lx_conn_t *c = r->conn;
     char *b = lx_conn_obuf_reserve(c, len);
@@ -69,20 +79,34 @@ void lx_resp_start(lx_req_t *r, int status) {
     char line[128];
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nServer: " LX_SERVER "\r\nDate: %s\r\n",
                      status, lx_status_reason(status), w->date);
-    put(r, line, (size_t)n);
+    put(r, line, clamp_len(n, sizeof(line)));
 }
 
 void lx_resp_header(lx_req_t *r, const char *line, size_t len) {
     put(r, line, len);
 }
 
+/* Formats header lines. vsnprintf's result is what the text would need, not
+ * what it wrote: a value longer than the stack buffer (a long Content-Type
+ * from mime { }, say) is formatted again into a buffer of that size, because
+ * a truncated header line would lose its CRLF and merge into the next. */
 void lx_resp_headerf(lx_req_t *r, const char *fmt, ...) {
     char line[1024];
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
+    va_copy(again, ap);
     int n = vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (n > 0) put(r, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+    if (n > 0 && (size_t)n < sizeof(line)) {
+        put(r, line, (size_t)n);
+    } else if (n > 0) {
+        char *big = malloc((size_t)n + 1);
+        int m = big ? vsnprintf(big, (size_t)n + 1, fmt, again) : -1;
+        /* Out of memory: the response comes out short and the close tells. */
+        if (m == n) put(r, big, (size_t)n);
+        free(big);
+    }
+    va_end(again);
 }
 
 void lx_resp_end_headers(lx_req_t *r) {
@@ -139,9 +163,10 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
     if (status == 405) put(r, "Allow: GET, HEAD\r\n", 18);
     if (extra) put(r, extra, strlen(extra));
     if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
-    lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n", n);
+    size_t blen = clamp_len(n, sizeof(body));
+    lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %zu\r\n", blen);
     lx_resp_end_headers(r);
-    lx_resp_body_copy(r, body, (size_t)n);
+    lx_resp_body_copy(r, body, blen);
 }
 
 void lx_resp_done(lx_req_t *r) {

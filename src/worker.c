@@ -143,6 +143,7 @@ void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
         if (--rt->users == 0) {
             lx_log_debug("worker %d: generation %llu drained", w->index,
                          (unsigned long long)gen->id);
+            lx_filecache_drop_gen(w->cache, gen);
             lx_gen_unref(gen);
             *rt = w->retired[--w->nretired];
         }
@@ -193,6 +194,11 @@ static void adopt(lx_worker_t *w) {
     if (m.gen == NULL) return;
     swap_listeners(w, m.fds, m.nfds);
     free(m.fds);
+    /* Cached files carry the old sites' headers: start afresh. Requests
+     * still running under the old generation keep only the loads they wait
+     * for, until the generation drains (lx_worker_gen_release). */
+    lx_filecache_adopt(w->cache, m.gen);
+    if (w->gen_users == 0) lx_filecache_drop_gen(w->cache, w->gen);
     if (w->gen_users > 0) {
         lx_retired_t *rt = realloc(w->retired, (w->nretired + 1) * sizeof(*rt));
         if (rt != NULL) {
@@ -209,8 +215,6 @@ static void adopt(lx_worker_t *w) {
     const lx_server_conf_t *s = &m.gen->srv;
     w->max_conns = s->max_connections / (uint32_t)s->workers;
     if (w->max_conns == 0) w->max_conns = 1;
-    /* Cached files carry the old sites' headers: start afresh. */
-    lx_filecache_clear(w->cache);
 }
 
 static void on_wakeup(uv_async_t *a) {

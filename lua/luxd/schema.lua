@@ -365,7 +365,7 @@ end
 
 S.VHOST_ORDER = {
   "aliases", "default", "root", "index", "etag", "last_modified", "cache_control",
-  "headers", "gzip_static", "dir_listing", "access", "rewrite", "redirect",
+  "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
   "fallback", "proxy", "policy", "error_pages",
 }
 
@@ -449,6 +449,12 @@ local function not_built(ctx, key, v, what)
                        "would serve them from the root instead; remove it", what))
 end
 
+-- follow_symlinks = true | false | "owner" (see src/config/load.c read_site).
+local function check_follow_symlinks(ctx, key, v, what)
+  if v == true or v == false or v == "owner" then return v end
+  V.fail(ctx, key, fmt('%s must be true, false or "owner", got %s', what, V.show(v)))
+end
+
 local VHOST_KEYS = {
   aliases = T.array(check_alias, { single = true }),
   default = T.boolean(),
@@ -460,6 +466,7 @@ local VHOST_KEYS = {
   headers = check_headers,
   gzip_static = T.boolean(),
   dir_listing = T.boolean(),
+  follow_symlinks = check_follow_symlinks,
   access = check_access,
   rewrite = rewrites(false),
   redirect = rewrites(true),
@@ -485,7 +492,8 @@ function S.vhost_defaults()
   return {
     aliases = {}, default = false, root = nil, index = { "index.html" },
     etag = true, last_modified = true, cache_control = nil, headers = {},
-    gzip_static = false, dir_listing = false, access = {}, rewrite = {}, redirect = {},
+    gzip_static = false, dir_listing = false, follow_symlinks = "owner",
+    access = {}, rewrite = {}, redirect = {},
     locations = {}, policy = nil, fallback = nil, proxy = nil, error_pages = {},
   }
 end

@@ -14,26 +14,36 @@
 #include "../lx.h"
 #include "../http/mime.h"
 
+/* follow_symlinks: which symbolic links below a document root are followed
+ * when a file is opened (nginx's disable_symlinks). The default is OWNER:
+ * see read_site in load.c for why. */
+typedef enum {
+    LX_SYMLINKS_OWNER = 0, /**< "owner": when the link and its target have one owner */
+    LX_SYMLINKS_FOLLOW,    /**< true: every link */
+    LX_SYMLINKS_REFUSE,    /**< false: none; a path through a link is 403 */
+} lx_symlinks_t;
+
 /* Serving settings of a vhost or of one of its locations. A location starts as
  * a copy of its vhost's site and overrides the keys it names. */
 typedef struct lx_site_s {
-    const char *root;           /**< absolute document root, no trailing slash; NULL: none */
-    size_t root_len;            /**< strlen(root) */
-    const char **index;         /**< index file names tried for a path ending in '/' */
-    size_t nindex;              /**< entries in index */
-    const char *cache_control;  /**< Cache-Control value, or NULL */
-    const char *headers;        /**< pre-built "Name: value\r\n" lines added to every response */
-    size_t headers_len;         /**< bytes in headers */
-    unsigned etag : 1;          /**< send ETag and honour If-None-Match */
-    unsigned last_modified : 1; /**< send Last-Modified and honour If-Modified-Since */
-    unsigned gzip_static : 1;   /**< serve FILE.gz to clients that accept gzip */
-    unsigned dir_listing : 1;   /**< list directories that have no index file */
-    uint32_t id;                /**< unique within a generation; part of the file cache key */
-    const lx_ruleset_t *access; /**< access rules, or NULL */
-    const int *error_status;    /**< statuses that have an error page */
-    const char **error_page;    /**< the page (a path in the site) for each */
-    uint32_t policy;            /**< policy slot (1..), 0: none */
-    size_t nerror_pages;        /**< entries in both */
+    const char *root;              /**< absolute document root, no trailing slash; NULL: none */
+    size_t root_len;               /**< strlen(root) */
+    const char **index;            /**< index file names tried for a path ending in '/' */
+    size_t nindex;                 /**< entries in index */
+    const char *cache_control;     /**< Cache-Control value, or NULL */
+    const char *headers;           /**< pre-built "Name: value\r\n" lines added to every response */
+    size_t headers_len;            /**< bytes in headers */
+    unsigned etag : 1;             /**< send ETag and honour If-None-Match */
+    unsigned last_modified : 1;    /**< send Last-Modified and honour If-Modified-Since */
+    unsigned gzip_static : 1;      /**< serve FILE.gz to clients that accept gzip */
+    unsigned dir_listing : 1;      /**< list directories that have no index file */
+    lx_symlinks_t follow_symlinks; /**< links below the root that are followed */
+    uint32_t id;                   /**< unique within a generation; part of the file cache key */
+    const lx_ruleset_t *access;    /**< access rules, or NULL */
+    const int *error_status;       /**< statuses that have an error page */
+    const char **error_page;       /**< the page (a path in the site) for each */
+    uint32_t policy;               /**< policy slot (1..), 0: none */
+    size_t nerror_pages;           /**< entries in both */
 } lx_site_t;
 
 /* location "/prefix/" { ... }: the longest matching prefix wins. */

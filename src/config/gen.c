@@ -104,6 +104,10 @@ static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
     fprintf(out, "\n%setag %s, last_modified %s, gzip_static %s, dir_listing %s\n", indent,
             s->etag ? "on" : "off", s->last_modified ? "on" : "off", s->gzip_static ? "on" : "off",
             s->dir_listing ? "on" : "off");
+    fprintf(out, "%sfollow_symlinks %s\n", indent,
+            s->follow_symlinks == LX_SYMLINKS_FOLLOW   ? "true"
+            : s->follow_symlinks == LX_SYMLINKS_REFUSE ? "false"
+                                                       : "owner");
     if (s->headers_len) {
         fprintf(out, "%sheaders:\n", indent);
         const char *p = s->headers, *end = s->headers + s->headers_len;

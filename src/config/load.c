@@ -31,6 +31,7 @@ typedef struct {
     size_t errlen;
     const char *file; /* where the table being read was declared */
     int line;
+    uint32_t site_ids; /* site ids handed out so far */
 } loader_t;
 
 /* Records "file:line: message" for the table on top of the stack. */
@@ -222,9 +223,18 @@ static int add_header(loader_t *ld, char **buf, size_t *len, size_t *cap, const 
 
 /* Reads the serving keys of a vhost or location table into site, starting
  * from the values already there (a location inherits its vhost's). */
-static int read_site(loader_t *ld, int idx, lx_site_t *site, uint32_t id) {
+/* The file cache keys entries by site id, so every site of a generation
+ * (vhost, location, the vhost_dir one) needs its own: ids are handed out in
+ * sequence. Ids computed from positions (vhost index * 1024 + location
+ * index) made the 1024th location of one vhost share the next vhost's id,
+ * and so its cached files and their headers. */
+static uint32_t next_site_id(loader_t *ld) {
+    return ++ld->site_ids;
+}
+
+static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     lua_State *L = ld->L;
-    site->id = id;
+    site->id = next_site_id(ld);
     lua_getfield(L, idx, "root");
     if (lua_type(L, -1) == LUA_TSTRING) {
         size_t len;
@@ -261,6 +271,19 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site, uint32_t id) {
     site->last_modified = (unsigned)get_bool(ld, idx, "last_modified", site->last_modified);
     site->gzip_static = (unsigned)get_bool(ld, idx, "gzip_static", site->gzip_static);
     site->dir_listing = (unsigned)get_bool(ld, idx, "dir_listing", site->dir_listing);
+    /* follow_symlinks = true | false | "owner"; a location inherits its
+     * vhost's. The default (the zero value, set by calloc) is "owner", as
+     * nginx's disable_symlinks if_not_owner: a link is followed only when it
+     * and its target have one owner. That keeps links an operator or a site
+     * owner makes inside their own files working, and stops a link to a file
+     * of someone else (www/pw -> /etc/passwd, made by a site owner who is not
+     * root; or one tenant's link into another's tree under vhost_dir). */
+    lua_getfield(L, idx, "follow_symlinks");
+    if (lua_type(L, -1) == LUA_TBOOLEAN)
+        site->follow_symlinks = lua_toboolean(L, -1) ? LX_SYMLINKS_FOLLOW : LX_SYMLINKS_REFUSE;
+    else if (lua_type(L, -1) == LUA_TSTRING)
+        site->follow_symlinks = LX_SYMLINKS_OWNER; /* the schema admits "owner" only */
+    lua_pop(L, 1);
     site->cache_control = get_str(ld, idx, "cache_control", site->cache_control);
 
     /* Headers are pre-built once here so a response copies one string. */
@@ -477,7 +500,7 @@ static int read_locations(loader_t *ld, int idx, lx_vhost_t *vh) {
         loc->prefix = get_str(ld, t, "prefix", "/");
         loc->len = strlen(loc->prefix);
         loc->site = vh->site; /* inherit, then override */
-        r = read_site(ld, t, &loc->site, vh->site.id + (uint32_t)i + 1);
+        r = read_site(ld, t, &loc->site);
         if (r == 0) r = read_error_pages(ld, t, &loc->site);
         lx_ruleset_t *access = NULL;
         if (r == 0) r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
@@ -546,8 +569,7 @@ static int read_vhosts(loader_t *ld, int idx) {
         vh->name = get_str(ld, t, "name", "");
         vh->is_default = get_bool(ld, t, "default", 0);
         vh->site.etag = vh->site.last_modified = 1;
-        /* Site ids leave room for the vhost's locations after its own. */
-        int r = read_site(ld, t, &vh->site, (uint32_t)i * 1024);
+        int r = read_site(ld, t, &vh->site);
         if (r == 0) r = read_error_pages(ld, t, &vh->site);
         lx_ruleset_t *access = NULL;
         if (r == 0) r = read_rules(ld, t, "access", LX_RULE_DENY, "access rule", &access);
@@ -649,9 +671,14 @@ static int convert(loader_t *ld, int desc) {
             m->site.etag = m->site.last_modified = 1;
             m->site.headers = "";
         }
+        /* Under vhost_dir each host's tree may belong to another tenant, so
+         * following every link is never inherited from the default vhost:
+         * true becomes "owner" there; false stays false. */
+        if (m->site.follow_symlinks == LX_SYMLINKS_FOLLOW)
+            m->site.follow_symlinks = LX_SYMLINKS_OWNER;
         m->name = "(vhost_dir)";
         m->is_default = 0;
-        m->site.id = 0xfffff000u;
+        m->site.id = next_site_id(ld);
     }
     return r;
 }

@@ -1,6 +1,7 @@
 /* Directory listings (dir_listing = true), built on the thread pool because
  * reading a directory may wait on the disk. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,14 +9,17 @@
 
 #include "../conn.h"
 #include "../http/date.h"
+#include "../io/open_beneath.h"
 #include "listing.h"
 
 typedef struct {
     uv_work_t work;
     lx_conn_t *c;
-    char *dir;   /* file system path, ends in '/' */
-    char *title; /* decoded URL path */
-    char *html;  /* result, or NULL on error */
+    char *dir;              /* file system path, ends in '/' */
+    size_t root_len;        /* bytes of dir that are the document root */
+    lx_symlinks_t symlinks; /* the site's follow_symlinks */
+    char *title;            /* decoded URL path */
+    char *html;             /* result, or NULL on error */
     size_t len;
     int err;
 } job_t;
@@ -75,36 +79,59 @@ static void put_url(buf_t *b, const char *s) {
     }
 }
 
-static int visible(const struct dirent *d) {
-    return d->d_name[0] != '.'; /* hidden files stay hidden, as in nginx */
+static int by_name(const void *a, const void *b) {
+    return strcoll(*(char *const *)a, *(char *const *)b);
 }
 
+/* The directory is opened under the site's follow_symlinks, as the file
+ * cache opens files, and read through that fd: a path component swapped for
+ * a link after the cache checked it cannot get another directory listed.
+ * Entries are stat'ed relative to it, without following links unless every
+ * link is followed, so a link's target does not lend the page its size. */
 static void job_work(uv_work_t *w) {
     job_t *j = container_of(w, job_t, work);
-    struct dirent **names;
-    int n = scandir(j->dir, &names, visible, alphasort);
-    if (n < 0) {
-        j->err = -errno;
+    int fd = lx_open_beneath(j->dir, j->root_len, j->symlinks);
+    if (fd < 0) {
+        j->err = fd;
         return;
     }
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        j->err = -errno;
+        close(fd);
+        return;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.') continue; /* hidden files stay hidden, as in nginx */
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nn = realloc(names, cap * sizeof(*names));
+            if (nn == NULL) break;
+            names = nn;
+        }
+        if ((names[n] = strdup(de->d_name)) == NULL) break;
+        n++;
+    }
+    if (names) qsort(names, n, sizeof(*names), by_name);
+    int stat_flags = j->symlinks == LX_SYMLINKS_FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW;
     buf_t b = {0};
     PUTS(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
     put_html(&b, j->title);
     PUTS(&b, "</title></head>\n<body><h1>Index of ");
     put_html(&b, j->title);
     PUTS(&b, "</h1><hr><pre>\n<a href=\"../\">../</a>\n");
-    size_t dlen = strlen(j->dir);
-    for (int i = 0; i < n; i++) {
-        const char *name = names[i]->d_name;
-        char *full = malloc(dlen + strlen(name) + 1);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = names[i];
         struct stat st;
-        int ok = full && (strcpy(full, j->dir), strcat(full, name), stat(full, &st) == 0);
-        free(full);
-        if (ok) {
+        if (fstatat(dirfd(d), name, &st, stat_flags) == 0) {
             int dir = S_ISDIR(st.st_mode);
-            char date[LX_HTTP_DATE_LEN + 1], size[32];
+            char date[LX_HTTP_DATE_LEN + 1], size[32] = "-";
             lx_http_date(st.st_mtime, date);
-            snprintf(size, sizeof(size), "%lld", dir ? -1LL : (long long)st.st_size);
+            if (!dir && !S_ISLNK(st.st_mode))
+                snprintf(size, sizeof(size), "%lld", (long long)st.st_size);
             PUTS(&b, "<a href=\"");
             put_url(&b, name);
             put(&b, dir ? "/\">" : "\">", dir ? 3 : 2);
@@ -112,12 +139,13 @@ static void job_work(uv_work_t *w) {
             put(&b, dir ? "/</a>  " : "</a>  ", dir ? 7 : 6);
             put(&b, date, strlen(date));
             PUTS(&b, "  ");
-            put(&b, dir ? "-" : size, dir ? 1 : strlen(size));
+            put(&b, size, strlen(size));
             PUTS(&b, "\n");
         }
         free(names[i]);
     }
     free(names);
+    closedir(d);
     PUTS(&b, "</pre><hr></body></html>\n");
     if (b.oom) {
         free(b.p);
@@ -167,6 +195,10 @@ lx_rc_t lx_listing(lx_req_t *r, const char *dir, size_t len) {
         return LX_DONE;
     }
     j = calloc(1, sizeof(*j));
+    if (j) {
+        j->root_len = r->root_len;
+        j->symlinks = r->site->follow_symlinks;
+    }
     if (j == NULL || (j->dir = strndup(dir, len)) == NULL ||
         (j->title = strndup(r->decoded, r->decoded_len)) == NULL) {
         if (j) free(j->dir);

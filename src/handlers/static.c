@@ -26,7 +26,8 @@ static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix,
     memcpy(full + r->root_len, path, len);
     if (slen) memcpy(full + r->root_len + len, suffix, slen);
     full[n] = '\0';
-    return lx_filecache_get(r->conn->w->cache, r->gen, s, full, n, slen != 0, r->conn, f);
+    return lx_filecache_get(r->conn->w->cache, r->gen, s, full, n, r->root_len, slen != 0, r->conn,
+                            f);
 }
 
 /* Is `tag` in the comma-separated If-None-Match list? Weak comparison
@@ -123,48 +124,83 @@ static void validators(lx_req_t *r, const lx_file_t *f) {
     lx_resp_header(r, r->site->headers, r->site->headers_len);
 }
 
-static void serve_ranges(lx_req_t *r, lx_file_t *f, const lx_range_t *rg, int n) {
-    if (n == 1) {
-        lx_resp_start(r, 206);
-        lx_resp_headerf(r,
-                        "Content-Type: %s\r\nContent-Length: %" PRIu64
-                        "\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n",
-                        f->ctype, rg[0].last - rg[0].first + 1, rg[0].first, rg[0].last, f->size);
-        validators(r, f);
-        lx_resp_end_headers(r);
-        queue_body(r, f, rg[0].first, rg[0].last - rg[0].first + 1);
-        return;
-    }
-    /* multipart/byteranges (RFC 9110 14.6): each part's head is formatted
-     * twice, once to count the length, once into the output. */
-    static const char boundary[] = "LUXD_BYTERANGES_7c1f3a9e5d2b";
-    char part[512];
-    uint64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        total += (uint64_t)snprintf(part, sizeof(part),
-                                    "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %" PRIu64
-                                    "-%" PRIu64 "/%" PRIu64 "\r\n\r\n",
-                                    boundary, f->ctype, rg[i].first, rg[i].last, f->size);
-        total += rg[i].last - rg[i].first + 1;
-    }
-    total += sizeof(boundary) - 1 + 8; /* "\r\n--" boundary "--\r\n" */
+/* multipart/byteranges (RFC 9110 14.6). Each part's head is the fixed
+ * text below, the file's Content-Type, then a Content-Range line. The type
+ * has no length limit (mime { } takes any), so it is never formatted into a
+ * fixed buffer: only the numbers are, and their text has a known bound. */
+#define BOUNDARY    "LUXD_BYTERANGES_7c1f3a9e5d2b"
+#define PART_OPEN   "\r\n--" BOUNDARY "\r\nContent-Type: "
+#define PARTS_CLOSE "\r\n--" BOUNDARY "--\r\n"
+
+/* "\r\nContent-Range: bytes A-B/SIZE\r\n\r\n": 23 + 3 * 20 + 2 + 4 bytes at
+ * most. Returns the length written, clamped to what the buffer holds, so a
+ * caller never trusts a would-be length. */
+static size_t part_range_line(char *buf, size_t cap, const lx_range_t *rg, uint64_t size) {
+    int n =
+        snprintf(buf, cap, "\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n\r\n",
+                 rg->first, rg->last, size);
+    if (n < 0) return 0;
+    return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+/* The multipart body's length for these ranges. */
+static uint64_t multipart_length(const lx_file_t *f, const lx_range_t *rg, int n) {
+    char line[96];
+    size_t ctype_len = strlen(f->ctype);
+    uint64_t total = sizeof(PARTS_CLOSE) - 1;
+    for (int i = 0; i < n; i++)
+        total += sizeof(PART_OPEN) - 1 + ctype_len +
+                 part_range_line(line, sizeof(line), &rg[i], f->size) +
+                 (rg[i].last - rg[i].first + 1);
+    return total;
+}
+
+static void serve_single_range(lx_req_t *r, lx_file_t *f, const lx_range_t *rg) {
+    lx_resp_start(r, 206);
+    lx_resp_headerf(r,
+                    "Content-Type: %s\r\nContent-Length: %" PRIu64
+                    "\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n",
+                    f->ctype, rg->last - rg->first + 1, rg->first, rg->last, f->size);
+    validators(r, f);
+    lx_resp_end_headers(r);
+    queue_body(r, f, rg->first, rg->last - rg->first + 1);
+}
+
+static void serve_multipart(lx_req_t *r, lx_file_t *f, const lx_range_t *rg, int n,
+                            uint64_t total) {
     lx_resp_start(r, 206);
     lx_resp_headerf(
         r, "Content-Type: multipart/byteranges; boundary=%s\r\nContent-Length: %" PRIu64 "\r\n",
-        boundary, total);
+        BOUNDARY, total);
     validators(r, f);
     lx_resp_end_headers(r);
     if (r->head) return;
+    size_t ctype_len = strlen(f->ctype);
+    char line[96];
     for (int i = 0; i < n; i++) {
-        int len = snprintf(part, sizeof(part),
-                           "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %" PRIu64
-                           "-%" PRIu64 "/%" PRIu64 "\r\n\r\n",
-                           boundary, f->ctype, rg[i].first, rg[i].last, f->size);
-        lx_resp_body_copy(r, part, (size_t)len);
+        lx_resp_body_copy(r, PART_OPEN, sizeof(PART_OPEN) - 1);
+        lx_resp_body_copy(r, f->ctype, ctype_len);
+        lx_resp_body_copy(r, line, part_range_line(line, sizeof(line), &rg[i], f->size));
         queue_body(r, f, rg[i].first, rg[i].last - rg[i].first + 1);
     }
-    int len = snprintf(part, sizeof(part), "\r\n--%s--\r\n", boundary);
-    lx_resp_body_copy(r, part, (size_t)len);
+    lx_resp_body_copy(r, PARTS_CLOSE, sizeof(PARTS_CLOSE) - 1);
+}
+
+/* Answers a satisfiable range set with 206, or returns 0 when the whole file
+ * is the better answer. Overlapping and adjacent ranges are merged first;
+ * when the parts with their headers would still be longer than the file,
+ * the file itself is sent with 200, as Apache and nginx do, so no Range
+ * header makes a response larger than the whole file plus its headers. */
+static int serve_ranges(lx_req_t *r, lx_file_t *f, lx_range_t *rg, int n) {
+    n = lx_range_coalesce(rg, n);
+    if (n == 1) {
+        serve_single_range(r, f, &rg[0]);
+        return 1;
+    }
+    uint64_t total = multipart_length(f, rg, n);
+    if (total > f->size) return 0;
+    serve_multipart(r, f, rg, n, total);
+    return 1;
 }
 
 static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
@@ -194,10 +230,7 @@ static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
             lx_resp_error_with(r, 416, cr);
             return LX_DONE;
         }
-        if (n > 0) {
-            serve_ranges(r, f, rg, n);
-            return LX_DONE;
-        }
+        if (n > 0 && serve_ranges(r, f, rg, n)) return LX_DONE;
     }
     /* The common case: one copy of the pre-built headers. */
     lx_resp_start(r, 200);

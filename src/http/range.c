@@ -126,3 +126,34 @@ int lx_range_parse(const char *value, size_t len, uint64_t size, lx_range_t *out
     if (listed == 0) return 0;
     return n > 0 ? n : -ERANGE;
 }
+
+/* Insertion sort by first byte: at most LX_RANGE_MAX entries, so a library
+ * sort would cost more in calls than it saves. */
+static void sort_by_first(lx_range_t *r, int n) {
+    for (int i = 1; i < n; i++) {
+        lx_range_t v = r[i];
+        int j = i;
+        while (j > 0 && r[j - 1].first > v.first) {
+            r[j] = r[j - 1];
+            j--;
+        }
+        r[j] = v;
+    }
+}
+
+int lx_range_coalesce(lx_range_t *r, int n) {
+    if (n <= 1) return n;
+    sort_by_first(r, n);
+    int out = 0;
+    for (int i = 1; i < n; i++) {
+        /* Overlapping or adjacent (the next starts at most one byte after
+         * this one ends): one part covers both. `last` is below the size,
+         * which is at most UINT64_MAX, so last + 1 cannot wrap. */
+        if (r[i].first <= r[out].last + 1) {
+            if (r[i].last > r[out].last) r[out].last = r[i].last;
+        } else {
+            r[++out] = r[i];
+        }
+    }
+    return out + 1;
+}

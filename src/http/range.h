@@ -31,4 +31,12 @@ typedef struct {
  * whitespace around the value is tolerated. */
 int lx_range_parse(const char *value, size_t len, uint64_t size, lx_range_t *out, int max);
 
+/* Sorts n ranges by their first byte and merges those that overlap or touch
+ * ("0-9,10-19" becomes "0-19"), in place. Returns the number left (1..n; 0
+ * for n = 0). RFC 9110 15.3.7.2 lets a server coalesce ranges regardless of
+ * the order they were listed in; doing so bounds what one request can make
+ * us send to the size of the representation plus the part headers, where
+ * sixteen "0-" ranges would otherwise send the whole file sixteen times. */
+int lx_range_coalesce(lx_range_t *r, int n);
+
 #endif

@@ -13,6 +13,7 @@
 #include "../http/date.h"
 #include "../log.h"
 #include "../lx.h"
+#include "open_beneath.h"
 
 /* Bounds per loop: memory for small-file bodies, entries, and open fds. */
 #define CACHE_BYTES   (64u * 1024 * 1024)
@@ -107,6 +108,27 @@ void lx_filecache_clear(lx_filecache_t *fc) {
     }
 }
 
+void lx_filecache_adopt(lx_filecache_t *fc, const lx_gen_t *gen) {
+    lx_file_t *f = fc->lru_head;
+    while (f) {
+        lx_file_t *next = f->lru_next;
+        /* A load in flight has waiters of the old generation, which look the
+         * path up again when it is done: it stays where they find it, and
+         * lx_filecache_drop_gen removes it when they are gone. */
+        if (f->gen != gen && !f->loading) evict(fc, f);
+        f = next;
+    }
+}
+
+void lx_filecache_drop_gen(lx_filecache_t *fc, const lx_gen_t *gen) {
+    lx_file_t *f = fc->lru_head;
+    while (f) {
+        lx_file_t *next = f->lru_next;
+        if (f->gen == gen) evict(fc, f);
+        f = next;
+    }
+}
+
 void lx_filecache_free(lx_filecache_t *fc) {
     if (fc == NULL) return;
     lx_filecache_clear(fc);
@@ -152,19 +174,25 @@ static void build_headers(lx_file_t *f) {
         snprintf(f->etag, sizeof(f->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
                  (uint64_t)f->mtime.tv_sec * 1000000000u + (uint64_t)f->mtime.tv_nsec, f->size);
     if (s->last_modified) lx_http_date(f->mtime.tv_sec, f->last_modified);
-    size_t cap = 256 + s->headers_len + strlen(f->ctype);
-    f->hdr = malloc(cap);
-    if (f->hdr == NULL) {
+    /* Sized by a first formatting pass rather than by an estimate, so the
+     * length used below is always what was written. */
+    const char *enc = gz ? "Content-Encoding: gzip\r\n" : "";
+    const char *vary = s->gzip_static ? "Vary: Accept-Encoding\r\n" : "";
+#define HDR_FMT "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s%s%s%s%s%s%s%s"
+#define HDR_ARGS                                                                                   \
+    f->ctype, f->size, f->last_modified[0] ? "Last-Modified: " : "", f->last_modified,             \
+        f->last_modified[0] ? "\r\n" : "", f->etag[0] ? "ETag: " : "", f->etag,                    \
+        f->etag[0] ? "\r\n" : "", "Accept-Ranges: bytes\r\n", enc, vary
+    int n = snprintf(NULL, 0, HDR_FMT, HDR_ARGS);
+    f->hdr = n < 0 ? NULL : malloc((size_t)n + s->headers_len + 1);
+    if (f->hdr == NULL || snprintf(f->hdr, (size_t)n + 1, HDR_FMT, HDR_ARGS) != n) {
+        free(f->hdr);
+        f->hdr = NULL;
         f->err = -ENOMEM;
         return;
     }
-    int n =
-        snprintf(f->hdr, cap, "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s%s%s%s%s%s",
-                 f->ctype, f->size, f->last_modified[0] ? "Last-Modified: " : "", f->last_modified,
-                 f->last_modified[0] ? "\r\n" : "", f->etag[0] ? "ETag: " : "", f->etag,
-                 f->etag[0] ? "\r\n" : "", "Accept-Ranges: bytes\r\n");
-    if (gz) n += snprintf(f->hdr + n, cap - (size_t)n, "Content-Encoding: gzip\r\n");
-    if (s->gzip_static) n += snprintf(f->hdr + n, cap - (size_t)n, "Vary: Accept-Encoding\r\n");
+#undef HDR_FMT
+#undef HDR_ARGS
     memcpy(f->hdr + n, s->headers, s->headers_len);
     f->hdr_len = (size_t)n + s->headers_len;
 }
@@ -172,10 +200,12 @@ static void build_headers(lx_file_t *f) {
 /* Runs on the thread pool: everything that may touch the disk. */
 static void load_work(uv_work_t *w) {
     lx_file_t *f = container_of(w, lx_file_t, work);
-    /* O_NONBLOCK: opening a FIFO someone put in the root must not hang. */
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    /* The symlink policy is applied here, once per cache fill: a hit never
+     * pays for it, and the revalidating stat notices a path that changed
+     * (its inode does), which sends it through here again. */
+    int fd = lx_open_beneath(f->path, f->root_len, f->symlinks);
     if (fd < 0) {
-        f->err = -errno;
+        f->err = fd;
         return;
     }
     struct stat st;
@@ -271,11 +301,17 @@ static int add_waiter(lx_file_t *f, lx_conn_t *c) {
 }
 
 int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, const char *path,
-                     size_t len, int gz, lx_conn_t *waiter, lx_file_t **out) {
+                     size_t len, size_t root_len, int gz, lx_conn_t *waiter, lx_file_t **out) {
     uint32_t site_id = site->id * 2 + (uint32_t)gz;
     uint64_t h = lx_hash(path, len, site_id);
     lx_file_t *f = fc->buckets[h & (fc->nbuckets - 1)];
-    while (f && !(f->hash == h && f->site_id == site_id && f->path_len == len &&
+    /* Site ids are unique within a generation only, and an entry's headers
+     * are its generation's, so the generation is part of the key: a request
+     * that started before a reload and looks a path up after it (resumed
+     * after a load, or trying an index file or an error page) shares nothing
+     * with the new generation's requests. Comparing the pointer is enough, as
+     * every entry holds a reference to its own generation. */
+    while (f && !(f->hash == h && f->site_id == site_id && f->gen == gen && f->path_len == len &&
                   memcmp(f->path, path, len) == 0))
         f = f->hnext;
     if (f) {
@@ -302,6 +338,8 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     memcpy(f->path, path, len);
     f->path[len] = '\0';
     f->path_len = len;
+    f->root_len = root_len;
+    f->symlinks = site->follow_symlinks;
     f->cache = fc;
     f->site = site;
     f->gen = gen;

@@ -30,6 +30,8 @@ typedef struct lx_file_s {
     lx_gen_t *gen;               /**< holds site's generation alive (a reference) */
     char *path;                  /**< absolute file path (owned) */
     size_t path_len;             /**< strlen(path) */
+    size_t root_len;             /**< bytes of path that are the document root */
+    lx_symlinks_t symlinks;      /**< the site's follow_symlinks, for the load */
     int err;                     /**< 0, or -ENOENT, -EACCES, ...: negative entry */
     unsigned is_dir : 1;         /**< a directory */
     unsigned loading : 1;        /**< a thread-pool load is in flight */
@@ -53,15 +55,26 @@ typedef struct lx_file_s {
 
 lx_filecache_t *lx_filecache_new(uv_loop_t *loop);
 void lx_filecache_free(lx_filecache_t *fc);
-/* Drops every entry (a new generation's sites replace the old ones). */
+/* Drops every entry. */
 void lx_filecache_clear(lx_filecache_t *fc);
+/* After a reload to gen: drops the entries of older generations, as gen's
+ * sites replace theirs, except loads in flight, whose waiters look them up
+ * again when they are done. Requests of an older generation still running
+ * keep their own entries (the generation is part of the key) until the
+ * worker calls lx_filecache_drop_gen for it. */
+void lx_filecache_adopt(lx_filecache_t *fc, const lx_gen_t *gen);
+/* Drops every entry of gen, once no request uses gen: an entry holds a
+ * reference to its generation, so one left behind would keep it alive. */
+void lx_filecache_drop_gen(lx_filecache_t *fc, const lx_gen_t *gen);
 
-/* Looks up a path for a site; gz: the path is the gzip_static variant of the
- * path without ".gz", served with its type and Content-Encoding. Returns 0 with *out set (a
+/* Looks up a path for a site; its first root_len bytes are the document root,
+ * below which the site's follow_symlinks applies; gz: the path is the
+ * gzip_static variant of the path without ".gz", served with its type and
+ * Content-Encoding. Returns 0 with *out set (a
  * reference the caller must lx_file_unref) when the entry is ready (maybe a negative one: check
  * err), or -EAGAIN when it is being loaded: `c` is resumed when it is. */
 int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, const char *path,
-                     size_t len, int gz, lx_conn_t *waiter, lx_file_t **out);
+                     size_t len, size_t root_len, int gz, lx_conn_t *waiter, lx_file_t **out);
 
 void lx_file_ref(lx_file_t *f);
 void lx_file_unref(lx_file_t *f);
