@@ -276,19 +276,18 @@ my %PROOF = (
     'location.fallback'   => { refused => loc("\n  fallback = \"app\",\n"), line => 2 },
     'location.proxy'      => { refused => loc("\n  proxy = \"app\",\n"), line => 2 },
 
-    # follow_symlinks (issue 8 #8) is added in another branch. Once it is in
-    # the schema this test fails until its proofs are here. Two entries,
-    # because the probe makes the link itself (a derived location proof
-    # would not move it under /l/), and a/b both set the key, as the tests
-    # run as root and "owner" would follow a link to a root-owned file:
-    #   'vhost.follow_symlinks' => {
-    #       a => vh('follow_symlinks = true'), b => vh('follow_symlinks = false'),
-    #       probe => sub { my $s = shift; symlink "$s->{dir}/other/index.html", "$s->{dir}/www/ln.html";
-    #                      answer($s, path => '/ln.html') } },
-    #   'location.follow_symlinks' => {
-    #       a => loc('follow_symlinks = true'), b => loc('follow_symlinks = false'),
-    #       probe => sub { my $s = shift; mkdir "$s->{dir}/www/l"; symlink "$s->{dir}/other/index.html", "$s->{dir}/www/l/ln.html";
-    #                      answer($s, path => '/l/ln.html') } },
+    # follow_symlinks: two entries, because the probe makes the link itself
+    # (a derived location proof would not move it under /l/), and a/b both
+    # set the key, as the tests may run as root and "owner" would follow a
+    # link to a root-owned file.
+    'vhost.follow_symlinks' => {
+        a => vh('follow_symlinks = true'), b => vh('follow_symlinks = false'),
+        probe => sub { my $s = shift; symlink "$s->{dir}/other/index.html", "$s->{dir}/www/ln.html";
+                       answer($s, path => '/ln.html') } },
+    'location.follow_symlinks' => {
+        a => loc('follow_symlinks = true'), b => loc('follow_symlinks = false'),
+        probe => sub { my $s = shift; mkdir "$s->{dir}/www/l"; symlink "$s->{dir}/other/index.html", "$s->{dir}/www/l/ln.html";
+                       answer($s, path => '/l/ln.html') } },
 );
 
 # --- the walk -------------------------------------------------------------
