@@ -85,6 +85,7 @@ my @cases = (
     ['DEL in a field value', "${GET}X-A: a\x7fb\r\n\r\n", 400, 1],
     ['ESC in a field value', "${GET}X-A: a\x1bb\r\n\r\n", 400, 1],
     ['vertical tab before chunked', "${POST}Transfer-Encoding: \x0bchunked\r\n\r\n0\r\n\r\n", 400, 1],
+    ['more header fields than luxd keeps (100)', $GET . join('', map { "X-$_: v\r\n" } 1 .. 101) . "\r\n", [400, 431], 1],
     ['obs-text in a field value is allowed', "${GET}X-A: caf\xe9\r\n\r\n", 200, 0, body => "aaa\n"],
 
     # --- request line: RFC 9112 3; nginx CVE-2013-4547 (space, NUL)
@@ -113,6 +114,9 @@ my @cases = (
     ['CONNECT (no tunnels here)', "CONNECT localhost:80 HTTP/1.1\r\n$H\r\n", [400, 405], 1],
     ['absolute-form with userinfo', "GET http://user\@localhost/a.txt HTTP/1.1\r\n$H\r\n", 400, 1],
     ['absolute-form with a bad port', "GET http://localhost:8x/a.txt HTTP/1.1\r\n$H\r\n", 400, 1],
+    ['absolute-form with a scheme other than http', "GET ftp://localhost/a.txt HTTP/1.1\r\n$H\r\n", 400, 1],
+    ['NUL inside the method', "G\0ET /a.txt HTTP/1.1\r\n$H\r\n", 400, 1],
+    ['method alone', "GET\r\n$H\r\n", 400, 1],
     ['absolute-form is allowed', "GET http://localhost/a.txt HTTP/1.1\r\nHost: elsewhere\r\n\r\n", 200, 0, body => "aaa\n"],
     ['TLS ClientHello', "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" . ("\xaa" x 40) . "\r\n\r\n", 400, 1],
     ['request line longer than max_header_bytes', "GET /" . ('a' x 9000) . " HTTP/1.1\r\n$H\r\n", [400, 414], 1],
@@ -148,6 +152,8 @@ my @cases = (
     ['empty Content-Length', "${POST}Content-Length: \r\n\r\n", 400, 1],
     ['Content-Length overflow', "${POST}Content-Length: 99999999999999999999\r\n\r\n", [400, 413], 1],
     ['Content-Length over max_body_bytes', "${POST}Content-Length: 1048577\r\n\r\n", 413, 1],
+    ['two equal Content-Length fields', "${GETB}Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello", [200, 400], -1],
+    ['Content-Length with leading zeros is a number', "${GETB}Content-Length: 005\r\n\r\nhello", 200, 0, body => "aaa\n"],
     ['GET with a Content-Length body', "${GETB}Content-Length: 5\r\n\r\nhello", 200, 0, body => "aaa\n", split => 1],
 
     # --- Transfer-Encoding: RFC 9112 6.1, 6.3, 7 (llhttp CVE-2020-8287,
