@@ -524,6 +524,8 @@ static void request_begin(lx_conn_t *c) {
     c->expect = LX_EXPECT_NONE;
     c->ext_bytes = 0;
     c->trailer_bytes = 0;
+    c->framing_bytes = 0;
+    c->framing_parts = 0;
     c->cur_header = NULL;
     c->last_end = NULL;
     c->nreq++;
@@ -531,6 +533,19 @@ static void request_begin(lx_conn_t *c) {
      * in this read (see conn_process): the common request costs no timer. */
     c->req_started = uv_now(&c->w->loop);
     (void)s;
+}
+
+/* Bytes of a chunked body that no limit counts: chunk-size lines (llhttp
+ * takes any number of leading zeros), CRLFs and the whitespace of trailer
+ * lines. Each chunk and trailer field brings a few; many more are a client
+ * streaming filler to keep a request going (the CVE-2024-22019 class), and
+ * get 413. Of consumed body bytes just parsed, those that took the data,
+ * extension and trailer counts past counted_before were counted already. */
+#define FRAMING_PER_PART 32
+static int framing_overflow(lx_conn_t *c, size_t consumed, uint64_t counted_before) {
+    uint64_t counted = c->req.body_read + c->ext_bytes + c->trailer_bytes - counted_before;
+    if (consumed > counted) c->framing_bytes += consumed - counted;
+    return c->framing_bytes > (uint64_t)FRAMING_PER_PART * (c->framing_parts + 2);
 }
 
 static void conn_process(lx_conn_t *c) {
@@ -550,8 +565,16 @@ static void conn_process(lx_conn_t *c) {
             request_begin(c);
         }
         const char *start = c->rbuf + c->rpos;
+        /* Framing is counted over runs that start inside a chunked body;
+         * the run that ends the header block may take a little uncounted. */
+        int chunked_body = c->headers_done && c->req.chunked;
+        uint64_t counted = c->req.body_read + c->ext_bytes + c->trailer_bytes;
         llhttp_errno_t e = llhttp_execute(&c->parser, start, (size_t)(c->rlen - c->rpos));
         if (e == HPE_OK) {
+            if (chunked_body && framing_overflow(c, c->rlen - c->rpos, counted)) {
+                parse_error(c, 413);
+                return;
+            }
             c->rpos = c->rlen;
             if (!c->headers_done) {
                 if (c->rlen - c->req_start > s->max_header_bytes) {
@@ -575,17 +598,26 @@ static void conn_process(lx_conn_t *c) {
             break;
         }
         if (e == HPE_PAUSED) {
-            c->rpos = (size_t)(llhttp_get_error_pos(&c->parser) - c->rbuf);
+            size_t pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->rbuf);
+            if (chunked_body && framing_overflow(c, pos - c->rpos, counted)) {
+                parse_error(c, 413);
+                return;
+            }
+            c->rpos = pos;
             llhttp_resume(&c->parser);
             if (!c->message_done) {
-                /* Paused at the end of a header block with 100-continue. A
-                 * client that sent body bytes already is not waiting for
-                 * us; otherwise the request is answered now, and the
-                 * response's status decides whether the body is wanted. */
-                if (c->rpos < c->rlen)
-                    c->expect = LX_EXPECT_NONE;
-                else
-                    lx_request_run(&c->req);
+                /* Paused at the end of a header block: of a chunked request,
+                 * so that its framing is counted from the first body byte,
+                 * or of one with 100-continue. A client that sent body
+                 * bytes already is not waiting for us; otherwise the
+                 * request is answered now, and the response's status
+                 * decides whether the body is wanted. */
+                if (c->expect == LX_EXPECT_WAITING) {
+                    if (c->rpos < c->rlen)
+                        c->expect = LX_EXPECT_NONE;
+                    else
+                        lx_request_run(&c->req);
+                }
                 continue;
             }
             c->in_request = 0;
@@ -781,8 +813,11 @@ static int on_header_value_complete(llhttp_t *p) {
     lx_conn_t *c = CONN(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
-    if (c->headers_done) return 0; /* a trailer field: dropped */
-    if (h == NULL) return -1;      /* a line with an empty field name */
+    if (c->headers_done) {
+        c->framing_parts++;
+        return 0; /* a trailer field: dropped */
+    }
+    if (h == NULL) return -1; /* a line with an empty field name */
     c->cur_header = NULL;
     if (h->value.p == NULL) {
         h->value.p = c->last_end;
@@ -872,7 +907,7 @@ static int on_headers_complete(llhttp_t *p) {
         c->expect = LX_EXPECT_WAITING;
         return HPE_PAUSED;
     }
-    return 0;
+    return r->chunked ? HPE_PAUSED : 0;
 }
 
 /* The first response to a request that waits for 100 Continue. The body is
@@ -913,6 +948,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
  * before its bytes arrive. */
 static int on_chunk_header(llhttp_t *p) {
     lx_conn_t *c = CONN(p);
+    c->framing_parts++;
     if (p->content_length > c->w->gen->srv.max_body_bytes - c->req.body_read) {
         c->err_status = 413;
         return -1;

@@ -66,6 +66,8 @@ struct lx_conn_s {
     int expect;                /**< lx_expect_t: where a 100-continue request stands */
     size_t ext_bytes;          /**< chunk-extension bytes of this request */
     size_t trailer_bytes;      /**< trailer-section bytes of this request */
+    uint64_t framing_bytes;    /**< chunked-body bytes no other limit counts */
+    uint32_t framing_parts;    /**< chunks and trailer fields that may bring such bytes */
     lx_out_t out[LX_OUT_MAX];  /**< queued output */
     unsigned out_head;         /**< first queued entry */
     unsigned out_n;            /**< queued entries */

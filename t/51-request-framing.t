@@ -114,6 +114,37 @@ subtest '50 MB of chunk extensions are cut short' => sub {
     $c->close;
 };
 
+# The bytes no count covers: leading zeros of a chunk size, whitespace in a
+# trailer line. A few per chunk are fine; a stream of them is refused.
+subtest 'chunk-size zeros and trailer whitespace are bounded' => sub {
+    my @bad = (['100,000 leading zeros in a chunk size', ('0' x 100_000) . "1\r\nx\r\n0\r\n\r\n"],
+               ['100,000 spaces in a trailer line', "1\r\nx\r\n0\r\nX-A:" . (' ' x 100_000) . "v\r\n\r\n"]);
+    for my $t (@bad) {
+        my ($name, $body) = @$t;
+        my $c = $s->connect;
+        $c->send($CHUNKED . $body);
+        my $r = $c->response(timeout => 5);
+        is(status_of($r), 413, "$name: 413");
+        ok($c->wait_closed(3), 'closed');
+        $c->close;
+    }
+    # What real clients send: many small chunks, sizes padded to 16 digits,
+    # a few trailers.
+    my $ok = join('', map { "1\r\nx\r\n" } 1 .. 3000) . "0000000000000005\r\nhello\r\n"
+           . "0\r\nA: b\r\nB:  c \r\n\r\n";
+    for my $cut (0, 1) {
+        my $c = $s->connect;
+        if ($cut) {    # a few reads, each ending at another place in the framing
+            my $req = $CHUNKED . $ok;
+            for (my $i = 0; $i < length $req; $i += 4093) { $c->send(substr($req, $i, 4093)); sleep 0.01 }
+        } else {
+            $c->send($CHUNKED . $ok);
+        }
+        check_response($c->response(timeout => 5), { status => 200, body => "aaa\n" }, "3000 one-byte chunks and padded sizes (" . ($cut ? 'in pieces' : 'at once') . ')');
+        $c->close;
+    }
+};
+
 # --- #17: Expect: 100-continue
 
 # fresh-N.txt were never asked for: their first open waits on the thread
