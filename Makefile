@@ -42,10 +42,17 @@ $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HARDEN) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c -o $@ $<
 
-# llhttp is compiled in from node-llhttp's C sources, not vendored.
-$(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c
+# llhttp is compiled in from node-llhttp's C sources, not vendored. Its
+# strict mode is the one that follows RFC 9112: the default (loose) parser
+# takes a bare CR for a line end after the header block, after a chunk size
+# and after chunk data, any two bytes for the CRLF after chunk data, and
+# spaces in field names (request smuggling, CVE-2023-30589). Measured on a
+# browser-sized request it costs nothing (about 740 ns either way). The
+# objects depend on this file so that a change of mode rebuilds them.
+LLHTTP_DEFS := -DLLHTTP_STRICT_MODE=1
+$(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(HARDEN) -w -I$(LLHTTP_INC) -c -o $@ $<
+	$(CC) $(CFLAGS) $(HARDEN) $(LLHTTP_DEFS) -w -I$(LLHTTP_INC) -c -o $@ $<
 
 $(BUILD)/gen/lua_embed.c: $(LUA_MODS) src/config/embed.sh
 	@mkdir -p $(dir $@)

@@ -25,7 +25,7 @@ enum { TO_NONE, TO_HEADER, TO_BODY, TO_SEND, TO_IDLE, TO_LINGER };
  * enough that one big download does not starve the loop's other clients. */
 #define SENDFILE_CHUNK (512 * 1024)
 
-static const llhttp_settings_t *parser_settings(void);
+static const llhttp_settings_t parser_settings;
 static void conn_process(lx_conn_t *c);
 static void conn_flush(lx_conn_t *c);
 static void on_poll(uv_poll_t *p, int status, int events);
@@ -183,7 +183,7 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
         strcpy(c->peer, "-");
     lx_addr_from_sockaddr(peer, &c->addr);
     lx_arena_init(&c->arena, 4096);
-    llhttp_init(&c->parser, HTTP_REQUEST, parser_settings());
+    llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
     c->parser.data = c;
     c->next = w->conns;
     if (w->conns) w->conns->prev = c;
@@ -487,8 +487,12 @@ static void parse_error(lx_conn_t *c, int status) {
     c->closing = 1;
     c->linger = 1;
     if (r->arena == NULL) r->arena = &c->arena;
-    lx_resp_error(r, status);
-    lx_resp_done(r);
+    /* A request answered before its body (100-continue) has had its one
+     * response: a fault in the body that follows can only close. */
+    if (!r->responded) {
+        lx_resp_error(r, status);
+        lx_resp_done(r);
+    }
     lx_log_debug("%s: bad request (%d): %s", c->peer, status,
                  llhttp_get_error_reason(&c->parser) ? llhttp_get_error_reason(&c->parser)
                                                      : "limit");
@@ -516,6 +520,12 @@ static void request_begin(lx_conn_t *c) {
     c->headers_done = 0;
     c->message_done = 0;
     c->err_status = 0;
+    c->te = LX_TE_NONE;
+    c->expect = LX_EXPECT_NONE;
+    c->ext_bytes = 0;
+    c->trailer_bytes = 0;
+    c->framing_bytes = 0;
+    c->framing_parts = 0;
     c->cur_header = NULL;
     c->last_end = NULL;
     c->nreq++;
@@ -523,6 +533,19 @@ static void request_begin(lx_conn_t *c) {
      * in this read (see conn_process): the common request costs no timer. */
     c->req_started = uv_now(&c->w->loop);
     (void)s;
+}
+
+/* Bytes of a chunked body that no limit counts: chunk-size lines (llhttp
+ * takes any number of leading zeros), CRLFs and the whitespace of trailer
+ * lines. Each chunk and trailer field brings a few; many more are a client
+ * streaming filler to keep a request going (the CVE-2024-22019 class), and
+ * get 413. Of consumed body bytes just parsed, those that took the data,
+ * extension and trailer counts past counted_before were counted already. */
+#define FRAMING_PER_PART 32
+static int framing_overflow(lx_conn_t *c, size_t consumed, uint64_t counted_before) {
+    uint64_t counted = c->req.body_read + c->ext_bytes + c->trailer_bytes - counted_before;
+    if (consumed > counted) c->framing_bytes += consumed - counted;
+    return c->framing_bytes > (uint64_t)FRAMING_PER_PART * (c->framing_parts + 2);
 }
 
 static void conn_process(lx_conn_t *c) {
@@ -542,8 +565,16 @@ static void conn_process(lx_conn_t *c) {
             request_begin(c);
         }
         const char *start = c->rbuf + c->rpos;
+        /* Framing is counted over runs that start inside a chunked body;
+         * the run that ends the header block may take a little uncounted. */
+        int chunked_body = c->headers_done && c->req.chunked;
+        uint64_t counted = c->req.body_read + c->ext_bytes + c->trailer_bytes;
         llhttp_errno_t e = llhttp_execute(&c->parser, start, (size_t)(c->rlen - c->rpos));
         if (e == HPE_OK) {
+            if (chunked_body && framing_overflow(c, c->rlen - c->rpos, counted)) {
+                parse_error(c, 413);
+                return;
+            }
             c->rpos = c->rlen;
             if (!c->headers_done) {
                 if (c->rlen - c->req_start > s->max_header_bytes) {
@@ -566,17 +597,31 @@ static void conn_process(lx_conn_t *c) {
             if (c->out_n == 0) want(c, UV_READABLE);
             break;
         }
-        if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
-            c->rpos = (size_t)(llhttp_get_error_pos(&c->parser) - c->rbuf);
-            if (e == HPE_PAUSED_UPGRADE) {
-                /* luxd speaks no other protocol: answer, then close. */
-                c->req.keepalive = 0;
-                c->upgrade = 1;
-            } else {
-                llhttp_resume(&c->parser);
+        if (e == HPE_PAUSED) {
+            size_t pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->rbuf);
+            if (chunked_body && framing_overflow(c, pos - c->rpos, counted)) {
+                parse_error(c, 413);
+                return;
+            }
+            c->rpos = pos;
+            llhttp_resume(&c->parser);
+            if (!c->message_done) {
+                /* Paused at the end of a header block: of a chunked request,
+                 * so that its framing is counted from the first body byte,
+                 * or of one with 100-continue. A client that sent body
+                 * bytes already is not waiting for us; otherwise the
+                 * request is answered now, and the response's status
+                 * decides whether the body is wanted. */
+                if (c->expect == LX_EXPECT_WAITING) {
+                    if (c->rpos < c->rlen)
+                        c->expect = LX_EXPECT_NONE;
+                    else
+                        lx_request_run(&c->req);
+                }
+                continue;
             }
             c->in_request = 0;
-            lx_request_run(&c->req);
+            if (c->expect != LX_EXPECT_ANSWERED) lx_request_run(&c->req);
             continue;
         }
         int status = c->err_status ? c->err_status : 400;
@@ -646,10 +691,25 @@ static int on_url_complete(llhttp_t *p) {
     return 0;
 }
 
+/* Trailer fields (after a chunked body) are counted and dropped. They never
+ * join the request's headers: the request was routed on its header section,
+ * a Range or X-User sent after the body must not change what it gets, and
+ * the bytes they point at are overwritten by the next read (body bytes are
+ * not kept). RFC 9110 6.5.1 lets a recipient discard them. */
+static int count_trailer(lx_conn_t *c, size_t len) {
+    c->trailer_bytes += len;
+    if (c->trailer_bytes > c->w->gen->srv.max_header_bytes) {
+        c->err_status = 431;
+        return -1;
+    }
+    return 0;
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
     lx_conn_t *c = CONN(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
+    if (c->headers_done) return count_trailer(c, len);
     if (h == NULL) {
         if (r->headers == NULL) {
             r->headers = lx_arena_alloc(&c->arena, LX_MAX_HEADERS * sizeof(lx_header_t));
@@ -673,6 +733,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     lx_conn_t *c = CONN(p);
     lx_header_t *h = c->cur_header;
+    if (c->headers_done) return count_trailer(c, len);
     if (h == NULL) return -1; /* a line with an empty field name */
     if (h->value.p == NULL) {
         h->value.p = at;
@@ -716,10 +777,46 @@ static const struct {
     ((1u << 4) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 10) | (1u << 13) |         \
      (1u << 15) | (1u << 17))
 
+/* Folds one Transfer-Encoding field line into c->te. RFC 9112 6.1 and 7:
+ * chunked must be the last coding and may be applied once; luxd decodes no
+ * other coding (nginx answers those with 501 too). The lines of a request
+ * form one list, in order. */
+static void note_transfer_codings(lx_conn_t *c, lx_str_t v) {
+    const char *p = v.p, *end = v.p + v.len;
+    int any = 0;
+    while (p < end) {
+        /* Empty list elements are allowed (RFC 9110 5.6.1). */
+        while (p < end && (*p == ',' || *p == ' ' || *p == '\t'))
+            p++;
+        if (p == end) break;
+        const char *t = p;
+        while (p < end && *p != ',')
+            p++;
+        const char *q = p;
+        while (q > t && (q[-1] == ' ' || q[-1] == '\t'))
+            q--;
+        lx_str_t coding = {t, (size_t)(q - t)};
+        int chunked = lx_str_ieq(coding, "chunked", 7);
+        any = 1;
+        switch (c->te) {
+        case LX_TE_NONE: c->te = chunked ? LX_TE_CHUNKED : LX_TE_OTHER; break;
+        case LX_TE_OTHER: c->te = chunked ? LX_TE_UNKNOWN : LX_TE_OTHER; break;
+        case LX_TE_CHUNKED:
+        case LX_TE_UNKNOWN: c->te = LX_TE_BAD; break; /* a coding after chunked */
+        default: break;
+        }
+    }
+    if (!any) c->te = LX_TE_BAD; /* "Transfer-Encoding:" with no coding */
+}
+
 static int on_header_value_complete(llhttp_t *p) {
     lx_conn_t *c = CONN(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
+    if (c->headers_done) {
+        c->framing_parts++;
+        return 0; /* a trailer field: dropped */
+    }
     if (h == NULL) return -1; /* a line with an empty field name */
     c->cur_header = NULL;
     if (h->value.p == NULL) {
@@ -742,6 +839,7 @@ static int on_header_value_complete(llhttp_t *p) {
             int id = known_headers[i].id;
             if (id == LX_H_HOST && r->hosts++ > 0)
                 return -1; /* two Host headers: which one is meant? */
+            if (id == LX_H_TRANSFER_ENCODING) note_transfer_codings(c, h->value);
             r->known[id] = h->value;
             break;
         }
@@ -769,6 +867,24 @@ static int on_headers_complete(llhttp_t *p) {
         return -1; /* RFC 9112 3.2: a 1.1 request without Host gets 400 */
     if ((p->flags & F_TRANSFER_ENCODING) && r->http_minor == 0)
         return -1; /* RFC 9112 6.1: Transfer-Encoding in 1.0 is a framing fault */
+    switch ((lx_te_t)c->te) {
+    case LX_TE_NONE: break;
+    case LX_TE_CHUNKED:
+        /* llhttp must frame the body the same way, or we would not agree
+         * with it on where this request ends. */
+        if (!(p->flags & F_CHUNKED)) return -1;
+        break;
+    case LX_TE_UNKNOWN: c->err_status = 501; return -1;
+    default: return -1; /* RFC 9112 6.3: the length cannot be known: 400, close */
+    }
+    /* luxd is no tunnel or proxy: CONNECT is not allowed (nginx answers
+     * 405 too), and for any other method Upgrade is a header like others.
+     * The request is answered as HTTP/1.1 and the connection goes on. */
+    if (p->method == HTTP_CONNECT) {
+        c->err_status = 405;
+        return -1;
+    }
+    p->upgrade = 0;
     r->chunked = (p->flags & F_CHUNKED) != 0;
     if (p->flags & F_CONTENT_LENGTH) {
         r->content_length = p->content_length;
@@ -777,25 +893,43 @@ static int on_headers_complete(llhttp_t *p) {
             return -1;
         }
     }
-    if (r->known[LX_H_EXPECT].len && (r->chunked || r->content_length)) {
-        if (lx_str_ieq(r->known[LX_H_EXPECT], "100-continue", 12)) {
-            static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-            size_t from = c->olen;
-            char *b = lx_conn_obuf_reserve(c, sizeof(cont) - 1);
-            if (b) {
-                memcpy(b, cont, sizeof(cont) - 1);
-                c->olen += sizeof(cont) - 1;
-                lx_conn_queue_obuf(c, from);
-                write_out(c);
-            }
-        } else {
+    r->keepalive = llhttp_should_keep_alive(p) && s->keepalive_timeout > 0 &&
+                   c->nreq < s->keepalive_requests && c->w->stop == 0;
+    /* RFC 9110 10.1.1: an HTTP/1.0 server knows no expectations, so one in
+     * a 1.0 request is ignored. In 1.1, 100-continue asks whether to send
+     * the body: luxd pauses here and answers first (conn_process), so a
+     * request that will be refused gets its final status instead. */
+    if (r->known[LX_H_EXPECT].len && r->http_minor >= 1 && (r->chunked || r->content_length)) {
+        if (!lx_str_ieq(r->known[LX_H_EXPECT], "100-continue", 12)) {
             c->err_status = 417;
             return -1;
         }
+        c->expect = LX_EXPECT_WAITING;
+        return HPE_PAUSED;
     }
-    r->keepalive = llhttp_should_keep_alive(p) && s->keepalive_timeout > 0 &&
-                   c->nreq < s->keepalive_requests && c->w->stop == 0;
-    return 0;
+    return r->chunked ? HPE_PAUSED : 0;
+}
+
+/* The first response to a request that waits for 100 Continue. The body is
+ * wanted only if the request succeeds; a refusal (or a redirect) goes out
+ * instead of the 100 and ends the connection, since the client may or may
+ * not send the body now and the next request's start is in doubt. */
+void lx_conn_answer_expect(lx_conn_t *c, lx_req_t *r, int status) {
+    c->expect = LX_EXPECT_ANSWERED;
+    if (status >= 300) {
+        r->keepalive = 0;
+        return;
+    }
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    size_t from = c->olen;
+    char *b = lx_conn_obuf_reserve(c, sizeof(cont) - 1);
+    if (b == NULL) {
+        r->keepalive = 0;
+        return;
+    }
+    memcpy(b, cont, sizeof(cont) - 1);
+    c->olen += sizeof(cont) - 1;
+    lx_conn_queue_obuf(c, from);
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len) {
@@ -814,11 +948,33 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
  * before its bytes arrive. */
 static int on_chunk_header(llhttp_t *p) {
     lx_conn_t *c = CONN(p);
+    c->framing_parts++;
     if (p->content_length > c->w->gen->srv.max_body_bytes - c->req.body_read) {
         c->err_status = 413;
         return -1;
     }
     return 0;
+}
+
+/* Chunk extensions carry nothing luxd uses, but each byte costs a read:
+ * without a bound, a client sends gigabytes of "1;x=aaaa..." with a body
+ * of a few bytes (CVE-2024-22019). A request's extensions may add up to
+ * max_header_bytes: the name and value bytes, and one for each ';' and '='. */
+static int count_extension(lx_conn_t *c, size_t len) {
+    c->ext_bytes += len;
+    if (c->ext_bytes > c->w->gen->srv.max_header_bytes) {
+        c->err_status = 413;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_chunk_extension(llhttp_t *p, const char *at, size_t len) {
+    return count_extension(CONN(p), len);
+}
+
+static int on_chunk_extension_delimiter(llhttp_t *p) {
+    return count_extension(CONN(p), 1);
 }
 
 static int on_message_complete(llhttp_t *p) {
@@ -827,21 +983,19 @@ static int on_message_complete(llhttp_t *p) {
     return HPE_PAUSED;
 }
 
-static const llhttp_settings_t *parser_settings(void) {
-    static llhttp_settings_t s;
-    static int init;
-    if (!init) {
-        llhttp_settings_init(&s);
-        s.on_url = on_url;
-        s.on_url_complete = on_url_complete;
-        s.on_header_field = on_header_field;
-        s.on_header_value = on_header_value;
-        s.on_header_value_complete = on_header_value_complete;
-        s.on_headers_complete = on_headers_complete;
-        s.on_body = on_body;
-        s.on_chunk_header = on_chunk_header;
-        s.on_message_complete = on_message_complete;
-        init = 1;
-    }
-    return &s;
-}
+/* Filled at compile time: every worker thread reads it, none writes it. */
+static const llhttp_settings_t parser_settings = {
+    .on_url = on_url,
+    .on_url_complete = on_url_complete,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_chunk_header = on_chunk_header,
+    .on_chunk_extension_name = on_chunk_extension,
+    .on_chunk_extension_value = on_chunk_extension,
+    .on_chunk_extension_name_complete = on_chunk_extension_delimiter,
+    .on_chunk_extension_value_complete = on_chunk_extension_delimiter,
+    .on_message_complete = on_message_complete,
+};

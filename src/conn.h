@@ -23,6 +23,24 @@ typedef struct {
 
 #define LX_OUT_MAX 80
 
+/* What the Transfer-Encoding lines of a request added up to. Only a lone
+ * "chunked" frames a body luxd can read; any other list is refused. */
+typedef enum {
+    LX_TE_NONE,    /**< no Transfer-Encoding line */
+    LX_TE_CHUNKED, /**< exactly one coding, chunked */
+    LX_TE_OTHER,   /**< only codings other than chunked so far (gzip, ...) */
+    LX_TE_UNKNOWN, /**< other codings, then chunked last: 501 */
+    LX_TE_BAD,     /**< chunked twice or not last, or an empty coding: 400 */
+} lx_te_t;
+
+/* A request with "Expect: 100-continue" whose body has not started to
+ * arrive is answered before its body: the client waits for our word. */
+typedef enum {
+    LX_EXPECT_NONE,     /**< no expectation to meet */
+    LX_EXPECT_WAITING,  /**< the client waits; the first response status decides */
+    LX_EXPECT_ANSWERED, /**< answered before the body; the body is read and dropped */
+} lx_expect_t;
+
 struct lx_conn_s {
     uv_poll_t poll;            /**< socket readiness */
     uv_timer_t timer;          /**< fires at deadline */
@@ -44,6 +62,12 @@ struct lx_conn_s {
     lx_header_t *cur_header;   /**< header being parsed */
     const char *last_end;      /**< end of the last header byte seen */
     int err_status;            /**< status to answer a parse error with */
+    int te;                    /**< lx_te_t: the Transfer-Encoding codings seen so far */
+    int expect;                /**< lx_expect_t: where a 100-continue request stands */
+    size_t ext_bytes;          /**< chunk-extension bytes of this request */
+    size_t trailer_bytes;      /**< trailer-section bytes of this request */
+    uint64_t framing_bytes;    /**< chunked-body bytes no other limit counts */
+    uint32_t framing_parts;    /**< chunks and trailer fields that may bring such bytes */
     lx_out_t out[LX_OUT_MAX];  /**< queued output */
     unsigned out_head;         /**< first queued entry */
     unsigned out_n;            /**< queued entries */
@@ -66,7 +90,6 @@ struct lx_conn_s {
     unsigned closing : 1;      /**< close once output is flushed */
     unsigned linger : 1;       /**< half-close and drain input before closing */
     unsigned closed : 1;       /**< uv_close called */
-    unsigned upgrade : 1;      /**< the client asked to switch protocols */
     unsigned eof : 1;          /**< the client closed its sending side */
     unsigned polled : 1;       /**< poll is initialised (the socket is in epoll) */
     unsigned gen_held : 1;     /**< req.gen is counted in the worker's users */
@@ -89,5 +112,8 @@ void lx_conn_queue_file(lx_conn_t *c, lx_file_t *f, uint64_t off, uint64_t len);
 void lx_conn_request_done(lx_conn_t *c);
 /* A thread-pool job the request waited for completed. */
 void lx_conn_resume(lx_conn_t *c);
+/* The request waits for 100 Continue and its first response, of status,
+ * begins: queue the 100 before it, or make it the last on the connection. */
+void lx_conn_answer_expect(lx_conn_t *c, lx_req_t *r, int status);
 
 #endif

@@ -48,6 +48,12 @@ static int split_target(lx_req_t *r) {
     return 0;
 }
 
+/* RFC 3986 reg-name: unreserved, sub-delims and '%' of pct-encoded. */
+static int is_reg_name_char(unsigned char ch) {
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return 1;
+    return ch != 0 && strchr("-._~!$&'()*+,;=%", ch) != NULL;
+}
+
 /* The Host value without its port; refuses what is no host name. */
 static int host_name(lx_str_t host, lx_str_t *name) {
     const char *p = host.p, *end = host.p + host.len;
@@ -55,22 +61,38 @@ static int host_name(lx_str_t host, lx_str_t *name) {
         *name = (lx_str_t){"", 0}; /* no Host: the default vhost decides */
         return 0;
     }
-    if (p < end && *p == '[') {
+    /* RFC 9112 3.2: Host = uri-host [ ":" port ], and a server MUST answer
+     * an invalid one with 400. The port is digits; a userinfo ("a@b"), a
+     * second colon or a character no host name has is refused, so no two
+     * parts of the server can read a different host out of one value. */
+    const char *colon;
+    if (*p == '[') {
         const char *close = memchr(p, ']', host.len);
-        if (close == NULL) return -EINVAL;
-        *name = (lx_str_t){p, (size_t)(close + 1 - p)};
+        if (close == NULL || close == p + 1) return -EINVAL;
+        for (const char *s = p + 1; s < close; s++)
+            if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f') ||
+                  (*s >= 'A' && *s <= 'F') || *s == ':' || *s == '.'))
+                return -EINVAL;
+        colon = close + 1 < end ? close + 1 : NULL;
+        if (colon && *colon != ':') return -EINVAL;
+        end = close + 1;
+    } else {
+        colon = memchr(p, ':', host.len);
+        if (colon) end = colon;
+    }
+    if (colon)
+        for (const char *s = colon + 1; s < host.p + host.len; s++)
+            if (*s < '0' || *s > '9') return -EINVAL;
+    if (*p == '[') {
+        *name = (lx_str_t){p, (size_t)(end - p)};
         return 0;
     }
-    const char *colon = memchr(p, ':', host.len);
-    if (colon) end = colon;
     /* No empty labels: ".a", "a..b" name no host (a single trailing dot,
      * the root label, is fine and is dropped). */
     if (end > p && end[-1] == '.') end--;
     if (p < end && *p == '.') return -EINVAL;
     for (const char *s = p; s < end; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch <= 0x20 || ch == '/' || ch == '\\' || ch >= 0x7f || (ch == '.' && s[1] == '.'))
-            return -EINVAL;
+        if (!is_reg_name_char((unsigned char)*s) || (*s == '.' && s[1] == '.')) return -EINVAL;
     }
     *name = (lx_str_t){p, (size_t)(end - p)};
     return 0;

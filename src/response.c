@@ -70,6 +70,7 @@ void lx_resp_start(lx_req_t *r, int status) {
     lx_worker_update_time(w);
     r->status = status;
     r->responded = 1;
+    if (c->expect == LX_EXPECT_WAITING) lx_conn_answer_expect(c, r, status);
     c->resp_from = c->olen;
     if (status == 200) {
         /* The common case costs one copy of a string built once a second. */

@@ -37,6 +37,8 @@
 --   header_timeout    10       body_timeout    30      send_timeout 60
 --                     (seconds, > 0, fractions allowed)
 --   max_header_bytes  8192     max_body_bytes  1048576  max_connections 10000
+--                     (max_header_bytes also bounds a chunked body's chunk
+--                     extensions, 413 past it, and its trailer section, 431)
 --   vhost_dir         nil | absolute path
 --   drain_timeout     30 (seconds a stopping or reloading server waits for
 --                     requests in flight, >= 0)
