@@ -315,8 +315,10 @@ static void readahead_done(uv_work_t *w, int status) {
     readahead_t *ra = container_of(w, readahead_t, work);
     lx_conn_t *c = ra->c;
     (void)status;
+    lx_log_debug("%s: read-ahead done at %llu", c->peer, (unsigned long long)ra->off);
     free(ra);
     c->pending--;
+    c->readahead = 0;
     if (c->closed) {
         if (c->pending == 0 && c->handles == 0) {
             c->handles = 1;
@@ -342,6 +344,10 @@ static int write_out(lx_conn_t *c) {
     while (c->out_n) {
         lx_out_t *o = &c->out[c->out_head];
         if (o->file && o->ptr == NULL) {
+            /* One read-ahead at a time: until it is done, the socket's
+             * readiness is of no use, and probing again would only queue
+             * the same chunk once more. */
+            if (c->readahead) return -EAGAIN;
             size_t n = o->len < SENDFILE_CHUNK ? (size_t)o->len : SENDFILE_CHUNK;
             if (!in_page_cache(o->file->fd, o->off, n)) {
                 readahead_t *ra = malloc(sizeof(*ra));
@@ -355,6 +361,9 @@ static int write_out(lx_conn_t *c) {
                     return -EIO;
                 }
                 c->pending++;
+                c->readahead = 1;
+                lx_log_debug("%s: read-ahead of %zu bytes at %llu queued", c->peer, n,
+                             (unsigned long long)o->off);
                 want(c, 0);
                 return -EAGAIN;
             }
@@ -390,13 +399,24 @@ static int write_out(lx_conn_t *c) {
 }
 
 static void conn_flush(lx_conn_t *c) {
+    /* Whether this write moved the output on: the head entry changed or
+     * shrank. Cheaper than counting bytes, and all send_timeout needs. */
+    unsigned head = c->out_head, n = c->out_n;
+    uint64_t head_len = n ? c->out[head].len : 0;
     int r = write_out(c);
     if (r == -EAGAIN) {
-        if (c->pending == 0 || !c->waiting)
-            if (c->out_n && !(c->events & UV_WRITABLE)) {
+        /* A read-ahead in flight flushes again when it is done. */
+        if (c->readahead) return;
+        if ((c->pending == 0 || !c->waiting) && c->out_n) {
+            /* send_timeout bounds the time between two successful writes
+             * (as nginx's does), not the whole response: every write that
+             * moved the output on starts it afresh. Moving the deadline
+             * later only stores a number (see set_deadline_at). */
+            int progress = c->out_n != n || c->out_head != head || c->out[head].len != head_len;
+            if (progress || c->timeout_kind != TO_SEND)
                 set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
-                want(c, UV_WRITABLE);
-            }
+            if (!(c->events & UV_WRITABLE)) want(c, UV_WRITABLE);
+        }
         return;
     }
     if (r < 0) {
