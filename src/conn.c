@@ -596,6 +596,11 @@ static void conn_process(lx_conn_t *c) {
                 llhttp_resume(&c->parser);
             }
             c->in_request = 0;
+            /* The request is here whole: a header or body deadline left
+             * from its arrival must not answer 408 while the handler waits
+             * on the thread pool. What the response needs (send_timeout)
+             * is set when it is written. */
+            set_deadline_at(c, TO_NONE, 0);
             lx_request_run(&c->req);
             continue;
         }
