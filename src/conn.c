@@ -25,6 +25,15 @@ enum { TO_NONE, TO_HEADER, TO_BODY, TO_SEND, TO_IDLE, TO_LINGER };
  * enough that one big download does not starve the loop's other clients. */
 #define SENDFILE_CHUNK (512 * 1024)
 
+/* Bytes the read buffer has beyond max_header_bytes: room for the blank line
+ * that ends the header, the start of a body, and pipelined requests. */
+#define RBUF_SLACK 4096
+/* Where a header of max_header_bytes ends: the limit counts to the end of
+ * the last field (on_headers_complete), then CRLF CRLF. A request needs that
+ * much room behind its first byte, and one byte more to read a body into. */
+#define HEADER_END(max) ((max) + 4)
+#define HEADER_ROOM(max) (HEADER_END(max) + 1)
+
 static const llhttp_settings_t *parser_settings(void);
 static void conn_process(lx_conn_t *c);
 static void conn_flush(lx_conn_t *c);
@@ -163,7 +172,7 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
         close(fd);
         return;
     }
-    c->rcap = s->max_header_bytes + 4096;
+    c->rcap = s->max_header_bytes + RBUF_SLACK;
     c->rbuf = malloc(c->rcap);
     if (c->rbuf == NULL) {
         free(c);
@@ -515,14 +524,28 @@ static void parse_error(lx_conn_t *c, int status) {
     conn_flush(c);
 }
 
-static void request_begin(lx_conn_t *c) {
-    const lx_server_conf_t *s = &c->w->gen->srv;
+/* Gives the read buffer room for a request under the current limits. The
+ * buffer was sized for the limits at accept; a reload may have raised them
+ * since. Called between requests, when nothing points into the buffer. */
+static int rbuf_fit(lx_conn_t *c, size_t max_header_bytes) {
+    if (c->rcap < max_header_bytes + RBUF_SLACK) {
+        size_t cap = max_header_bytes + RBUF_SLACK;
+        char *b = realloc(c->rbuf, cap);
+        if (b == NULL) return -ENOMEM;
+        c->rbuf = b;
+        c->rcap = cap;
+    }
     /* Make sure a whole header fits behind this request's first byte. */
-    if (c->rcap - c->rpos < s->max_header_bytes + 1 && c->rpos > 0) {
+    if (c->rcap - c->rpos < HEADER_ROOM(max_header_bytes) && c->rpos > 0) {
         memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
         c->rlen -= c->rpos;
         c->rpos = 0;
     }
+    return 0;
+}
+
+static void request_begin(lx_conn_t *c) {
+    const lx_server_conf_t *s = &c->w->gen->srv;
     lx_arena_reset(&c->arena);
     memset(&c->req, 0, sizeof(c->req));
     c->req.conn = c;
@@ -559,6 +582,10 @@ static void conn_process(lx_conn_t *c) {
                     set_deadline(c, TO_IDLE, s->keepalive_timeout);
                 break;
             }
+            if (rbuf_fit(c, s->max_header_bytes) < 0) {
+                lx_conn_close(c);
+                return;
+            }
             request_begin(c);
         }
         const char *start = c->rbuf + c->rpos;
@@ -566,7 +593,11 @@ static void conn_process(lx_conn_t *c) {
         if (e == HPE_OK) {
             c->rpos = c->rlen;
             if (!c->headers_done) {
-                if (c->rlen - c->req_start > s->max_header_bytes) {
+                /* Only a header that can no longer end within the limit
+                 * is refused here: one at exactly max_header_bytes may still
+                 * be waiting for its CRLF CRLF, as on_headers_complete counts
+                 * to the end of the last field. */
+                if (c->rlen - c->req_start > HEADER_END(s->max_header_bytes)) {
                     parse_error(c, c->in_url ? 414 : 431);
                     return;
                 }
@@ -576,6 +607,14 @@ static void conn_process(lx_conn_t *c) {
             } else {
                 /* Body bytes are discarded: read the rest into the same space. */
                 if (c->body_base == 0) c->body_base = c->rlen;
+                if (c->body_base == c->rcap) {
+                    /* The header filled the buffer to its last byte: with
+                     * HEADER_ROOM kept free, only a header longer than
+                     * max_header_bytes (padded after its last field) does,
+                     * and no byte of its body could ever be read. */
+                    parse_error(c, 431);
+                    return;
+                }
                 c->rlen = c->rpos = c->body_base;
                 set_deadline(c, TO_BODY, s->body_timeout);
             }
