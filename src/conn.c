@@ -31,7 +31,7 @@ enum { TO_NONE, TO_HEADER, TO_BODY, TO_SEND, TO_IDLE, TO_LINGER };
 /* Where a header of max_header_bytes ends: the limit counts to the end of
  * the last field (on_headers_complete), then CRLF CRLF. A request needs that
  * much room behind its first byte, and one byte more to read a body into. */
-#define HEADER_END(max) ((max) + 4)
+#define HEADER_END(max)  ((max) + 4)
 #define HEADER_ROOM(max) (HEADER_END(max) + 1)
 
 static const llhttp_settings_t *parser_settings(void);
