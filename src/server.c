@@ -215,9 +215,8 @@ static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *no
             free(sl->fds);
             if (r == -EADDRINUSE)
                 snprintf(err, errlen,
-                         "%s:%d: listen %s: address already in use by another process "
-                         "(is another luxd running?)",
-                         l->file, l->line, l->text);
+                         "%s:%d: listen %s: %s by another process (is another luxd running?)",
+                         l->file, l->line, l->text, strerror(EADDRINUSE));
             else
                 snprintf(err, errlen, "%s:%d: listen %s: %s", l->file, l->line, l->text,
                          strerror(-r));

@@ -57,9 +57,9 @@ sub second {
        'the second server exits 1 instead of running');
     is_deeply(\@who, [("A\n") x 20], 'every connection reaches the first server')
       or diag 'answers: ' . join('', @who);
-    like($b->stderr_log, qr/listen 127\.0\.0\.1:$port: address already in use by another process/,
+    like($b->stderr_log, qr/listen 127\.0\.0\.1:$port: Address already in use by another process/,
          'it says why on stderr, naming the address');
-    like($b->error_log, qr/\[emerg\] .*listen 127\.0\.0\.1:$port: address already in use/,
+    like($b->error_log, qr/\[emerg\] .*listen 127\.0\.0\.1:$port: Address already in use/,
          'and in its error log');
 }
 
@@ -75,7 +75,7 @@ sub second {
     (my $cfg = $a->{config_text}) =~ s/listen = \{ "127\.0\.0\.1:$port" \}/listen = { "127.0.0.1:$port", "127.0.0.1:$other" }/
       or die 'cannot find the listen line';
     $a->write_config($cfg);
-    like($a->reload // $a->reload_error, qr/^failed .*listen 127\.0\.0\.1:$other: address already in use by another process/,
+    like($a->reload // $a->reload_error, qr/^failed .*listen 127\.0\.0\.1:$other: Address already in use by another process/,
          'a reload adding an address another process holds fails, naming it');
     is($a->get('/who.txt')->{body}, "A\n", 'the server still answers after the failed reload');
     close $sock;
