@@ -21,6 +21,8 @@ my $s = Luxd->new(
     server => { send_timeout => $TIMEOUT, keepalive_timeout => 30 },
 );
 
+sub fd_count { my @f = glob('/proc/' . $s->pid . '/fd/*'); scalar @f }
+
 # Reads the response to GET /big.bin at about $rate bytes a second, pausing
 # $pause seconds once the headers are in. Returns (bytes after the header,
 # saw EOF, seconds taken).
@@ -32,12 +34,20 @@ sub download {
     my $data = '';
     my $eof = 0;
     my $paused = 0;
+    my $closed_after;
     my $sock = $c->sock;
     my $sel = IO::Select->new($sock);
     my $limit = $t0 + 60;
     while (time < $limit) {
         if (!$paused && $o{pause} && index($data, "\r\n\r\n") >= 0) {
-            sleep $o{pause};
+            # While paused, watch the server's open fds: the connection's
+            # goes when the server gives up on it.
+            my $t = time;
+            my $fds = fd_count();
+            while (time < $t + $o{pause}) {
+                $closed_after //= time - $t if fd_count() < $fds;
+                sleep 0.05;
+            }
             $paused = 1;
         }
         next unless $sel->can_read(1);
@@ -52,7 +62,7 @@ sub download {
     $c->close;
     my $hend = index($data, "\r\n\r\n");
     my $got = $hend >= 0 ? substr($data, $hend + 4) : '';
-    return ($got, $eof, time - $t0, $hend >= 0 ? substr($data, 0, $hend) : $data);
+    return ($got, $eof, time - $t0, $hend >= 0 ? substr($data, 0, $hend) : $data, $closed_after);
 }
 
 {
@@ -65,15 +75,19 @@ sub download {
 
 {
     # A pause shorter than send_timeout is no reason to cut.
-    my ($got, $eof, $took) = download(rate => 8 * $MB, pause => $TIMEOUT / 2);
+    my ($got, $eof, $took, $head, $closed_after) = download(rate => 8 * $MB, pause => $TIMEOUT / 2);
     is(length $got, $SIZE, 'a pause of half send_timeout: the whole file arrived');
+    ok(!defined $closed_after, '... and the connection stayed open through the pause');
 }
 
 {
     # A client that stops reading: the server gives up about send_timeout
     # after the last write that moved on. The bytes already in the socket
     # buffers still drain, then EOF, well before the file is complete.
-    my ($got, $eof, $took) = download(rate => 64 * $MB, pause => $TIMEOUT + 3);
+    my ($got, $eof, $took, $head, $closed_after) = download(rate => 64 * $MB, pause => $TIMEOUT + 3);
+    ok(defined $closed_after && $closed_after > $TIMEOUT - 0.5 && $closed_after < $TIMEOUT + 2,
+       'a client that stops reading is given up about send_timeout later ('
+       . ($closed_after // 'never') . ' s)');
     ok($eof, 'a client that stops reading is closed');
     cmp_ok(length $got, '<', $SIZE, 'and does not get the whole file') or diag "took $took s";
 }
