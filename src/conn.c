@@ -26,6 +26,15 @@ enum { TO_NONE, TO_HEADER, TO_BODY, TO_SEND, TO_IDLE, TO_LINGER };
 #define SENDFILE_CHUNK (512 * 1024)
 
 static const llhttp_settings_t parser_settings;
+/* Bytes the read buffer has beyond max_header_bytes: room for the blank line
+ * that ends the header, the start of a body, and pipelined requests. */
+#define RBUF_SLACK 4096
+/* Where a header of max_header_bytes ends: the limit counts to the end of
+ * the last field (on_headers_complete), then CRLF CRLF. A request needs that
+ * much room behind its first byte, and one byte more to read a body into. */
+#define HEADER_END(max)  ((max) + 4)
+#define HEADER_ROOM(max) (HEADER_END(max) + 1)
+
 static void conn_process(lx_conn_t *c);
 static void conn_flush(lx_conn_t *c);
 static void on_poll(uv_poll_t *p, int status, int events);
@@ -163,7 +172,7 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
         close(fd);
         return;
     }
-    c->rcap = s->max_header_bytes + 4096;
+    c->rcap = s->max_header_bytes + RBUF_SLACK;
     c->rbuf = malloc(c->rcap);
     if (c->rbuf == NULL) {
         free(c);
@@ -315,8 +324,10 @@ static void readahead_done(uv_work_t *w, int status) {
     readahead_t *ra = container_of(w, readahead_t, work);
     lx_conn_t *c = ra->c;
     (void)status;
+    lx_log_debug("%s: read-ahead done at %llu", c->peer, (unsigned long long)ra->off);
     free(ra);
     c->pending--;
+    c->readahead = 0;
     if (c->closed) {
         if (c->pending == 0 && c->handles == 0) {
             c->handles = 1;
@@ -342,6 +353,10 @@ static int write_out(lx_conn_t *c) {
     while (c->out_n) {
         lx_out_t *o = &c->out[c->out_head];
         if (o->file && o->ptr == NULL) {
+            /* One read-ahead at a time: until it is done, the socket's
+             * readiness is of no use, and probing again would only queue
+             * the same chunk once more. */
+            if (c->readahead) return -EAGAIN;
             size_t n = o->len < SENDFILE_CHUNK ? (size_t)o->len : SENDFILE_CHUNK;
             if (!in_page_cache(o->file->fd, o->off, n)) {
                 readahead_t *ra = malloc(sizeof(*ra));
@@ -355,6 +370,9 @@ static int write_out(lx_conn_t *c) {
                     return -EIO;
                 }
                 c->pending++;
+                c->readahead = 1;
+                lx_log_debug("%s: read-ahead of %zu bytes at %llu queued", c->peer, n,
+                             (unsigned long long)o->off);
                 want(c, 0);
                 return -EAGAIN;
             }
@@ -390,13 +408,24 @@ static int write_out(lx_conn_t *c) {
 }
 
 static void conn_flush(lx_conn_t *c) {
+    /* Whether this write moved the output on: the head entry changed or
+     * shrank. Cheaper than counting bytes, and all send_timeout needs. */
+    unsigned head = c->out_head, n = c->out_n;
+    uint64_t head_len = n ? c->out[head].len : 0;
     int r = write_out(c);
     if (r == -EAGAIN) {
-        if (c->pending == 0 || !c->waiting)
-            if (c->out_n && !(c->events & UV_WRITABLE)) {
+        /* A read-ahead in flight flushes again when it is done. */
+        if (c->readahead) return;
+        if ((c->pending == 0 || !c->waiting) && c->out_n) {
+            /* send_timeout bounds the time between two successful writes
+             * (as nginx's does), not the whole response: every write that
+             * moved the output on starts it afresh. Moving the deadline
+             * later only stores a number (see set_deadline_at). */
+            int progress = c->out_n != n || c->out_head != head || c->out[head].len != head_len;
+            if (progress || c->timeout_kind != TO_SEND)
                 set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
-                want(c, UV_WRITABLE);
-            }
+            if (!(c->events & UV_WRITABLE)) want(c, UV_WRITABLE);
+        }
         return;
     }
     if (r < 0) {
@@ -499,14 +528,28 @@ static void parse_error(lx_conn_t *c, int status) {
     conn_flush(c);
 }
 
-static void request_begin(lx_conn_t *c) {
-    const lx_server_conf_t *s = &c->w->gen->srv;
+/* Gives the read buffer room for a request under the current limits. The
+ * buffer was sized for the limits at accept; a reload may have raised them
+ * since. Called between requests, when nothing points into the buffer. */
+static int rbuf_fit(lx_conn_t *c, size_t max_header_bytes) {
+    if (c->rcap < max_header_bytes + RBUF_SLACK) {
+        size_t cap = max_header_bytes + RBUF_SLACK;
+        char *b = realloc(c->rbuf, cap);
+        if (b == NULL) return -ENOMEM;
+        c->rbuf = b;
+        c->rcap = cap;
+    }
     /* Make sure a whole header fits behind this request's first byte. */
-    if (c->rcap - c->rpos < s->max_header_bytes + 1 && c->rpos > 0) {
+    if (c->rcap - c->rpos < HEADER_ROOM(max_header_bytes) && c->rpos > 0) {
         memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
         c->rlen -= c->rpos;
         c->rpos = 0;
     }
+    return 0;
+}
+
+static void request_begin(lx_conn_t *c) {
+    const lx_server_conf_t *s = &c->w->gen->srv;
     lx_arena_reset(&c->arena);
     memset(&c->req, 0, sizeof(c->req));
     c->req.conn = c;
@@ -562,6 +605,10 @@ static void conn_process(lx_conn_t *c) {
                     set_deadline(c, TO_IDLE, s->keepalive_timeout);
                 break;
             }
+            if (rbuf_fit(c, s->max_header_bytes) < 0) {
+                lx_conn_close(c);
+                return;
+            }
             request_begin(c);
         }
         const char *start = c->rbuf + c->rpos;
@@ -577,7 +624,11 @@ static void conn_process(lx_conn_t *c) {
             }
             c->rpos = c->rlen;
             if (!c->headers_done) {
-                if (c->rlen - c->req_start > s->max_header_bytes) {
+                /* Only a header that can no longer end within the limit
+                 * is refused here: one at exactly max_header_bytes may still
+                 * be waiting for its CRLF CRLF, as on_headers_complete counts
+                 * to the end of the last field. */
+                if (c->rlen - c->req_start > HEADER_END(s->max_header_bytes)) {
                     parse_error(c, c->in_url ? 414 : 431);
                     return;
                 }
@@ -587,6 +638,14 @@ static void conn_process(lx_conn_t *c) {
             } else {
                 /* Body bytes are discarded: read the rest into the same space. */
                 if (c->body_base == 0) c->body_base = c->rlen;
+                if (c->body_base == c->rcap) {
+                    /* The header filled the buffer to its last byte: with
+                     * HEADER_ROOM kept free, only a header longer than
+                     * max_header_bytes (padded after its last field) does,
+                     * and no byte of its body could ever be read. */
+                    parse_error(c, 431);
+                    return;
+                }
                 c->rlen = c->rpos = c->body_base;
                 set_deadline(c, TO_BODY, s->body_timeout);
             }
@@ -621,6 +680,11 @@ static void conn_process(lx_conn_t *c) {
                 continue;
             }
             c->in_request = 0;
+            /* The request is here whole: a header or body deadline left
+             * from its arrival must not answer 408 while the handler waits
+             * on the thread pool. What the response needs (send_timeout)
+             * is set when it is written. */
+            set_deadline_at(c, TO_NONE, 0);
             if (c->expect != LX_EXPECT_ANSWERED) lx_request_run(&c->req);
             continue;
         }

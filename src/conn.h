@@ -93,6 +93,7 @@ struct lx_conn_s {
     unsigned eof : 1;          /**< the client closed its sending side */
     unsigned polled : 1;       /**< poll is initialised (the socket is in epoll) */
     unsigned gen_held : 1;     /**< req.gen is counted in the worker's users */
+    unsigned readahead : 1;    /**< a read-ahead of the output is on the thread pool */
     int handles;               /**< uv handles not yet closed */
     int pending;               /**< thread-pool jobs that will call back */
 };

@@ -102,21 +102,50 @@ static int take_inherited(const lx_listen_t *l) {
     return -1;
 }
 
+/* Sets the IPv6 scope of a socket for l: only the "all addresses" form is
+ * dual-stack; "[::1]:80" means v6. */
+static void set_v6only(int fd, const lx_listen_t *l) {
+    if (l->addr.ss_family != AF_INET6) return;
+    int one = 1, zero = 0;
+    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&l->addr;
+    int any = memcmp(&a6->sin6_addr, &in6addr_any, sizeof(in6addr_any)) == 0 && l->text[0] != '[';
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(one));
+}
+
+/* Whether another process listens on l's address. Our own sockets carry
+ * SO_REUSEPORT, and so would a second luxd's: the kernel would let both
+ * bind and split the connections between two servers. A probe bound
+ * without SO_REUSEPORT fails (EADDRINUSE) when any socket listens there,
+ * as nginx without `reuseport` refuses to start. SO_REUSEADDR keeps
+ * connections in TIME_WAIT (a restart) from counting. Returns 0 when the
+ * address is free, -EADDRINUSE when it is held, another error from bind. */
+static int probe_free(const lx_listen_t *l) {
+    int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    set_v6only(fd, l);
+    int r = bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) < 0 ? -errno : 0;
+    close(fd);
+    return r;
+}
+
+/* The port of a socket address (network order), 0 for other families. */
+static uint16_t addr_port(const struct sockaddr_storage *ss) {
+    if (ss->ss_family == AF_INET) return ((const struct sockaddr_in *)ss)->sin_port;
+    if (ss->ss_family == AF_INET6) return ((const struct sockaddr_in6 *)ss)->sin6_port;
+    return 0;
+}
+
 /* Opens one listening socket. Each loop gets its own, bound with
  * SO_REUSEPORT, so the kernel spreads connections without a shared lock. */
 static int open_listener(const lx_listen_t *l, const lx_server_conf_t *s) {
     int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
-    int one = 1, zero = 0;
+    int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-    if (l->addr.ss_family == AF_INET6) {
-        /* Only the "all addresses" form is dual-stack; "[::1]:80" means v6. */
-        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&l->addr;
-        int any =
-            memcmp(&a6->sin6_addr, &in6addr_any, sizeof(in6addr_any)) == 0 && l->text[0] != '[';
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(one));
-    }
+    set_v6only(fd, l);
     /* Accepted sockets inherit TCP_NODELAY on Linux: one call here instead
      * of one per connection. */
     if (s->tcp_nodelay) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -173,6 +202,26 @@ static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *no
             continue;
         }
         int inherited = take_inherited(l);
+        /* A port this process already listens on (under another spelling,
+         * or a wildcard beside a specific address) would fail the probe on
+         * our own sockets; the kernel's SO_REUSEPORT check (same user)
+         * still applies to those binds. */
+        int ours = 0;
+        for (size_t k = 0; k < srv.nslots && !ours; k++)
+            ours = addr_port(&srv.slots[k].addr.addr) == addr_port(&l->addr);
+        for (size_t k = 0; k < n && !ours; k++)
+            ours = addr_port(&slots[k].addr.addr) == addr_port(&l->addr);
+        if (inherited < 0 && !ours && (r = probe_free(l)) < 0) {
+            free(sl->fds);
+            if (r == -EADDRINUSE)
+                snprintf(err, errlen,
+                         "%s:%d: listen %s: %s by another process (is another luxd running?)",
+                         l->file, l->line, l->text, strerror(EADDRINUSE));
+            else
+                snprintf(err, errlen, "%s:%d: listen %s: %s", l->file, l->line, l->text,
+                         strerror(-r));
+            break;
+        }
         for (int i = 0; i < nworkers; i++) {
             /* Loops share an inherited socket, each through its own fd. */
             int fd = inherited >= 0 ? (i == 0 ? inherited : dup(inherited)) : open_listener(l, s);
@@ -298,6 +347,9 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
     collect_inherited();
     if ((r = build_slots(gen, srv.nworkers, &srv.slots, &srv.nslots, err, sizeof(err))) < 0) {
         lx_log(LX_LOG_EMERG, "%s", err);
+        /* Whoever started us (a terminal, a unit's journal) learns why,
+         * not only the error log. */
+        if (strcmp(s->error_log, "stderr") != 0) fprintf(stderr, "luxd: %s\n", err);
         return r;
     }
     for (int i = 0; i < srv.ninherited; i++)

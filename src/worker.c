@@ -185,19 +185,14 @@ static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
     if (!w->stop) listen_start(w);
 }
 
-static void adopt(lx_worker_t *w) {
-    uv_mutex_lock(&w->mailbox_lock);
-    lx_mailbox_t m = w->mailbox;
-    w->mailbox.gen = NULL;
-    w->mailbox.fds = NULL;
-    uv_mutex_unlock(&w->mailbox_lock);
-    if (m.gen == NULL) return;
-    swap_listeners(w, m.fds, m.nfds);
-    free(m.fds);
+/* Switches the loop to the generation and listeners one reload handed it. */
+static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
+    swap_listeners(w, m->fds, m->nfds);
+    free(m->fds);
     /* Cached files carry the old sites' headers: start afresh. Requests
      * still running under the old generation keep only the loads they wait
      * for, until the generation drains (lx_worker_gen_release). */
-    lx_filecache_adopt(w->cache, m.gen);
+    lx_filecache_adopt(w->cache, m->gen);
     if (w->gen_users == 0) lx_filecache_drop_gen(w->cache, w->gen);
     if (w->gen_users > 0) {
         lx_retired_t *rt = realloc(w->retired, (w->nretired + 1) * sizeof(*rt));
@@ -210,11 +205,29 @@ static void adopt(lx_worker_t *w) {
     } else {
         lx_gen_unref(w->gen);
     }
-    w->gen = m.gen;
+    w->gen = m->gen;
     w->gen_users = 0;
-    const lx_server_conf_t *s = &m.gen->srv;
+    const lx_server_conf_t *s = &m->gen->srv;
     w->max_conns = s->max_connections / (uint32_t)s->workers;
     if (w->max_conns == 0) w->max_conns = 1;
+    free(m);
+}
+
+/* Takes every reload queued since the last wakeup, oldest first. Going
+ * through each (rather than jumping to the newest) lets swap_listeners close
+ * the sockets of an address that one reload added and a later one removed;
+ * a generation nobody used on this loop is dropped at once. */
+static void adopt(lx_worker_t *w) {
+    uv_mutex_lock(&w->mailbox_lock);
+    lx_mailbox_t *m = w->mailbox;
+    w->mailbox = NULL;
+    w->mailbox_tail = &w->mailbox;
+    uv_mutex_unlock(&w->mailbox_lock);
+    while (m) {
+        lx_mailbox_t *next = m->next;
+        adopt_one(w, m);
+        m = next;
+    }
 }
 
 static void on_wakeup(uv_async_t *a) {
@@ -225,13 +238,19 @@ static void on_wakeup(uv_async_t *a) {
 }
 
 void lx_worker_publish(lx_worker_t *w, lx_gen_t *gen, int *fds, size_t nfds) {
-    uv_mutex_lock(&w->mailbox_lock);
-    if (w->mailbox.gen) {
-        /* Two reloads before the loop woke: the older one never ran. */
-        lx_gen_unref(w->mailbox.gen);
-        free(w->mailbox.fds);
+    lx_mailbox_t *m = malloc(sizeof(*m));
+    if (m == NULL) {
+        /* That loop keeps the old generation, as when fds could not be
+         * allocated (server.c). */
+        lx_log_error("worker %d: out of memory handing over a reload", w->index);
+        lx_gen_unref(gen);
+        free(fds);
+        return;
     }
-    w->mailbox = (lx_mailbox_t){gen, fds, nfds};
+    *m = (lx_mailbox_t){gen, fds, nfds, NULL};
+    uv_mutex_lock(&w->mailbox_lock);
+    *w->mailbox_tail = m;
+    w->mailbox_tail = &m->next;
     uv_mutex_unlock(&w->mailbox_lock);
     uv_async_send(&w->wakeup);
 }
@@ -307,6 +326,8 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
         w->nlisteners++;
     }
     uv_mutex_init(&w->mailbox_lock);
+    w->mailbox = NULL;
+    w->mailbox_tail = &w->mailbox;
     uv_async_init(&w->loop, &w->wakeup, on_wakeup);
     w->wakeup.data = w;
     uv_timer_init(&w->loop, &w->tick);
@@ -331,9 +352,11 @@ void lx_worker_join(lx_worker_t *w) {
     for (size_t i = 0; i < w->nretired; i++)
         lx_gen_unref(w->retired[i].gen);
     free(w->retired);
-    if (w->mailbox.gen) {
-        lx_gen_unref(w->mailbox.gen);
-        free(w->mailbox.fds);
+    for (lx_mailbox_t *m = w->mailbox, *next; m; m = next) {
+        next = m->next;
+        lx_gen_unref(m->gen);
+        free(m->fds);
+        free(m);
     }
     uv_mutex_destroy(&w->mailbox_lock);
     lx_gen_unref(w->gen);

@@ -23,11 +23,14 @@ typedef struct {
     uint64_t retired; /**< loop ms when it was replaced */
 } lx_retired_t;
 
-/* What the main thread hands a loop on reload (under the mailbox lock). */
-typedef struct {
-    lx_gen_t *gen; /**< the new generation, one reference for the loop */
-    int *fds;      /**< the loop's listening fds under the new config */
-    size_t nfds;   /**< entries in fds */
+/* What the main thread hands a loop on reload (under the mailbox lock).
+ * Reloads queue up: each one's listener set is applied in order, so a
+ * socket that one reload opened and the next dropped is still closed. */
+typedef struct lx_mailbox_s {
+    lx_gen_t *gen;             /**< the new generation, one reference for the loop */
+    int *fds;                  /**< the loop's listening fds under the new config */
+    size_t nfds;               /**< entries in fds */
+    struct lx_mailbox_s *next; /**< the next (newer) reload, or NULL */
 } lx_mailbox_t;
 
 typedef struct lx_worker_s {
@@ -39,7 +42,8 @@ typedef struct lx_worker_s {
     lx_retired_t *retired;           /**< older generations still in use */
     size_t nretired;                 /**< entries in retired */
     uv_mutex_t mailbox_lock;         /**< guards mailbox */
-    lx_mailbox_t mailbox;            /**< a pending reload, gen NULL when none */
+    lx_mailbox_t *mailbox;           /**< pending reloads, oldest first; NULL when none */
+    lx_mailbox_t **mailbox_tail;     /**< where the next reload is linked in */
     uv_async_t wakeup;               /**< main thread -> loop: stop requested */
     uv_timer_t tick;                 /**< once a second: log flush, drain deadline */
     lx_listener_t **listeners;       /**< one per listen address (uv handles do not move) */

@@ -1,0 +1,114 @@
+# Two reloads that land before a worker loop wakes (issue 8 #21): the second
+# overwrote the first in the loop's mailbox, so a listen address that the
+# first added and the second removed was never seen by the loop, never
+# closed, and stayed bound (connections to it queued and were never
+# answered), one fd leaked per such pair.
+#
+# The loop is kept busy on purpose: a policy spins for a few seconds (the
+# loop runs it), and both reloads are published meanwhile (the main thread
+# runs them). Then the removed address must refuse connections, the kept
+# and the added ones must answer, and the fd count must stay put.
+use strict;
+use warnings;
+use Test::More;
+use IO::Select;
+use Time::HiRes qw(time sleep);
+use lib 't/lib';
+use Luxd;
+
+my $SPIN = 2;    # seconds the policy keeps the loop busy
+
+my $s = Luxd->new(files => { 'www/index.html' => "index\n" }, no_start => 1);
+my ($dir, $port) = ($s->dir, $s->port);
+
+sub config {
+    my (@ports) = @_;
+    my $listen = join ', ', map { qq{"127.0.0.1:$_"} } @ports;
+    return <<"EOF";
+server {
+  listen = { $listen },
+  workers = 1,
+  error_log = "$dir/error.log",
+  error_log_level = "info",
+  access_log = "$dir/access.log",
+  pid_file = "$dir/luxd.pid",
+  policy_budget = 100000000000,
+}
+vhost "localhost" {
+  default = true, root = "$dir/www", index = { "index.html" },
+  policy = function(r)
+    if r.path == "/spin" then
+      local t = os.clock()
+      while os.clock() - t < $SPIN do end
+      return r:respond(200, "spun")
+    end
+    return nil
+  end,
+}
+EOF
+}
+
+sub fd_count { my @f = glob('/proc/' . $s->pid . '/fd/*'); scalar @f }
+
+sub get_on {
+    my ($p) = @_;
+    my $c = $s->connect(port => $p);
+    $c->send(Luxd::request(path => '/', close => 1));
+    my $r = $c->response(timeout => 5);
+    $c->close;
+    return $r ? $r->{status} : 0;
+}
+
+# Waits until the fd count is $want (fds of closed connections go a moment
+# later); returns the last count seen.
+sub settle_fds {
+    my ($want) = @_;
+    my $n;
+    for (1 .. 60) { $n = fd_count(); last if $n == $want; sleep 0.05 }
+    return $n;
+}
+
+$s->write_config(config($port));
+$s->start;
+is(get_on($port), 200, 'serving on the first address');
+# The baseline, once the connection of that request is gone on the server's
+# side too (it closes a moment after the response).
+my $fds = fd_count();
+for (1 .. 20) { sleep 0.05; my $n = fd_count(); $fds = $n if $n < $fds }
+my $g = 1;    # the generation serving
+
+for my $cycle (1 .. 2) {
+    my $added = my $removed = Luxd::free_port();
+    my $extra = Luxd::free_port();
+
+    # Keep the loop busy in the policy.
+    my $spin = $s->connect;
+    $spin->send(Luxd::request(path => '/spin', close => 1));
+    sleep 0.3;
+
+    # Reload 1 adds an address, reload 2 drops it again and adds another.
+    $s->write_config(config($port, $added));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "cycle $cycle: reload adding :$added");
+    $s->write_config(config($port, $extra));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /,
+         "cycle $cycle: reload dropping :$added, adding :$extra");
+    ok(!IO::Select->new($spin->sock)->can_read(0),
+       "cycle $cycle: premise: both reloads were published while the loop was busy");
+
+    my $r = $spin->response(timeout => $SPIN + 10);
+    is($r && $r->{status}, 200, "cycle $cycle: the busy request finished");
+    $spin->close;
+
+    ok(refused($removed, 3), "cycle $cycle: the address added and dropped is not bound");
+    is(get_on($port), 200, "cycle $cycle: the kept address answers");
+    is(get_on($extra), 200, "cycle $cycle: the added address answers");
+
+    # Back to the first address alone, for the next cycle.
+    $s->write_config(config($port));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "cycle $cycle: reload back");
+    ok(refused($extra, 3), "cycle $cycle: the address dropped by the last reload is not bound");
+    is(settle_fds($fds), $fds, "cycle $cycle: no fd leaked ($fds open)");
+}
+
+$s->stop;
+done_testing;
