@@ -169,6 +169,23 @@ subtest 'luxd -t: the key takes true, false or "owner" only' => sub {
         is($rc, 0, "follow_symlinks = $v is accepted") or diag($out);
     }
 };
+
+# An error page is opened as written (a request's path is normalised, a
+# page's is not): "/../secret.txt" climbed out of the root, served with the
+# default "owner" through the component walk, and with false too on a
+# kernel without openat2. -t refuses such a page; the opener refuses ".."
+# in any case (t/unit/test_open_beneath).
+subtest 'luxd -t: an error page path with "." or ".." segments is refused' => sub {
+    for my $page ('/../secret.txt', '/a/../404.html', '/./404.html', '/errors/..', '/..') {
+        my ($rc, $out) = Luxd::check_config(qq{vhost "x" {\n  root = "\$DIR",\n  error_pages = { [404] = "$page" },\n}\n});
+        is($rc, 1, "error page $page is refused");
+        like($out, qr/luxd\.lua:3: vhost "x": "error_pages"\[404\] must not have "\." or "\.\." segments, got "\Q$page\E"/, 'with file:line') or diag($out);
+    }
+    for my $page ('/404.html', '/errors/404.html', '/..html', '/.well/x', '/a..b/c') {
+        my ($rc, $out) = Luxd::check_config(qq{vhost "x" { root = "\$DIR", error_pages = { [404] = "$page" } }\n});
+        is($rc, 0, "error page $page is accepted") or diag($out);
+    }
+};
 $s->stop;
 
 # vhost_dir: every host's tree may be another tenant's. The default vhost

@@ -120,6 +120,17 @@ static int walk(int root, const char *rel, lx_symlinks_t mode) {
     return rc;
 }
 
+/* Has rel a ".." component? A request's path is normalised before it gets
+ * here, so only a path from the config (an error page) can have one. The
+ * walk below would simply open ".." and so climb out of the root, which
+ * openat2's RESOLVE_BENEATH refuses only when it does leave it: refusing
+ * every ".." keeps the root the boundary and both ways in agreement. */
+static int has_dotdot(const char *rel) {
+    for (const char *p = rel; (p = strstr(p, "..")) != NULL; p += 2)
+        if ((p == rel || p[-1] == '/') && (p[2] == '\0' || p[2] == '/')) return 1;
+    return 0;
+}
+
 int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
     if (mode == LX_SYMLINKS_FOLLOW) {
         int fd = open(path, OPEN_FLAGS);
@@ -127,13 +138,14 @@ int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
     }
     char rootpath[PATH_MAX];
     if (root_len == 0 || root_len >= sizeof(rootpath)) return -ENAMETOOLONG;
+    const char *rel = path + root_len;
+    while (*rel == '/')
+        rel++;
+    if (has_dotdot(rel)) return -EACCES;
     memcpy(rootpath, path, root_len);
     rootpath[root_len] = '\0';
     int root = open(rootpath, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) return -errno;
-    const char *rel = path + root_len;
-    while (*rel == '/')
-        rel++;
 
     int fd = -ENOSYS;
     if (__atomic_load_n(&openat2_state, __ATOMIC_RELAXED) != OPENAT2_MISSING) {
