@@ -156,6 +156,15 @@ int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
         };
         long r = syscall(SYS_openat2, root, *rel ? rel : ".", &how, sizeof(how));
         fd = r < 0 ? -errno : (int)r;
+        /* systemd-nspawn's seccomp filter, and some container runtimes',
+         * make openat2 fail with EPERM rather than ENOSYS, as they cannot
+         * look into its flags. Opening for reading has no EPERM of its own
+         * here (no O_NOATIME, nothing written), so EPERM means the same:
+         * taken for ENOSYS, or every file would be answered 403. Should it
+         * ever be a real one, the walk meets it again and returns it; that
+         * openat2 is not tried again then costs speed only, as the walk is
+         * as safe. */
+        if (fd == -EPERM) fd = -ENOSYS;
         if (fd == -ENOSYS)
             __atomic_store_n(&openat2_state, OPENAT2_MISSING, __ATOMIC_RELAXED);
         else if (fd == -ELOOP || fd == -EXDEV)
