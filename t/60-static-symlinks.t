@@ -7,6 +7,7 @@ use strict;
 use warnings;
 use Test::More;
 use POSIX ();
+use IO::Socket::UNIX;
 use Time::HiRes qw(time sleep);
 use lib 't/lib';
 use Luxd;
@@ -168,6 +169,24 @@ subtest 'luxd -t: the key takes true, false or "owner" only' => sub {
         my ($rc, $out) = Luxd::check_config(qq{vhost "x" { root = "\$DIR", follow_symlinks = $v }\n});
         is($rc, 0, "follow_symlinks = $v is accepted") or diag($out);
     }
+};
+
+# A link loop is refused, not an error of the server's: nginx answers 403,
+# and a 500 would have any tenant's loop fill the error log. A Unix socket
+# in the root is one of the files never served (as FIFOs and devices are),
+# but opening one fails with ENXIO, which also became 500.
+subtest 'a link loop and a socket in the root: 403 in every mode' => sub {
+    my $w = $s->dir . '/www';
+    link_same_owner('loop', "$w/loop");
+    link_same_owner('l2', "$w/l1");
+    link_same_owner('l1', "$w/l2");
+    my $u = IO::Socket::UNIX->new(Local => "$w/sock", Listen => 1) or die "socket: $!";
+    for my $host (qw(default.test true.test false.test owner.test)) {
+        for my $path ('/loop', '/l1', '/loop/x', '/sock') {
+            is(status_of($s, $host, $path), '403', "$host$path");
+        }
+    }
+    close $u;
 };
 
 # An error page is opened as written (a request's path is normalised, a
