@@ -7,6 +7,7 @@ use strict;
 use warnings;
 use Test::More;
 use POSIX ();
+use IO::Socket::UNIX;
 use Time::HiRes qw(time sleep);
 use lib 't/lib';
 use Luxd;
@@ -167,6 +168,41 @@ subtest 'luxd -t: the key takes true, false or "owner" only' => sub {
     for my $v ('true', 'false', '"owner"') {
         my ($rc, $out) = Luxd::check_config(qq{vhost "x" { root = "\$DIR", follow_symlinks = $v }\n});
         is($rc, 0, "follow_symlinks = $v is accepted") or diag($out);
+    }
+};
+
+# A link loop is refused, not an error of the server's: nginx answers 403,
+# and a 500 would have any tenant's loop fill the error log. A Unix socket
+# in the root is one of the files never served (as FIFOs and devices are),
+# but opening one fails with ENXIO, which also became 500.
+subtest 'a link loop and a socket in the root: 403 in every mode' => sub {
+    my $w = $s->dir . '/www';
+    link_same_owner('loop', "$w/loop");
+    link_same_owner('l2', "$w/l1");
+    link_same_owner('l1', "$w/l2");
+    my $u = IO::Socket::UNIX->new(Local => "$w/sock", Listen => 1) or die "socket: $!";
+    for my $host (qw(default.test true.test false.test owner.test)) {
+        for my $path ('/loop', '/l1', '/loop/x', '/sock') {
+            is(status_of($s, $host, $path), '403', "$host$path");
+        }
+    }
+    close $u;
+};
+
+# An error page is opened as written (a request's path is normalised, a
+# page's is not): "/../secret.txt" climbed out of the root, served with the
+# default "owner" through the component walk, and with false too on a
+# kernel without openat2. -t refuses such a page; the opener refuses ".."
+# in any case (t/unit/test_open_beneath).
+subtest 'luxd -t: an error page path with "." or ".." segments is refused' => sub {
+    for my $page ('/../secret.txt', '/a/../404.html', '/./404.html', '/errors/..', '/..') {
+        my ($rc, $out) = Luxd::check_config(qq{vhost "x" {\n  root = "\$DIR",\n  error_pages = { [404] = "$page" },\n}\n});
+        is($rc, 1, "error page $page is refused");
+        like($out, qr/luxd\.lua:3: vhost "x": "error_pages"\[404\] must not have "\." or "\.\." segments, got "\Q$page\E"/, 'with file:line') or diag($out);
+    }
+    for my $page ('/404.html', '/errors/404.html', '/..html', '/.well/x', '/a..b/c') {
+        my ($rc, $out) = Luxd::check_config(qq{vhost "x" { root = "\$DIR", error_pages = { [404] = "$page" } }\n});
+        is($rc, 0, "error page $page is accepted") or diag($out);
     }
 };
 $s->stop;

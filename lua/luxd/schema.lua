@@ -435,6 +435,11 @@ local function check_error_pages(ctx, key, v, what)
     if uri:sub(1, 1) ~= "/" then
       V.fail(ctx, status, fmt('%s must be a path in this vhost starting with "/", got %s', w, V.q(uri)))
     end
+    -- The page is opened as it is written, not normalised as a request's
+    -- path is: a ".." in it would climb out of the document root.
+    if ("/" .. uri .. "/"):find("/%.%.?/") then
+      V.fail(ctx, status, fmt('%s must not have "." or ".." segments, got %s', w, V.q(uri)))
+    end
     out[status] = uri
   end
   return out

@@ -240,11 +240,14 @@ static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
     return LX_DONE;
 }
 
-/* Maps a cache entry's error to a status. */
+/* Maps a cache entry's error to a status. A link loop (ELOOP) is the
+ * site's own doing, as a refused link is, and nginx answers it 403 too; a
+ * Unix socket in the root fails to open with ENXIO and is one of the files
+ * never served. Neither is the server's error. */
 static int error_status(int err) {
-    return err == -ENOENT || err == -ENOTDIR || err == -ENAMETOOLONG ? 404
-           : err == -EACCES || err == -EPERM                         ? 403
-                                                                     : 500;
+    return err == -ENOENT || err == -ENOTDIR || err == -ENAMETOOLONG           ? 404
+           : err == -EACCES || err == -EPERM || err == -ELOOP || err == -ENXIO ? 403
+                                                                               : 500;
 }
 
 /* Serves a regular file entry, or its .gz sibling when the client takes it. */

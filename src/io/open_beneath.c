@@ -120,6 +120,17 @@ static int walk(int root, const char *rel, lx_symlinks_t mode) {
     return rc;
 }
 
+/* Has rel a ".." component? A request's path is normalised before it gets
+ * here, so only a path from the config (an error page) can have one. The
+ * walk below would simply open ".." and so climb out of the root, which
+ * openat2's RESOLVE_BENEATH refuses only when it does leave it: refusing
+ * every ".." keeps the root the boundary and both ways in agreement. */
+static int has_dotdot(const char *rel) {
+    for (const char *p = rel; (p = strstr(p, "..")) != NULL; p += 2)
+        if ((p == rel || p[-1] == '/') && (p[2] == '\0' || p[2] == '/')) return 1;
+    return 0;
+}
+
 int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
     if (mode == LX_SYMLINKS_FOLLOW) {
         int fd = open(path, OPEN_FLAGS);
@@ -127,13 +138,14 @@ int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
     }
     char rootpath[PATH_MAX];
     if (root_len == 0 || root_len >= sizeof(rootpath)) return -ENAMETOOLONG;
+    const char *rel = path + root_len;
+    while (*rel == '/')
+        rel++;
+    if (has_dotdot(rel)) return -EACCES;
     memcpy(rootpath, path, root_len);
     rootpath[root_len] = '\0';
     int root = open(rootpath, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) return -errno;
-    const char *rel = path + root_len;
-    while (*rel == '/')
-        rel++;
 
     int fd = -ENOSYS;
     if (__atomic_load_n(&openat2_state, __ATOMIC_RELAXED) != OPENAT2_MISSING) {
@@ -144,6 +156,15 @@ int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
         };
         long r = syscall(SYS_openat2, root, *rel ? rel : ".", &how, sizeof(how));
         fd = r < 0 ? -errno : (int)r;
+        /* systemd-nspawn's seccomp filter, and some container runtimes',
+         * make openat2 fail with EPERM rather than ENOSYS, as they cannot
+         * look into its flags. Opening for reading has no EPERM of its own
+         * here (no O_NOATIME, nothing written), so EPERM means the same:
+         * taken for ENOSYS, or every file would be answered 403. Should it
+         * ever be a real one, the walk meets it again and returns it; that
+         * openat2 is not tried again then costs speed only, as the walk is
+         * as safe. */
+        if (fd == -EPERM) fd = -ENOSYS;
         if (fd == -ENOSYS)
             __atomic_store_n(&openat2_state, OPENAT2_MISSING, __ATOMIC_RELAXED);
         else if (fd == -ELOOP || fd == -EXDEV)

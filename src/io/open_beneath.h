@@ -19,7 +19,9 @@
  *                       it resolves to have the same owner (uid).
  *
  * Returns the fd, or a negative errno: -EACCES when the policy refuses the
- * path (the caller answers 403), otherwise what open(2) would say.
+ * path (the caller answers 403), otherwise what open(2) would say. Except
+ * with LX_SYMLINKS_FOLLOW, a ".." component after the root is refused with
+ * -EACCES too, wherever it would lead: the root is the boundary.
  *
  * Race-safety: every component is opened relative to the fd of the one
  * before it, never by name from the root again, so a directory swapped for a
