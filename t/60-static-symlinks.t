@@ -1,8 +1,8 @@
 # follow_symlinks (issue 8 #8): www/pw -> /etc/passwd must not be served.
 # Each mode (true, false, "owner", and the default, which is "owner") against
 # a link to /etc/passwd, a link inside the root, a link in a directory
-# component; locations inherit and override; vhost_dir hosts never follow a
-# link to another owner's file; a cached file replaced by a link is noticed.
+# component; locations inherit and override; vhost_dir hosts follow no link
+# unless the default vhost says "owner"; a cached file replaced by a link is noticed.
 use strict;
 use warnings;
 use Test::More;
@@ -207,13 +207,17 @@ subtest 'luxd -t: an error page path with "." or ".." segments is refused' => su
 };
 $s->stop;
 
-# vhost_dir: every host's tree may be another tenant's. The default vhost
-# here follows every link, which must not carry over to the hosts.
-for my $default (['true', '"owner"'], ['false', 'false']) {
+# vhost_dir: every host's tree may be another tenant's. A default vhost
+# that follows every link must not carry that over to the hosts, and one
+# that says nothing leaves them following none: "owner" trusts the owners on
+# disk, which a tarball unpacked by root sets to whatever its author chose.
+for my $default (['true', '"owner"'], ['false', 'false'], ['"owner"', '"owner"'], [undef, 'false']) {
     my ($dmode, $effective) = @$default;
-    subtest "vhost_dir with a default vhost of follow_symlinks = $dmode: hosts get $effective" => sub {
+    my $key = defined $dmode ? ", follow_symlinks = $dmode" : '';
+    my $name = defined $dmode ? "follow_symlinks = $dmode" : 'no follow_symlinks';
+    subtest "vhost_dir with a default vhost of $name: hosts get $effective" => sub {
         my $v = Luxd->new(no_start => 1, server => { vhost_dir => '$DIR/sites' }, config => <<"EOF");
-vhost "main.test" { default = true, root = "\$DIR/www", follow_symlinks = $dmode }
+vhost "main.test" { default = true, root = "\$DIR/www"$key }
 EOF
         my $sites = $v->dir . '/sites';
         mkdir $sites or die;
@@ -231,13 +235,17 @@ EOF
     };
 }
 
-subtest 'vhost_dir without a default vhost: "owner"' => sub {
+subtest 'vhost_dir without a default vhost: false' => sub {
     my $v = Luxd->new(no_start => 1, server => { vhost_dir => '$DIR/sites' }, config => "\n");
     my $sites = $v->dir . '/sites';
     mkdir $sites or die;
     make_tree("$sites/tenant.test");
+    # What an archive unpacked by root can carry: a link owned by root to a
+    # file owned by root, which "owner" would follow.
+    symlink('/etc/passwd', "$sites/tenant.test/rootpw") or die;
     $v->start;
-    is(status_of($v, 'tenant.test', $_->[0]), $_->[2], "tenant.test$_->[0]") for @cases;
+    is(status_of($v, 'tenant.test', $_->[0]), $_->[3], "tenant.test$_->[0]") for @cases;
+    is(status_of($v, 'tenant.test', '/rootpw'), '403', 'a root-owned link to a root-owned file is refused');
     $v->stop;
 };
 

@@ -57,7 +57,7 @@
 --   root              nil | absolute path
 --   index             { "index.html" }
 --   etag, last_modified   true        gzip_static, dir_listing   false
---   follow_symlinks   "owner" | true | false   ("owner" by default)
+--   follow_symlinks   nil (unset) | "owner" | true | false
 --   cache_control     nil | string
 --   headers           { {"Name", "value"}, ... } sorted by lower-cased name
 --   access            { {action = "allow"|"deny", prefix=, suffix = {...},

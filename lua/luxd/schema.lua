@@ -497,7 +497,9 @@ function S.vhost_defaults()
   return {
     aliases = {}, default = false, root = nil, index = { "index.html" },
     etag = true, last_modified = true, cache_control = nil, headers = {},
-    gzip_static = false, dir_listing = false, follow_symlinks = "owner",
+    gzip_static = false, dir_listing = false,
+    -- follow_symlinks stays nil when unset: vhost_dir hosts default to false
+    -- then, named vhosts to "owner" (src/config/load.c).
     access = {}, rewrite = {}, redirect = {},
     locations = {}, policy = nil, fallback = nil, proxy = nil, error_pages = {},
   }

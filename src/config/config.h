@@ -15,8 +15,9 @@
 #include "../http/mime.h"
 
 /* follow_symlinks: which symbolic links below a document root are followed
- * when a file is opened (nginx's disable_symlinks). The default is OWNER:
- * see read_site in load.c for why. */
+ * when a file is opened (nginx's disable_symlinks). The default is OWNER for
+ * named vhosts and REFUSE for vhost_dir hosts: see read_site and the end of
+ * load_vhosts in load.c for why. */
 typedef enum {
     LX_SYMLINKS_OWNER = 0, /**< "owner": when the link and its target have one owner */
     LX_SYMLINKS_FOLLOW,    /**< true: every link */
@@ -38,6 +39,7 @@ typedef struct lx_site_s {
     unsigned gzip_static : 1;      /**< serve FILE.gz to clients that accept gzip */
     unsigned dir_listing : 1;      /**< list directories that have no index file */
     lx_symlinks_t follow_symlinks; /**< links below the root that are followed */
+    unsigned follow_symlinks_set : 1; /**< the config named follow_symlinks (vhost_dir's default differs) */
     uint32_t id;                   /**< unique within a generation; part of the file cache key */
     const lx_ruleset_t *access;    /**< access rules, or NULL */
     const int *error_status;       /**< statuses that have an error page */

@@ -279,10 +279,13 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
      * of someone else (www/pw -> /etc/passwd, made by a site owner who is not
      * root; or one tenant's link into another's tree under vhost_dir). */
     lua_getfield(L, idx, "follow_symlinks");
-    if (lua_type(L, -1) == LUA_TBOOLEAN)
+    if (lua_type(L, -1) == LUA_TBOOLEAN) {
         site->follow_symlinks = lua_toboolean(L, -1) ? LX_SYMLINKS_FOLLOW : LX_SYMLINKS_REFUSE;
-    else if (lua_type(L, -1) == LUA_TSTRING)
+        site->follow_symlinks_set = 1;
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
         site->follow_symlinks = LX_SYMLINKS_OWNER; /* the schema admits "owner" only */
+        site->follow_symlinks_set = 1;
+    }
     lua_pop(L, 1);
     site->cache_control = get_str(ld, idx, "cache_control", site->cache_control);
 
@@ -671,10 +674,15 @@ static int convert(loader_t *ld, int desc) {
             m->site.etag = m->site.last_modified = 1;
             m->site.headers = "";
         }
-        /* Under vhost_dir each host's tree may belong to another tenant, so
-         * following every link is never inherited from the default vhost:
-         * true becomes "owner" there; false stays false. */
-        if (m->site.follow_symlinks == LX_SYMLINKS_FOLLOW)
+        /* Under vhost_dir each host's tree may belong to another tenant, and
+         * "owner" is only as good as the owners on disk: a tarball unpacked
+         * by root (a control panel, tar --same-owner) carries whatever uid
+         * its author chose, a link to /etc/passwd owned by root included.
+         * So no link is followed there unless the default vhost asks for
+         * "owner" in so many words; true becomes "owner", never more. */
+        if (!m->site.follow_symlinks_set)
+            m->site.follow_symlinks = LX_SYMLINKS_REFUSE;
+        else if (m->site.follow_symlinks == LX_SYMLINKS_FOLLOW)
             m->site.follow_symlinks = LX_SYMLINKS_OWNER;
         m->name = "(vhost_dir)";
         m->is_default = 0;
