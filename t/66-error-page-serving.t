@@ -17,6 +17,8 @@ vhost "localhost" {
   gzip_static = true,
   error_pages = { [404] = "/404.html" },
   location "/lst/" { dir_listing = true, error_pages = { [404] = "/errs/" } },
+  location "/hidden/" { access = { deny { all = true } }, policy = function(r) return 500 end },
+  location "/pol/" { policy = function(r) return 401 end, error_pages = { [401] = "/hidden/401.html" } },
 }
 EOF_CONF
     files => {
@@ -24,6 +26,7 @@ EOF_CONF
         'www/404.html.gz' => $gz,
         'www/errs/a.txt'  => "a file in the page directory\n",
         'www/lst/d/b.txt' => "b\n",
+        'www/hidden/401.html' => "hidden page\n",
     },
 );
 
@@ -37,6 +40,15 @@ $s->run_cases(
 );
 my $r = $s->get('/lst/missing');
 unlike $r->{body}, qr/Index of|a\.txt/, 'no byte of the listing in the 404';
+
+# As doc/config.md says: a page is the server's answer; its location's
+# access rules and policy are for requests, so pages can be kept there.
+$s->run_cases(
+    { name => "a policy's 401 gets a page from a location clients may not read",
+      request => { path => '/pol/x' }, status => 401, body => "hidden page\n" },
+    { name => 'that location itself is closed to clients',
+      request => { path => '/hidden/401.html' }, status => 403 },
+);
 
 $r = $s->http(path => '/missing', headers => [ 'Accept-Encoding' => 'gzip' ]);
 is $r->{status}, 404, 'the gzip-accepting client gets a 404';
