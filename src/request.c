@@ -232,7 +232,7 @@ static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
     if (i < 0) return 0;
     const lx_rule_t *rule = &r->vhost->redirect->rules[i];
     char loc[4096];
-    int n = lx_rule_expand(rule->target, m, loc, sizeof(loc), 1);
+    int n = lx_rule_expand(rule->target, m, loc, sizeof(loc), LX_EXPAND_URL);
     if (n < 0) {
         finish(r, 500);
         return 1;
@@ -266,13 +266,13 @@ static int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m) {
     if (tplen >= sizeof(tpath)) return -EINVAL;
     memcpy(tpath, rule->target, tplen);
     tpath[tplen] = '\0';
-    int n = lx_rule_expand(tpath, m, buf, sizeof(buf), 0);
+    int n = lx_rule_expand(tpath, m, buf, sizeof(buf), LX_EXPAND_RAW);
     if (n < 0 || buf[0] != '/') return -EINVAL;
     char *path = lx_arena_alloc(r->arena, (size_t)n + 1);
     if (path == NULL || lx_path_clean(buf, (size_t)n, path, &r->decoded_len) < 0) return -EINVAL;
     r->decoded = path;
     if (tq) {
-        int q = lx_rule_expand(tq + 1, m, qbuf, sizeof(qbuf), 1);
+        int q = lx_rule_expand(tq + 1, m, qbuf, sizeof(qbuf), LX_EXPAND_QUERY);
         if (q < 0) return -EINVAL;
         size_t cq = r->query.len;
         char *nq = lx_arena_alloc(r->arena, (size_t)q + cq + 2);

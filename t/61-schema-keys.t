@@ -247,6 +247,9 @@ my %PROOF = (
     'rule.all'    => { a => vh('access = { deny { all = true } }'),             b => vh('access = { deny { prefix = "/zzz" } }'),     req => { path => '/index.html' } },
     'rule.status' => { a => vh('access = { deny { all = true, status = 451 } }'), b => vh('access = { deny { all = true } }'),        req => { path => '/index.html' } },
 
+    # redirect = { { regex, target, status = N } }: the entry's own key.
+    'redirect.status' => { a => vh('redirect = { { "^/r$", "/x", status = 308 } }'), b => vh('redirect = { { "^/r$", "/x" } }'), req => { path => '/r' } },
+
     # vhost "name" { } (and, unless given below, location "/l/" { })
     'vhost.aliases' => {
         a => qq{vhost "main.test" { root = "\$DIR/www", aliases = { "alias.test" } }\nvhost "o.test" { default = true, root = "\$DIR/other" }\n},

@@ -130,12 +130,13 @@ local function new_state(path, host)
   return setmetatable({
     prefix = prefix,
     glob = host.glob,
+    realpath = host.realpath,
     main = path,
     lines = {},        -- display name -> source lines (comments removed)
     files = {},        -- display names, in the order they ran
     known = {},        -- display name -> true
     short = {},        -- display name -> Lua's short form of it
-    running = {},      -- absolute paths of the files now running (include cycles)
+    running = {},      -- real paths of the files now running (include cycles)
     abs = {},          -- display name -> absolute path, to resolve includes
     warnings = {},     -- "FILE:LINE: ..." for what is allowed but likely wrong
     depth = 0,
@@ -212,6 +213,13 @@ function St:locate(e)
   return fmt("%s:%d: %s", file, line, msg)
 end
 
+-- The key of a file for the include cycle check: its real path, as the
+-- path written may name it anew on each turn ("d1/../d2/../d1/a.lua", a
+-- symlinked directory). The path as given when the host cannot say.
+function St:real(abs)
+  return type(self.realpath) == "function" and self.realpath(abs) or abs
+end
+
 -- Runs one file of the config; errors go up unchanged, to be located by
 -- St:locate at the top.
 function St:run_file(display, abs, text)
@@ -227,11 +235,12 @@ function St:run_file(display, abs, text)
   local fn, err = loadstring(text, "@" .. display)
   if not fn then error(err, 0) end
   setfenv(fn, self.env)
-  self.running[abs] = true
+  local key = self:real(abs)
+  self.running[key] = true
   self.depth = self.depth + 1
   fn()
   self.depth = self.depth - 1
-  self.running[abs] = nil
+  self.running[key] = nil
 end
 
 ---------------------------------------------------------------------------
@@ -364,7 +373,7 @@ function St:include(pattern, file, line)
     elseif not text then
       V.fail(ctx, nil, fmt("cannot read %s: %s", V.q(display), why))
     end
-    if self.running[abs] then
+    if self.running[self:real(abs)] then
       V.fail(ctx, nil, fmt("%s is already being run (an include cycle)", V.q(display)))
     end
     if self.depth >= 32 then V.fail(ctx, nil, "includes are nested too deeply (32 levels)") end

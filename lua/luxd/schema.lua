@@ -319,10 +319,13 @@ local function check_redirect_status(ctx, key, v, what)
   return v
 end
 
+-- The keys of one redirect entry (a rewrite entry has none).
+local REDIRECT_KEYS = { status = check_redirect_status }
+
 local function rewrites(is_redirect)
   local example = is_redirect and '{ "^/old$", "/new", status = 301 }' or '{ "^/old/(.*)$", "/new/$1" }'
   local schema = {
-    keys = is_redirect and { status = check_redirect_status } or {},
+    keys = is_redirect and REDIRECT_KEYS or {},
     order = is_redirect and { "status" } or {},
     hint = (not is_redirect) and function(k)
       if k == "status" then return " (only a redirect has a status; a rewrite is internal)" end
@@ -604,7 +607,7 @@ local VHOST_SCHEMA = {
 -- schema (t/61-schema-keys.t proves each key works or is refused).
 S.KEYS = {
   server = SERVER_KEYS, access_log = ACCESS_LOG_SCHEMA.keys, upstream = UPSTREAM_KEYS,
-  rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS,
+  rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS, redirect = REDIRECT_KEYS,
 }
 S.NOT_BUILT = not_built
 

@@ -711,6 +711,20 @@ static int l_glob(lua_State *L) {
     return 1;
 }
 
+/* host.realpath(path): the file's canonical path, or nil. Include cycles
+ * are found by it: a relative pattern with ".." or a symlinked directory
+ * names the same file by a new path on every turn of a cycle. */
+static int l_realpath(lua_State *L) {
+    char *real = realpath(luaL_checkstring(L, 1), NULL);
+    if (real == NULL) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushstring(L, real);
+    free(real);
+    return 1;
+}
+
 static void install_modules(lua_State *L) {
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "preload");
@@ -746,6 +760,8 @@ int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err,
         lua_setfield(L, -2, "prefix");
         lua_pushcfunction(L, l_glob);
         lua_setfield(L, -2, "glob");
+        lua_pushcfunction(L, l_realpath);
+        lua_setfield(L, -2, "realpath");
         lua_newtable(L); /* host.luxd: the API policies use */
         lx_shared_push(L);
         lua_setfield(L, -2, "shared");

@@ -272,12 +272,16 @@ int lx_rule_max_ref(const char *target) {
 }
 
 int lx_rule_expand(const char *target, const lx_match_ctx_t *ctx, char *out, size_t cap,
-                   int escape) {
+                   lx_expand_t how) {
     static const char hex[] = "0123456789ABCDEF";
     const PCRE2_SIZE *ov = ctx->ncap ? pcre2_get_ovector_pointer(ctx->md) : NULL;
     uint32_t pairs = ctx->ncap;
     if (ov && pairs > pcre2_get_ovector_count(ctx->md)) pairs = pcre2_get_ovector_count(ctx->md);
     size_t n = 0;
+    /* In a query "&", "+" and ";" separate or change parameters, so a
+     * capture's own must be encoded there (a path's "%26" would otherwise
+     * give the next site a parameter the client made up). */
+    int in_query = how == LX_EXPAND_QUERY;
     for (const char *p = target; *p; p++) {
         if (*p == '$' && p[1] >= '0' && p[1] <= '9') {
             uint32_t k = (uint32_t)(p[1] - '0');
@@ -290,7 +294,9 @@ int lx_rule_expand(const char *target, const lx_match_ctx_t *ctx, char *out, siz
                 continue;
             for (PCRE2_SIZE i = ov[2 * k]; i < ov[2 * k + 1]; i++) {
                 unsigned char c = (unsigned char)ctx->path[i];
-                int enc = escape && (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#%?", c));
+                int enc = how != LX_EXPAND_RAW &&
+                          (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#%?", c) ||
+                           (in_query && strchr("&+;", c)));
                 if (n + (enc ? 3 : 1) >= cap) return -ENOSPC;
                 if (enc) {
                     out[n++] = '%';
@@ -302,6 +308,7 @@ int lx_rule_expand(const char *target, const lx_match_ctx_t *ctx, char *out, siz
             }
             continue;
         }
+        if (*p == '?' && how == LX_EXPAND_URL) in_query = 1;
         if (n + 1 >= cap) return -ENOSPC;
         out[n++] = *p;
     }

@@ -66,14 +66,23 @@ int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx);
  * into err on failure. */
 pcre2_code *lx_regex_compile(const char *src, char *err, size_t errlen);
 
+/* How captured bytes are written by lx_rule_expand. A capture is data: it
+ * must not become syntax of the URL it is put into. */
+typedef enum {
+    LX_EXPAND_RAW,   /**< as they are (a rewrite's path, cleaned afterwards) */
+    LX_EXPAND_URL,   /**< a whole URL: bytes that may not stand in one are
+                          encoded; after the target's own '?' also "&+;" */
+    LX_EXPAND_QUERY, /**< a query: the URL set plus "&+;" from the start */
+} lx_expand_t;
+
 /* Expands $0..$9 in target with the captures of the last match in ctx (of
  * ctx->path). A group the match did not set, or one beyond ctx->ncap,
  * expands to nothing, and no capture is read outside ctx->path[0..len).
  * Returns the length written (at most cap - 1, NUL-terminated), or -ENOSPC.
- * `escape` percent-encodes captured bytes that may not stand in a URL as
- * data (a decoded "%" or "?" from the path is encoded again). */
+ * `how` says which captured bytes are percent-encoded (a decoded "%", "?"
+ * or, in a query, "&" from the path is encoded again). */
 int lx_rule_expand(const char *target, const lx_match_ctx_t *ctx, char *out, size_t cap,
-                   int escape);
+                   lx_expand_t how);
 
 /* The highest $N that target refers to, or -1 when it has none: the config
  * loader refuses a target that names a group its regex does not have. */

@@ -205,10 +205,14 @@ static int serve_ranges(lx_req_t *r, lx_file_t *f, lx_range_t *rg, int n) {
 
 static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
     if (r->error_status) {
-        /* An error page: its own status, no validators or ranges apply. */
+        /* An error page: its own status, no validators or ranges apply.
+         * It may still be the page's .gz sibling, and the client must be
+         * told so, or it shows the compressed bytes as the page. */
         lx_resp_start(r, r->error_status);
         lx_resp_headerf(r, "Content-Type: %s\r\nContent-Length: %llu\r\n", f->ctype,
                         (unsigned long long)f->size);
+        if (r->site->gzip_static) lx_resp_header(r, "Vary: Accept-Encoding\r\n", 23);
+        if (f->site_id & 1) lx_resp_header(r, "Content-Encoding: gzip\r\n", 24);
         lx_resp_header(r, r->site->headers, r->site->headers_len);
         lx_resp_end_headers(r);
         queue_body(r, f, 0, f->size);
@@ -300,7 +304,9 @@ static lx_rc_t static_handle(lx_req_t *r) {
         /* No index: the directory itself decides between 403 and 404. */
         if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN) return LX_ASYNC;
         if (rc < 0) return LX_ERROR;
-        if (f->err == 0 && f->is_dir && s->dir_listing) {
+        /* A listing is no error page: it would answer 200 for a request
+         * that earned a 404 or 403. Such a page falls to the built-in one. */
+        if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) {
             res = lx_listing(r, f->path, f->path_len);
             lx_file_unref(f);
             return res;

@@ -140,18 +140,19 @@ int main(void) {
     m.path = "/s3cr3t/first-client-secret/tail";
     m.len = strlen(m.path);
     is_int(lx_ruleset_first(&rs3, &m), 0, "the three-group regex matches");
-    is_int(lx_rule_expand("$1|$2|$3", &m, out, sizeof(out), 0), 31, "its captures expand");
+    is_int(lx_rule_expand("$1|$2|$3", &m, out, sizeof(out), LX_EXPAND_RAW), 31,
+           "its captures expand");
     is_str(out, "s3cr3t|first-client-secret|tail", "to its own groups");
     m.path = "/go/x";
     m.len = 5;
     is_int(lx_ruleset_first(&rs1, &m), 0, "the one-group regex matches");
-    lx_rule_expand("/to/$1/$2/$3", &m, out, sizeof(out), 0);
+    lx_rule_expand("/to/$1/$2/$3", &m, out, sizeof(out), LX_EXPAND_RAW);
     is_str(out, "/to/x//", "groups beyond this match's expand to nothing, never to stale offsets");
     m.path = "/nothing";
     m.len = 8;
     is_int(lx_ruleset_first(&rs1, &m), -1, "no match");
     is_int((long long)m.ncap, 0, "a failed lookup leaves no captures to read");
-    lx_rule_expand("[$0$1]", &m, out, sizeof(out), 0);
+    lx_rule_expand("[$0$1]", &m, out, sizeof(out), LX_EXPAND_RAW);
     is_str(out, "[]", "so $0 and $1 expand to nothing");
     is_int(lx_rule_max_ref("/to/$1/$3?x=$2"), 3, "max_ref: the highest $N");
     is_int(lx_rule_max_ref("/plain$"), -1, "max_ref: none");
