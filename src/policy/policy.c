@@ -132,6 +132,15 @@ static int r_set_header(lua_State *L) {
     return 0;
 }
 
+/* The status a policy names, or -1 when the number is no integer in
+ * 200..599. It is checked as the Lua number it is: casting first would turn
+ * 204.5 or 2^32 + 204 into 204, an answer the policy never named (and a
+ * double out of int range into undefined behaviour). */
+static int policy_status(lua_Number n) {
+    if (!(n >= 200 && n <= 599) || n != (lua_Number)(int)n) return -1;
+    return (int)n;
+}
+
 static void once_only(lua_State *L, lx_policy_vm_t *vm) {
     if (vm->answered) luaL_error(L, "the request was already answered");
 }
@@ -142,9 +151,10 @@ static int r_redirect(lua_State *L) {
     lx_policy_vm_t *vm = vm_of(L);
     size_t n;
     const char *url = luaL_checklstring(L, 2, &n);
-    int status = (int)luaL_optinteger(L, 3, 302);
+    lua_Number sn = luaL_optnumber(L, 3, 302);
+    int status = policy_status(sn);
     if (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)
-        return luaL_error(L, "r:redirect: the status is 301, 302, 303, 307 or 308, not %d", status);
+        return luaL_error(L, "r:redirect: the status is 301, 302, 303, 307 or 308, not %f", sn);
     if (n == 0 || !valid_header_value(url, n))
         return luaL_error(L, "r:redirect: not a usable Location (empty, or a control character)");
     once_only(L, vm);
@@ -165,11 +175,11 @@ static int r_redirect(lua_State *L) {
 static int r_respond(lua_State *L) {
     lx_req_t *r = current(L);
     lx_policy_vm_t *vm = vm_of(L);
-    int status = (int)luaL_checkinteger(L, 2);
+    lua_Number sn = luaL_checknumber(L, 2);
     size_t n = 0;
     const char *body = luaL_optlstring(L, 3, NULL, &n);
-    if (status < 200 || status > 599)
-        return luaL_error(L, "r:respond: the status must be 200..599, not %d", status);
+    int status = policy_status(sn);
+    if (status < 0) return luaL_error(L, "r:respond: the status must be 200..599, not %f", sn);
     if ((status == 204 || status == 304) && n > 0)
         return luaL_error(L, "r:respond: a %d response has no body", status);
     once_only(L, vm);
@@ -714,10 +724,11 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     }
     int status = 0;
     if (lua_type(L, -1) == LUA_TNUMBER) {
-        status = (int)lua_tointeger(L, -1);
-        if (status < 200 || status > 599) {
-            lx_log_error("policy of vhost \"%s\" returned %d, not a status; failing closed",
-                         r->vhost->name, status);
+        lua_Number sn = lua_tonumber(L, -1);
+        status = policy_status(sn);
+        if (status < 0) {
+            lx_log_error("policy of vhost \"%s\" returned %.14g, not a status; failing closed",
+                         r->vhost->name, (double)sn);
             status = 500;
         }
     } else if (!lua_isnil(L, -1)) {
