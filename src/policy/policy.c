@@ -14,6 +14,12 @@
 /* The budget is checked every HOOK_EVERY instructions. */
 #define HOOK_EVERY 10000
 
+/* The header lines one request's policy may add with r:set_header, in all:
+ * room for long Content-Security-Policy and Set-Cookie headers, while the
+ * memory they take (the request's arena, outside policy_memory) stays
+ * bounded. */
+#define MAX_POLICY_HEADERS 65536
+
 struct lx_policy_vm_s {
     lua_State *L;
     int *refs;       /* registry refs of the functions, by slot - 1 */
@@ -119,16 +125,30 @@ static int r_set_header(lua_State *L) {
                           "r:set_header: %s: a value cannot hold control characters "
                           "(CR, LF, NUL, DEL)",
                           name);
-    size_t need = r->extra_len + nl + vl + 4;
-    char *b = lx_arena_alloc(r->arena, need);
-    if (b == NULL) return luaL_error(L, "out of memory");
-    if (r->extra_len) memcpy(b, r->extra, r->extra_len); /* extra is NULL at first */
-    memcpy(b + r->extra_len, name, nl);
-    memcpy(b + r->extra_len + nl, ": ", 2);
-    memcpy(b + r->extra_len + nl + 2, value, vl);
-    memcpy(b + need - 2, "\r\n", 2);
-    r->extra = b;
-    r->extra_len = need;
+    size_t add = nl + vl + 4; /* "Name: value\r\n" */
+    if (add > MAX_POLICY_HEADERS - r->extra_len)
+        return luaL_error(L, "r:set_header: %s: the headers a policy adds are limited to %d bytes",
+                          name, MAX_POLICY_HEADERS);
+    if (r->extra_len + add > r->extra_cap) {
+        /* Doubling keeps a loop of set_header calls linear: copying the
+         * whole block on every call was quadratic, in time the budget does
+         * not count and in arena memory policy_memory does not bound. */
+        size_t cap = r->extra_cap ? r->extra_cap : 256;
+        while (cap < r->extra_len + add)
+            cap *= 2;
+        if (cap > MAX_POLICY_HEADERS) cap = MAX_POLICY_HEADERS;
+        char *b = lx_arena_alloc(r->arena, cap);
+        if (b == NULL) return luaL_error(L, "out of memory");
+        if (r->extra_len) memcpy(b, r->extra, r->extra_len); /* extra is NULL at first */
+        r->extra = b;
+        r->extra_cap = cap;
+    }
+    char *b = r->extra + r->extra_len;
+    memcpy(b, name, nl);
+    memcpy(b + nl, ": ", 2);
+    memcpy(b + nl + 2, value, vl);
+    memcpy(b + nl + 2 + vl, "\r\n", 2);
+    r->extra_len += add;
     return 0;
 }
 
