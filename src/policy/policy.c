@@ -188,10 +188,11 @@ static int r_redirect(lua_State *L) {
     return 0;
 }
 
-/* r:respond(status [, body]). A 204 or 304 has no body (RFC 9110 15.3.5,
- * 15.4.5): asking for one is an error, not a body the client would read as
- * the start of the next response. An empty body is the same as none. On
- * HEAD the body is left out and its Content-Length kept. */
+/* r:respond(status [, body]). A 204, 205 or 304 has no body (RFC 9110
+ * 15.3.5, 15.3.6, 15.4.5): asking for one is an error, not a body the
+ * client would read as the start of the next response. An empty body is
+ * the same as none. On HEAD the body is left out and its Content-Length
+ * kept. */
 static int r_respond(lua_State *L) {
     lx_req_t *r = current(L);
     lx_policy_vm_t *vm = vm_of(L);
@@ -200,10 +201,11 @@ static int r_respond(lua_State *L) {
     const char *body = luaL_optlstring(L, 3, NULL, &n);
     int status = policy_status(sn);
     if (status < 0) return luaL_error(L, "r:respond: the status must be 200..599, not %f", sn);
-    if ((status == 204 || status == 304) && n > 0)
-        return luaL_error(L, "r:respond: a %d response has no body", status);
+    /* 205 as well: RFC 9110 15.3.6 forbids content in it. */
+    int bodiless = status == 204 || status == 205 || status == 304;
+    if (bodiless && n > 0) return luaL_error(L, "r:respond: a %d response has no body", status);
     once_only(L, vm);
-    if (body == NULL || status == 204 || status == 304) {
+    if (body == NULL || bodiless) {
         lx_resp_error(r, status);
     } else {
         lx_resp_start(r, status);
