@@ -12,6 +12,8 @@
 #    time the budget does not count, and in arena memory policy_memory does
 #    not bound: 3000 calls of 1 KB held a worker for over 20 s). The headers
 #    a policy adds are now limited to 65536 bytes in all, grown by doubling.
+#  - luxd -t never bound the policies, so a config whose second run
+#    declares them elsewhere was "ok" and then failed the start.
 #  - 205 Reset Content carried content (r:respond(205, body), or an HTML page
 #    for `return 205`); RFC 9110 15.3.6 forbids it. Now Content-Length: 0.
 use strict;
@@ -34,6 +36,32 @@ LUA
     }
     my ($rc, $out) = Luxd::check_config(qq{vhost "a.test" { default = true, root = "\$DIR/www", location "/a%00x" { } }\n});
     is($rc, 0, 'a prefix without a NUL byte is still fine') or diag($out);
+};
+
+# luxd -t bound no policies, so a config whose second run declares them on
+# other vhosts (here by a counter in luxd.shared, which every run in the
+# process shares) was "ok" and then failed the start.
+subtest 'luxd -t binds the policies as a worker does' => sub {
+    my ($rc, $out, $file) = Luxd::check_config(<<'LUA');
+local run = luxd.shared.incr("review-runs")
+vhost "a.test" { root = "$DIR/www", policy = (run % 2 == 1) and function(r) return 451 end or nil }
+vhost "b.test" { root = "$DIR/www", policy = (run % 2 == 0) and function(r) return 452 end or nil }
+vhost "localhost" { default = true, root = "$DIR/www" }
+LUA
+    isnt($rc, 0, 'a config that binds differently on its second run is refused') or diag($out);
+    like($out, qr/\Q$file\E:2: vhost "a\.test" has a policy when the config first ran, but not when it ran again/,
+         'with the file:line of the vhost') or diag($out);
+    ($rc, $out) = Luxd::check_config(<<'LUA');
+local sites = {}
+for i = 1, 30 do sites[("h%02d.test"):format(i)] = 400 + i end
+for name, st in pairs(sites) do
+  vhost(name) { root = "$DIR/www", policy = function(r) return st end,
+    location "/l/" { policy = function(r) return st end } }
+end
+vhost "localhost" { default = true, root = "$DIR/www", policy = function(r) return nil end }
+LUA
+    is($rc, 0, 'policies from a pairs() loop bind: ok') or diag($out);
+    like($out, qr/is ok \(31 vhosts/, 'and -t says so');
 };
 
 # -- statuses, header totals, 205 --------------------------------------------
