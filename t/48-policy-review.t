@@ -14,6 +14,9 @@
 #    a policy adds are now limited to 65536 bytes in all, grown by doubling.
 #  - luxd -t never bound the policies, so a config whose second run
 #    declares them elsewhere was "ok" and then failed the start.
+#  - luxd.shared took any ttl: an infinite or huge one overflowed the cast
+#    (set() said true, the entry had already expired), a NaN one never
+#    expired. A ttl is now 0..2147483647 seconds; anything else is an error.
 #  - 205 Reset Content carried content (r:respond(205, body), or an HTML page
 #    for `return 205`); RFC 9110 15.3.6 forbids it. Now Content-Length: 0.
 use strict;
@@ -95,6 +98,13 @@ vhost "localhost" {
     if c == "hsplit1" then r:set_header("X-A", string.rep("v", $MAX - 30)) r:set_header("X-B", string.rep("w", 6)) r:set_header("X-C", "1234") return nil end
     if c == "hmany" then for i = 1, 1000 do r:set_header("X-H" .. i, tostring(i)) end return nil end
     if c == "hloop" then for i = 1, 200 do r:set_header("X-L", string.rep("v", 1000)) end return nil end
+    local ttl = ({ tmax = 2147483647, tover = 2147483648, thuge = 1e300, tinf = 1/0, tnan = 0/0 })[c]
+    if ttl then
+      local ok, e = pcall(luxd.shared.set, "ttl-" .. c, "v", ttl)
+      local ok2, e2 = pcall(luxd.shared.incr, "ttl-incr-" .. c, 1, ttl)
+      return r:respond(200, ("set %s %s incr %s %s get %s ttl %s"):format(tostring(ok), tostring(e),
+        tostring(ok2), tostring(e2), tostring(luxd.shared.get("ttl-" .. c)), tostring(luxd.shared.ttl("ttl-" .. c))))
+    end
     if c == "r205" then return r:respond(205) end
     if c == "r205body" then return r:respond(205, "reset") end
     if c == "ret205" then return 205 end
@@ -175,6 +185,20 @@ subtest "the headers a policy adds: $MAX bytes in all, one more is refused" => s
     my @bad = grep { ($r[0]{headers}{"x-h$_"} // '') ne $_ } 1 .. 1000;
     is(scalar @bad, 0, 'every one of them there, each with its own value') or diag("missing: @bad[0 .. ($#bad < 9 ? $#bad : 9)]");
     framed('hmany', $raw, @r);
+};
+
+subtest 'luxd.shared ttl: 0..2147483647 seconds, anything else refused' => sub {
+    my ($raw, @r) = pipelined('tmax');
+    like($r[0] && $r[0]{body}, qr/^set true true incr true 1 get v ttl (\d+(?:\.\d+)?)$/, 'at 2147483647 s: stored, incr too');
+    my ($left) = ($r[0]{body} // '') =~ /ttl (\S+)$/;
+    ok(defined $left && $left > 2147483647 - 60 && $left <= 2147483647, 'ttl() gives it back') or diag($r[0]{body});
+    framed('tmax', $raw, @r);
+    for my $case (qw(tover thuge tinf tnan)) {
+        ($raw, @r) = pipelined($case);
+        like($r[0] && $r[0]{body}, qr/^set false .*ttl must be 0\.\.2147483647 seconds.* incr false .*ttl must be 0\.\.2147483647 seconds.* get nil ttl nil$/,
+             "$case: set and incr refuse it, nothing is stored") or diag($r[0] && $r[0]{body});
+        framed($case, $raw, @r);
+    }
 };
 
 subtest '205 Reset Content has no content' => sub {
