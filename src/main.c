@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "log.h"
 #include "lx.h"
+#include "policy/policy.h"
 #include "server.h"
 
 static int stopping;
@@ -171,6 +172,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (test || dump) {
+        /* Bind the policies once, as each worker will: a config whose second
+         * run declares them at other vhosts or locations than its first is
+         * refused here, not only when it is started or reloaded. */
+        int r = lx_policy_build(g, file, prefix, 1, err, sizeof(err));
+        if (r < 0) {
+            if (r == -ENOMEM) snprintf(err, sizeof(err), "%s: out of memory", file);
+            fprintf(stderr, "%s\n", err);
+            lx_gen_unref(g);
+            return 1;
+        }
         for (size_t i = 0; i < g->nwarnings; i++)
             fprintf(stderr, "luxd: warning: %s\n", g->warnings[i]);
         if (dump) lx_gen_dump(g, stdout);

@@ -70,6 +70,7 @@ typedef struct lx_req_s {
     lx_str_t host;              /**< Host without port, for policies */
     char *extra;                /**< header lines a policy added (arena) */
     size_t extra_len;           /**< bytes in extra */
+    size_t extra_cap;           /**< bytes allocated for extra */
 } lx_req_t;
 
 /* Runs a complete request through vhost, path and handler; the single entry

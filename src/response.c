@@ -161,6 +161,15 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
         lx_resp_end_headers(r);
         return;
     }
+    if (status == 205) {
+        /* 205 Reset Content: no content, said with a zero length so that a
+         * keep-alive client need not wait for a close (RFC 9110 15.3.6). */
+        if (extra) put(r, extra, strlen(extra));
+        if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
+        put(r, "Content-Length: 0\r\n", 19);
+        lx_resp_end_headers(r);
+        return;
+    }
     if (status == 405) put(r, "Allow: GET, HEAD\r\n", 18);
     if (extra) put(r, extra, strlen(extra));
     if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);

@@ -561,6 +561,12 @@ local function location(ctx, info, seen)
   if info.prefix:sub(1, 1) ~= "/" then
     V.fail(c, nil, 'the prefix must start with "/"')
   end
+  -- luxd matches and binds a location by its prefix as a C string, which
+  -- ends at the first NUL: "/a\0x" would become "/a", another location's
+  -- prefix or a wider one than written, and take its policy along.
+  if info.prefix:find("%z") then
+    V.fail(c, nil, "the prefix must not contain a NUL byte")
+  end
   local prev = seen[info.prefix]
   if prev then
     V.fail(c, nil, fmt("the prefix is already used by another location of this vhost (%s:%d)",

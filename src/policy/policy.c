@@ -14,6 +14,12 @@
 /* The budget is checked every HOOK_EVERY instructions. */
 #define HOOK_EVERY 10000
 
+/* The header lines one request's policy may add with r:set_header, in all:
+ * room for long Content-Security-Policy and Set-Cookie headers, while the
+ * memory they take (the request's arena, outside policy_memory) stays
+ * bounded. */
+#define MAX_POLICY_HEADERS 65536
+
 struct lx_policy_vm_s {
     lua_State *L;
     int *refs;       /* registry refs of the functions, by slot - 1 */
@@ -119,17 +125,40 @@ static int r_set_header(lua_State *L) {
                           "r:set_header: %s: a value cannot hold control characters "
                           "(CR, LF, NUL, DEL)",
                           name);
-    size_t need = r->extra_len + nl + vl + 4;
-    char *b = lx_arena_alloc(r->arena, need);
-    if (b == NULL) return luaL_error(L, "out of memory");
-    if (r->extra_len) memcpy(b, r->extra, r->extra_len); /* extra is NULL at first */
-    memcpy(b + r->extra_len, name, nl);
-    memcpy(b + r->extra_len + nl, ": ", 2);
-    memcpy(b + r->extra_len + nl + 2, value, vl);
-    memcpy(b + need - 2, "\r\n", 2);
-    r->extra = b;
-    r->extra_len = need;
+    size_t add = nl + vl + 4; /* "Name: value\r\n" */
+    if (add > MAX_POLICY_HEADERS - r->extra_len)
+        return luaL_error(L, "r:set_header: %s: the headers a policy adds are limited to %d bytes",
+                          name, MAX_POLICY_HEADERS);
+    if (r->extra_len + add > r->extra_cap) {
+        /* Doubling keeps a loop of set_header calls linear: copying the
+         * whole block on every call was quadratic, in time the budget does
+         * not count and in arena memory policy_memory does not bound. */
+        size_t cap = r->extra_cap ? r->extra_cap : 256;
+        while (cap < r->extra_len + add)
+            cap *= 2;
+        if (cap > MAX_POLICY_HEADERS) cap = MAX_POLICY_HEADERS;
+        char *b = lx_arena_alloc(r->arena, cap);
+        if (b == NULL) return luaL_error(L, "out of memory");
+        if (r->extra_len) memcpy(b, r->extra, r->extra_len); /* extra is NULL at first */
+        r->extra = b;
+        r->extra_cap = cap;
+    }
+    char *b = r->extra + r->extra_len;
+    memcpy(b, name, nl);
+    memcpy(b + nl, ": ", 2);
+    memcpy(b + nl + 2, value, vl);
+    memcpy(b + nl + 2 + vl, "\r\n", 2);
+    r->extra_len += add;
     return 0;
+}
+
+/* The status a policy names, or -1 when the number is no integer in
+ * 200..599. It is checked as the Lua number it is: casting first would turn
+ * 204.5 or 2^32 + 204 into 204, an answer the policy never named (and a
+ * double out of int range into undefined behaviour). */
+static int policy_status(lua_Number n) {
+    if (!(n >= 200 && n <= 599) || n != (lua_Number)(int)n) return -1;
+    return (int)n;
 }
 
 static void once_only(lua_State *L, lx_policy_vm_t *vm) {
@@ -142,9 +171,10 @@ static int r_redirect(lua_State *L) {
     lx_policy_vm_t *vm = vm_of(L);
     size_t n;
     const char *url = luaL_checklstring(L, 2, &n);
-    int status = (int)luaL_optinteger(L, 3, 302);
+    lua_Number sn = luaL_optnumber(L, 3, 302);
+    int status = policy_status(sn);
     if (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)
-        return luaL_error(L, "r:redirect: the status is 301, 302, 303, 307 or 308, not %d", status);
+        return luaL_error(L, "r:redirect: the status is 301, 302, 303, 307 or 308, not %f", sn);
     if (n == 0 || !valid_header_value(url, n))
         return luaL_error(L, "r:redirect: not a usable Location (empty, or a control character)");
     once_only(L, vm);
@@ -158,22 +188,24 @@ static int r_redirect(lua_State *L) {
     return 0;
 }
 
-/* r:respond(status [, body]). A 204 or 304 has no body (RFC 9110 15.3.5,
- * 15.4.5): asking for one is an error, not a body the client would read as
- * the start of the next response. An empty body is the same as none. On
- * HEAD the body is left out and its Content-Length kept. */
+/* r:respond(status [, body]). A 204, 205 or 304 has no body (RFC 9110
+ * 15.3.5, 15.3.6, 15.4.5): asking for one is an error, not a body the
+ * client would read as the start of the next response. An empty body is
+ * the same as none. On HEAD the body is left out and its Content-Length
+ * kept. */
 static int r_respond(lua_State *L) {
     lx_req_t *r = current(L);
     lx_policy_vm_t *vm = vm_of(L);
-    int status = (int)luaL_checkinteger(L, 2);
+    lua_Number sn = luaL_checknumber(L, 2);
     size_t n = 0;
     const char *body = luaL_optlstring(L, 3, NULL, &n);
-    if (status < 200 || status > 599)
-        return luaL_error(L, "r:respond: the status must be 200..599, not %d", status);
-    if ((status == 204 || status == 304) && n > 0)
-        return luaL_error(L, "r:respond: a %d response has no body", status);
+    int status = policy_status(sn);
+    if (status < 0) return luaL_error(L, "r:respond: the status must be 200..599, not %f", sn);
+    /* 205 as well: RFC 9110 15.3.6 forbids content in it. */
+    int bodiless = status == 204 || status == 205 || status == 304;
+    if (bodiless && n > 0) return luaL_error(L, "r:respond: a %d response has no body", status);
     once_only(L, vm);
-    if (body == NULL || status == 204 || status == 304) {
+    if (body == NULL || bodiless) {
         lx_resp_error(r, status);
     } else {
         lx_resp_start(r, status);
@@ -714,10 +746,11 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     }
     int status = 0;
     if (lua_type(L, -1) == LUA_TNUMBER) {
-        status = (int)lua_tointeger(L, -1);
-        if (status < 200 || status > 599) {
-            lx_log_error("policy of vhost \"%s\" returned %d, not a status; failing closed",
-                         r->vhost->name, status);
+        lua_Number sn = lua_tonumber(L, -1);
+        status = policy_status(sn);
+        if (status < 0) {
+            lx_log_error("policy of vhost \"%s\" returned %.14g, not a status; failing closed",
+                         r->vhost->name, (double)sn);
             status = 500;
         }
     } else if (!lua_isnil(L, -1)) {

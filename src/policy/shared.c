@@ -116,9 +116,15 @@ static const char *check_key(lua_State *L, size_t *len) {
     return k;
 }
 
+/* A ttl is 0 (never expires) up to MAX_TTL seconds. Anything else is an
+ * error rather than a guess: an infinite or huge ttl overflowed the cast
+ * and stored an entry that had already expired (set() said true, get()
+ * said nil), and a NaN one never expired. */
+#define MAX_TTL 2147483647.0
+
 static uint64_t ttl_ms(lua_State *L, int idx, uint64_t now) {
     lua_Number ttl = luaL_optnumber(L, idx, 0);
-    if (ttl < 0) luaL_argerror(L, idx, "ttl must be >= 0 seconds");
+    if (!(ttl >= 0 && ttl <= MAX_TTL)) luaL_argerror(L, idx, "ttl must be 0..2147483647 seconds");
     return ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
 }
 
