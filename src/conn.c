@@ -184,6 +184,12 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
     lx_addr_from_sockaddr(peer, &c->addr);
     lx_arena_init(&c->arena, 4096);
     llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
+    /* luxd decides keep-alive once, from the header section (r->keepalive),
+     * and never parses past a request it answers with Connection: close.
+     * Strict llhttp decides again after the trailer section, so a trailer
+     * "Connection: close" would make it refuse the next request on a
+     * connection our response said stays open. Trailers change nothing. */
+    llhttp_set_lenient_keep_alive(&c->parser, 1);
     c->parser.data = c;
     c->next = w->conns;
     if (w->conns) w->conns->prev = c;

@@ -199,6 +199,9 @@ my @cases = (
     ['trailer Content-Length frames nothing', "$GETB$TE\r\n1\r\nx\r\n0\r\nContent-Length: 30\r\n\r\n", 200, 0, body => "aaa\n"],
     # llhttp refuses this one itself; dropping it would be as good.
     ['trailer Transfer-Encoding frames nothing', "$GETB$TE\r\n1\r\nx\r\n0\r\n$TE\r\n", [200, 400], -1],
+    # Strict llhttp reads connection options again after the trailers: the
+    # response said keep-alive, so the next request must still be served.
+    ['trailer Connection: close changes nothing', "$GETB$TE\r\n1\r\nx\r\n0\r\nConnection: close\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
     ['trailer Host does not choose a vhost', "$GETB$TE\r\n1\r\nx\r\n0\r\nHost: policy.test\r\n\r\n", 200, 0, body => "aaa\n"],
     ['trailer X-User does not pass a policy',
         "GET /admin/x.txt HTTP/1.1\r\nHost: policy.test\r\n$TE\r\n1\r\nx\r\n0\r\nX-User: admin\r\n\r\n", 403, 0],

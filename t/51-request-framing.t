@@ -164,6 +164,20 @@ subtest 'Expect: 100-continue in HTTP/1.1, a request that succeeds' => sub {
     }
 };
 
+# The answer goes out before the body, saying keep-alive; a trailer
+# "Connection: close" after it must not make the next request a 400.
+subtest 'Expect: 100-continue answered, then a trailer Connection: close' => sub {
+    my $c = $s->connect;
+    $c->send("GET /a.txt HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
+    is(status_of($c->response), 100, '100 Continue');
+    my $r = $c->response;
+    check_response($r, { status => 200, body => "aaa\n" }, 'the answer');
+    isnt(lc($r->{headers}{connection} // ''), 'close', 'it keeps the connection open') if $r;
+    $c->send("5\r\nhello\r\n0\r\nConnection: close\r\n\r\nGET /index.html HTTP/1.1\r\n$H\r\n");
+    check_response($c->response, { status => 200, body => "home\n" }, 'the next request is served');
+    $c->close;
+};
+
 subtest 'Expect: 100-continue in HTTP/1.1, a request refused: the final status and no 100' => sub {
     for my $t (['POST /a.txt', 'Content-Length: 5', 405], ['GET /missing', 'Content-Length: 5', 404],
                ['POST /a.txt', 'Transfer-Encoding: chunked', 405], ['POST /a.txt', 'Content-Length: 2000000', 413]) {
