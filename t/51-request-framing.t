@@ -73,12 +73,14 @@ subtest 'trailer section: exactly the limit, and one byte past' => sub {
 subtest 'chunk extensions: exactly the limit, and one byte past' => sub {
     # Counted: ';', name, '=', value, as sent.
     my $ext = sub { my ($n) = @_; ';x=' . ('e' x ($n - 3)) };
-    for my $split (0, 1) {
-        my $label = $split ? 'over two chunks' : 'in one chunk';
-        my $at = $split ? "1" . $ext->($LIMIT / 2) . "\r\nx\r\n1" . $ext->($LIMIT / 2) . "\r\ny\r\n0\r\n\r\n"
-                        : "1" . $ext->($LIMIT) . "\r\nx\r\n0\r\n\r\n";
-        my $past = $split ? "1" . $ext->($LIMIT / 2) . "\r\nx\r\n1" . $ext->($LIMIT / 2 + 1) . "\r\ny\r\n0\r\n\r\n"
-                          : "1" . $ext->($LIMIT + 1) . "\r\nx\r\n0\r\n\r\n";
+    for my $split (0, 1, 2) {
+        my $label = ('in one chunk', 'over two chunks', 'as two extensions of one chunk')[$split];
+        my $at = $split == 1 ? "1" . $ext->($LIMIT / 2) . "\r\nx\r\n1" . $ext->($LIMIT / 2) . "\r\ny\r\n0\r\n\r\n"
+               : $split == 2 ? "1" . $ext->($LIMIT / 2) . $ext->($LIMIT / 2) . "\r\nx\r\n0\r\n\r\n"
+                             : "1" . $ext->($LIMIT) . "\r\nx\r\n0\r\n\r\n";
+        my $past = $split == 1 ? "1" . $ext->($LIMIT / 2) . "\r\nx\r\n1" . $ext->($LIMIT / 2 + 1) . "\r\ny\r\n0\r\n\r\n"
+                 : $split == 2 ? "1" . $ext->($LIMIT / 2) . $ext->($LIMIT / 2 + 1) . "\r\nx\r\n0\r\n\r\n"
+                               : "1" . $ext->($LIMIT + 1) . "\r\nx\r\n0\r\n\r\n";
         my $c = $s->connect;
         $c->send($CHUNKED . $at . "GET /index.html HTTP/1.1\r\n$H\r\n");
         check_response($c->response, { status => 200, body => "aaa\n" }, "$label, $LIMIT bytes");
