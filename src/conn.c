@@ -635,7 +635,13 @@ static void conn_process(lx_conn_t *c) {
                 continue;
             }
             c->in_request = 0;
-            if (c->expect != LX_EXPECT_ANSWERED) lx_request_run(&c->req);
+            if (c->expect != LX_EXPECT_ANSWERED)
+                lx_request_run(&c->req);
+            else if (!c->req.keepalive)
+                /* A stop or reload began while the body of a request
+                 * answered before it came in (lx_conn_drain): the
+                 * connection is done now, not at drain_timeout. */
+                c->closing = 1;
             continue;
         }
         int status = c->err_status ? c->err_status : 400;

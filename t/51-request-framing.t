@@ -180,6 +180,27 @@ subtest 'Expect: 100-continue answered, then a trailer Connection: close' => sub
     $c->close;
 };
 
+# A stop that begins while the body of a request answered before it comes
+# in: once that body is read, the connection has nothing left to do and
+# closes, as one with a request in flight does, not at drain_timeout.
+subtest 'Expect: 100-continue answered, then a stop while the body comes in' => sub {
+    my $s2 = Luxd->new(files => { 'www/a.txt' => "aaa\n" }, server => { drain_timeout => 20 });
+    my $c = $s2->connect;
+    $c->send("GET /a.txt HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
+    is(status_of($c->response), 100, '100 Continue');
+    check_response($c->response, { status => 200, body => "aaa\n" }, 'the answer');
+    $c->send("5\r\nhel");
+    my $t0 = time;
+    $s2->signal('TERM');
+    sleep 0.2;
+    $c->send("lo\r\n0\r\n\r\n");
+    ok($c->wait_closed(10), 'closed once the body is read');
+    cmp_ok(time - $t0, '<', 5, 'well before drain_timeout (20 s)');
+    ok(defined $s2->wait_exit(10), 'the server exits');
+    ok($s2->stop, 'cleanly');
+    $c->close;
+};
+
 subtest 'Expect: 100-continue in HTTP/1.1, a request refused: the final status and no 100' => sub {
     for my $t (['POST /a.txt', 'Content-Length: 5', 405], ['GET /missing', 'Content-Length: 5', 404],
                ['POST /a.txt', 'Transfer-Encoding: chunked', 405], ['POST /a.txt', 'Content-Length: 2000000', 413]) {
