@@ -193,6 +193,12 @@ void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
     lx_addr_from_sockaddr(peer, &c->addr);
     lx_arena_init(&c->arena, 4096);
     llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
+    /* luxd decides keep-alive once, from the header section (r->keepalive),
+     * and never parses past a request it answers with Connection: close.
+     * Strict llhttp decides again after the trailer section, so a trailer
+     * "Connection: close" would make it refuse the next request on a
+     * connection our response said stays open. Trailers change nothing. */
+    llhttp_set_lenient_keep_alive(&c->parser, 1);
     c->parser.data = c;
     c->next = w->conns;
     if (w->conns) w->conns->prev = c;
@@ -569,6 +575,8 @@ static void request_begin(lx_conn_t *c) {
     c->trailer_bytes = 0;
     c->framing_bytes = 0;
     c->framing_parts = 0;
+    c->ext_last = 0;
+    c->ext_refeed = 0;
     c->cur_header = NULL;
     c->last_end = NULL;
     c->nreq++;
@@ -658,6 +666,12 @@ static void conn_process(lx_conn_t *c) {
         }
         if (e == HPE_PAUSED) {
             size_t pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->rbuf);
+            if (c->ext_refeed) {
+                /* Give llhttp the ';' it skipped again (on_chunk_extension_
+                 * value_complete): it goes on with the next extension. */
+                c->ext_refeed = 0;
+                pos--;
+            }
             if (chunked_body && framing_overflow(c, pos - c->rpos, counted)) {
                 parse_error(c, 413);
                 return;
@@ -685,7 +699,13 @@ static void conn_process(lx_conn_t *c) {
              * on the thread pool. What the response needs (send_timeout)
              * is set when it is written. */
             set_deadline_at(c, TO_NONE, 0);
-            if (c->expect != LX_EXPECT_ANSWERED) lx_request_run(&c->req);
+            if (c->expect != LX_EXPECT_ANSWERED)
+                lx_request_run(&c->req);
+            else if (!c->req.keepalive)
+                /* A stop or reload began while the body of a request
+                 * answered before it came in (lx_conn_drain): the
+                 * connection is done now, not at drain_timeout. */
+                c->closing = 1;
             continue;
         }
         int status = c->err_status ? c->err_status : 400;
@@ -1033,12 +1053,35 @@ static int count_extension(lx_conn_t *c, size_t len) {
     return 0;
 }
 
-static int on_chunk_extension(llhttp_t *p, const char *at, size_t len) {
+static int on_chunk_extension_name(llhttp_t *p, const char *at, size_t len) {
     return count_extension(CONN(p), len);
 }
 
 static int on_chunk_extension_delimiter(llhttp_t *p) {
     return count_extension(CONN(p), 1);
+}
+
+/* llhttp 8 consumes the ';' after an unquoted extension value and then
+ * reads on as if the chunk size went on, so a valid "1;a=1;b=2" gets 400
+ * (fixed in later llhttp). The last piece of a value ends at its
+ * delimiter, which is still in the buffer: when that is the ';' of an
+ * unquoted value (a quoted one ends in '"', and llhttp reads the ';' after
+ * it right), on_chunk_extension_value_complete pauses and conn_process
+ * feeds the ';' again, which llhttp then takes for the next extension. */
+static int on_chunk_extension_value(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+#if LLHTTP_VERSION_MAJOR == 8
+    if (len) c->ext_last = at[len - 1];
+    if (at + len < c->rbuf + c->rlen && at[len] == ';' && c->ext_last != '"') c->ext_refeed = 1;
+#endif
+    return count_extension(c, len);
+}
+
+static int on_chunk_extension_value_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    c->ext_last = 0;
+    int r = count_extension(c, 1);
+    return r == 0 && c->ext_refeed ? HPE_PAUSED : r;
 }
 
 static int on_message_complete(llhttp_t *p) {
@@ -1057,9 +1100,9 @@ static const llhttp_settings_t parser_settings = {
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_chunk_header = on_chunk_header,
-    .on_chunk_extension_name = on_chunk_extension,
-    .on_chunk_extension_value = on_chunk_extension,
+    .on_chunk_extension_name = on_chunk_extension_name,
+    .on_chunk_extension_value = on_chunk_extension_value,
     .on_chunk_extension_name_complete = on_chunk_extension_delimiter,
-    .on_chunk_extension_value_complete = on_chunk_extension_delimiter,
+    .on_chunk_extension_value_complete = on_chunk_extension_value_complete,
     .on_message_complete = on_message_complete,
 };

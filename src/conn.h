@@ -68,6 +68,7 @@ struct lx_conn_s {
     size_t trailer_bytes;      /**< trailer-section bytes of this request */
     uint64_t framing_bytes;    /**< chunked-body bytes no other limit counts */
     uint32_t framing_parts;    /**< chunks and trailer fields that may bring such bytes */
+    char ext_last;             /**< last byte of the chunk-extension value being read */
     lx_out_t out[LX_OUT_MAX];  /**< queued output */
     unsigned out_head;         /**< first queued entry */
     unsigned out_n;            /**< queued entries */
@@ -91,6 +92,7 @@ struct lx_conn_s {
     unsigned linger : 1;       /**< half-close and drain input before closing */
     unsigned closed : 1;       /**< uv_close called */
     unsigned eof : 1;          /**< the client closed its sending side */
+    unsigned ext_refeed : 1;   /**< llhttp 8 skipped the ';' of the next chunk extension */
     unsigned polled : 1;       /**< poll is initialised (the socket is in epoll) */
     unsigned gen_held : 1;     /**< req.gen is counted in the worker's users */
     unsigned readahead : 1;    /**< a read-ahead of the output is on the thread pool */

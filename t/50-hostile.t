@@ -189,6 +189,9 @@ my @cases = (
     ['space inside a chunk extension', "$GETB$TE\r\n5;a b\r\nhello\r\n0\r\n\r\n", 400, 1],
     ['chunk extensions past the limit', "$GETB$TE\r\n" . join('', map { "1;x=" . ('a' x 1000) . "\r\nx\r\n" } 1 .. 9) . "0\r\n\r\n", 413, 1],
     ['chunk extensions are allowed', "$GETB$TE\r\n5;name=value\r\nhello\r\n1;a;b\r\n!\r\n0;last=1\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
+    # RFC 9112 7.1.1: chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ).
+    ['several extensions with values', "$GETB$TE\r\n5;a=1;b=2\r\nhello\r\n3;q=\"x\";t=tok;n\r\nabc\r\n1;n;v=1;w=\"2\"\r\n!\r\n0;a=1;b=2\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
+    ['an empty extension after a value', "$GETB$TE\r\n5;a=1;\r\nhello\r\n0\r\n\r\n", 400, 1],
     ['a chunk size of endless zeros', "$GETB$TE\r\n" . ('0' x 50_000) . "5\r\nhello\r\n0\r\n\r\n", 413, 1],
     ['last chunk with leading zeros', "$GETB$TE\r\n5\r\nhello\r\n000\r\n\r\n", 200, 0, body => "aaa\n"],
 
@@ -199,6 +202,9 @@ my @cases = (
     ['trailer Content-Length frames nothing', "$GETB$TE\r\n1\r\nx\r\n0\r\nContent-Length: 30\r\n\r\n", 200, 0, body => "aaa\n"],
     # llhttp refuses this one itself; dropping it would be as good.
     ['trailer Transfer-Encoding frames nothing', "$GETB$TE\r\n1\r\nx\r\n0\r\n$TE\r\n", [200, 400], -1],
+    # Strict llhttp reads connection options again after the trailers: the
+    # response said keep-alive, so the next request must still be served.
+    ['trailer Connection: close changes nothing', "$GETB$TE\r\n1\r\nx\r\n0\r\nConnection: close\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
     ['trailer Host does not choose a vhost', "$GETB$TE\r\n1\r\nx\r\n0\r\nHost: policy.test\r\n\r\n", 200, 0, body => "aaa\n"],
     ['trailer X-User does not pass a policy',
         "GET /admin/x.txt HTTP/1.1\r\nHost: policy.test\r\n$TE\r\n1\r\nx\r\n0\r\nX-User: admin\r\n\r\n", 403, 0],

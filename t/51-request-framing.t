@@ -73,12 +73,14 @@ subtest 'trailer section: exactly the limit, and one byte past' => sub {
 subtest 'chunk extensions: exactly the limit, and one byte past' => sub {
     # Counted: ';', name, '=', value, as sent.
     my $ext = sub { my ($n) = @_; ';x=' . ('e' x ($n - 3)) };
-    for my $split (0, 1) {
-        my $label = $split ? 'over two chunks' : 'in one chunk';
-        my $at = $split ? "1" . $ext->($LIMIT / 2) . "\r\nx\r\n1" . $ext->($LIMIT / 2) . "\r\ny\r\n0\r\n\r\n"
-                        : "1" . $ext->($LIMIT) . "\r\nx\r\n0\r\n\r\n";
-        my $past = $split ? "1" . $ext->($LIMIT / 2) . "\r\nx\r\n1" . $ext->($LIMIT / 2 + 1) . "\r\ny\r\n0\r\n\r\n"
-                          : "1" . $ext->($LIMIT + 1) . "\r\nx\r\n0\r\n\r\n";
+    for my $split (0, 1, 2) {
+        my $label = ('in one chunk', 'over two chunks', 'as two extensions of one chunk')[$split];
+        my $at = $split == 1 ? "1" . $ext->($LIMIT / 2) . "\r\nx\r\n1" . $ext->($LIMIT / 2) . "\r\ny\r\n0\r\n\r\n"
+               : $split == 2 ? "1" . $ext->($LIMIT / 2) . $ext->($LIMIT / 2) . "\r\nx\r\n0\r\n\r\n"
+                             : "1" . $ext->($LIMIT) . "\r\nx\r\n0\r\n\r\n";
+        my $past = $split == 1 ? "1" . $ext->($LIMIT / 2) . "\r\nx\r\n1" . $ext->($LIMIT / 2 + 1) . "\r\ny\r\n0\r\n\r\n"
+                 : $split == 2 ? "1" . $ext->($LIMIT / 2) . $ext->($LIMIT / 2 + 1) . "\r\nx\r\n0\r\n\r\n"
+                               : "1" . $ext->($LIMIT + 1) . "\r\nx\r\n0\r\n\r\n";
         my $c = $s->connect;
         $c->send($CHUNKED . $at . "GET /index.html HTTP/1.1\r\n$H\r\n");
         check_response($c->response, { status => 200, body => "aaa\n" }, "$label, $LIMIT bytes");
@@ -162,6 +164,41 @@ subtest 'Expect: 100-continue in HTTP/1.1, a request that succeeds' => sub {
         check_response($c->response, { status => 200, body => "home\n" }, 'the body is read and dropped, the next request served');
         $c->close;
     }
+};
+
+# The answer goes out before the body, saying keep-alive; a trailer
+# "Connection: close" after it must not make the next request a 400.
+subtest 'Expect: 100-continue answered, then a trailer Connection: close' => sub {
+    my $c = $s->connect;
+    $c->send("GET /a.txt HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
+    is(status_of($c->response), 100, '100 Continue');
+    my $r = $c->response;
+    check_response($r, { status => 200, body => "aaa\n" }, 'the answer');
+    isnt(lc($r->{headers}{connection} // ''), 'close', 'it keeps the connection open') if $r;
+    $c->send("5\r\nhello\r\n0\r\nConnection: close\r\n\r\nGET /index.html HTTP/1.1\r\n$H\r\n");
+    check_response($c->response, { status => 200, body => "home\n" }, 'the next request is served');
+    $c->close;
+};
+
+# A stop that begins while the body of a request answered before it comes
+# in: once that body is read, the connection has nothing left to do and
+# closes, as one with a request in flight does, not at drain_timeout.
+subtest 'Expect: 100-continue answered, then a stop while the body comes in' => sub {
+    my $s2 = Luxd->new(files => { 'www/a.txt' => "aaa\n" }, server => { drain_timeout => 20 });
+    my $c = $s2->connect;
+    $c->send("GET /a.txt HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
+    is(status_of($c->response), 100, '100 Continue');
+    check_response($c->response, { status => 200, body => "aaa\n" }, 'the answer');
+    $c->send("5\r\nhel");
+    my $t0 = time;
+    $s2->signal('TERM');
+    sleep 0.2;
+    $c->send("lo\r\n0\r\n\r\n");
+    ok($c->wait_closed(10), 'closed once the body is read');
+    cmp_ok(time - $t0, '<', 5, 'well before drain_timeout (20 s)');
+    ok(defined $s2->wait_exit(10), 'the server exits');
+    ok($s2->stop, 'cleanly');
+    $c->close;
 };
 
 subtest 'Expect: 100-continue in HTTP/1.1, a request refused: the final status and no 100' => sub {
