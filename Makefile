@@ -108,7 +108,7 @@ FUZZ_TIME   ?= 60
 # undefined in C but harmless, and gcc's `make asan` does not flag it either.
 FUZZ_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize=pointer-overflow \
                -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_NAMES   = $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_NAMES  ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_COMMON := $(wildcard fuzz/common/*.c)
 
 fuzz-build:
@@ -120,16 +120,19 @@ $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_COMMON) $(wildcard fuzz/common/*.h) $
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(WARN) $(CPPFLAGS_ALL) -Ifuzz -o $@ $< $(FUZZ_COMMON) $(filter %.o,$^) $(PKG_LIBS) -lm
 
+# FUZZ_FLAGS passes more libFuzzer options, e.g. "-fork=1 -ignore_crashes=1"
+# to keep exploring after a crash. Crashes land in build/fuzz/crashes/.
+FUZZ_FLAGS ?=
 fuzz: deps-test
 	@$(MAKE) --no-print-directory fuzz-build
-	@for h in $(FUZZ_NAMES); do \
+	@rc=0; for h in $(FUZZ_NAMES); do \
 	  mkdir -p build/fuzz/corpus/$$h build/fuzz/crashes; \
 	  echo "fuzz: $$h for $(FUZZ_TIME) s"; \
 	  dict=""; [ -f fuzz/$$h.dict ] && dict="-dict=fuzz/$$h.dict"; \
 	  ASAN_OPTIONS=detect_leaks=1 build/fuzz/fuzz/fuzz_$$h -max_total_time=$(FUZZ_TIME) -timeout=10 \
-	    -print_final_stats=1 $$dict -artifact_prefix=build/fuzz/crashes/$$h- \
-	    build/fuzz/corpus/$$h fuzz/corpus/$$h || exit 1; \
-	done
+	    -print_final_stats=1 $$dict $(FUZZ_FLAGS) -artifact_prefix=build/fuzz/crashes/$$h- \
+	    build/fuzz/corpus/$$h fuzz/corpus/$$h || rc=1; \
+	done; exit $$rc
 
 format:
 	clang-format -i $(SRCS) $(wildcard src/*.h src/*/*.h) $(UNIT_SRCS) t/unit/tap.h \
