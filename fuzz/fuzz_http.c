@@ -83,6 +83,7 @@ static const char config[] =
     "  header_timeout = 3, body_timeout = 3, send_timeout = 3, keepalive_timeout = 3,\n"
     "  keepalive_requests = 20, max_header_bytes = 2048, max_body_bytes = 4096,\n"
     "}\n"
+    "mime { ['.long'] = 'application/' .. string.rep('x', 520) }\n"
     "vhost 'localhost' {\n"
     "  default = true, aliases = { 'alias.test', '*.wild.test' },\n"
     "  root = DIR .. '/www', index = { 'index.html' },\n"
@@ -125,6 +126,11 @@ static const char config[] =
     "      if r.path:find('^/pol/go') then r:redirect('/index.html?' .. (r.query or '')) return "
     "end\n"
     "      if r.path:find('^/pol/hdr') then r:set_header('X-Echo', tostring(k)) end\n"
+    "      if r.path:find('^/pol/any') then\n"
+    "        r:set_header(r.headers['x-n'] or 'X-A', r.headers['x-v'] or 'v')\n"
+    "        local st = tonumber(r.headers['x-s'])\n"
+    "        if st then r:respond(st, r.headers['x-b']) return end\n"
+    "      end\n"
     "      if k then\n"
     "        local n = luxd.shared.incr('n:' .. k:sub(1, 16), 1, 60)\n"
     "        if n and n > 50 then return 429 end\n"
@@ -176,6 +182,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     put_str("www/x.inc", "inc\n");
     put_str("www/sub/index.html", "sub\n");
     put_str("www/pol/f.txt", "policy file\n");
+    put_str("www/pol/any", "policy any\n");
+    put_str("www/f.long", "a file whose MIME type is 532 bytes long\n");
     put_str("other/o.txt", "other root\n");
     put_str("other/d/e.txt", "listed\n");
     put_str("b/index.html", "b site\n");
