@@ -49,7 +49,7 @@
  * holds would be reported as leaked at exit although the states are alive. */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) {
-    return "leak:vm_alloc\n";
+    return "leak:vm_alloc\nleak:libluajit-5.1.so\n";
 }
 
 static lx_worker_t W;
