@@ -265,6 +265,67 @@ static int starts_response(const char *p, const char *end) {
     return end - p >= 9 && memcmp(p, "HTTP/1.1 ", 9) == 0;
 }
 
+/* "bytes a-b/n" at s: stores the three numbers, or fails. */
+static void content_range(const char *out, size_t len, const char *s, size_t sl,
+                          unsigned long long r[3], int n) {
+    char buf[96];
+    if (sl >= sizeof(buf)) fail(out, len, (size_t)(s - out), "response %d: long Content-Range", n);
+    memcpy(buf, s, sl);
+    buf[sl] = '\0';
+    int used = 0;
+    if (sscanf(buf, "bytes %llu-%llu/%llu%n", &r[0], &r[1], &r[2], &used) != 3 ||
+        (size_t)used != sl)
+        fail(out, len, (size_t)(s - out), "response %d: bad Content-Range", n);
+    if (r[0] > r[1] || r[1] >= r[2])
+        fail(out, len, (size_t)(s - out), "response %d: Content-Range outside the file", n);
+}
+
+/* A 206: the part matches its Content-Range, or the parts of a multipart
+ * body do not overlap and add up to no more than the file (issue 8 #9:
+ * overlapping ranges must be merged, and parts that would exceed the file
+ * are answered with the whole file and 200). */
+static void check_partial(const char *out, size_t len, const char *body, size_t blen, int multipart,
+                          const char *crange, size_t crange_len, int n) {
+    unsigned long long r[3];
+    if (!multipart) {
+        if (crange == NULL)
+            fail(out, len, (size_t)(body - out), "response %d: 206 without Content-Range", n);
+        content_range(out, len, crange, crange_len, r, n);
+        if (r[1] - r[0] + 1 != blen)
+            fail(out, len, (size_t)(body - out), "response %d: 206 body is not its range", n);
+        return;
+    }
+    unsigned long long seen[64][2], total = 0, size = 0;
+    int parts = 0;
+    static const char key[] = "\r\nContent-Range: ";
+    for (const char *q = body; (q = memmem(q, (size_t)(body + blen - q), key, sizeof(key) - 1));) {
+        q += sizeof(key) - 1;
+        const char *e = memmem(q, (size_t)(body + blen - q), "\r\n", 2);
+        if (e == NULL) fail(out, len, (size_t)(q - out), "response %d: part header cut", n);
+        content_range(out, len, q, (size_t)(e - q), r, n);
+        if (parts && r[2] != size)
+            fail(out, len, (size_t)(q - out), "response %d: parts of two sizes", n);
+        size = r[2];
+        for (int i = 0; i < parts && i < 64; i++)
+            if (r[0] <= seen[i][1] && seen[i][0] <= r[1])
+                fail(out, len, (size_t)(q - out),
+                     "response %d: overlapping parts %llu-%llu and %llu-%llu", n, seen[i][0],
+                     seen[i][1], r[0], r[1]);
+        if (parts < 64) {
+            seen[parts][0] = r[0];
+            seen[parts][1] = r[1];
+        }
+        parts++;
+        total += r[1] - r[0] + 1;
+        q = e;
+    }
+    if (parts == 0)
+        fail(out, len, (size_t)(body - out), "response %d: multipart 206 without parts", n);
+    if (total > size)
+        fail(out, len, (size_t)(body - out),
+             "response %d: %d parts send %llu bytes of a %llu-byte file", n, parts, total, size);
+}
+
 static void check_output(const char *out, size_t len) {
     const char *p = out, *end = out + len;
     int closed = 0, n = 0;
@@ -285,7 +346,9 @@ static void check_output(const char *out, size_t len) {
         p = eol + 2;
         /* Header lines. */
         long long clen = -1;
-        int chunked = 0, te = 0, conn_close = 0;
+        int chunked = 0, te = 0, conn_close = 0, multipart = 0;
+        const char *crange = NULL;
+        size_t crange_len = 0;
         for (;;) {
             eol = find_crlf(p, end);
             if (eol == NULL)
@@ -323,6 +386,11 @@ static void check_output(const char *out, size_t len) {
                 chunked = ieq(v, vl, "chunked");
             } else if (ieq(p, nl, "connection")) {
                 if (ieq(v, vl, "close")) conn_close = 1;
+            } else if (ieq(p, nl, "content-type")) {
+                multipart = vl >= 20 && strncasecmp(v, "multipart/byteranges", 20) == 0;
+            } else if (ieq(p, nl, "content-range")) {
+                crange = v;
+                crange_len = vl;
             }
             p = eol + 2;
         }
@@ -374,9 +442,11 @@ static void check_output(const char *out, size_t len) {
              * next response or the end follows at once. Otherwise exactly
              * clen bytes, then the next response or the end. */
             size_t left = (size_t)(end - p);
-            if (left >= (size_t)clen && (p + clen == end || starts_response(p + clen, end)))
+            if (left >= (size_t)clen && (p + clen == end || starts_response(p + clen, end))) {
+                if (status == 206)
+                    check_partial(out, len, p, (size_t)clen, multipart, crange, crange_len, n);
                 p += clen;
-            else if (!(clen > 0 && (p == end || starts_response(p, end))))
+            } else if (!(clen > 0 && (p == end || starts_response(p, end))))
                 fail(out, len, (size_t)(p - out),
                      "response %d: body does not match Content-Length %lld (%zu bytes follow)", n,
                      clen, left);
