@@ -1,5 +1,12 @@
 # luxd build. `make run` and `make test` install what is missing first
 # (deps/install.sh), so a fresh Debian machine needs nothing else.
+#
+# Every target that installs packages first hands the build to a sub-make.
+# A make that started before deps/install.sh ran has already looked at
+# $(LLHTTP_SRC) (GNU make caches directory contents, so the llhttp sources
+# installed a moment later stay invisible to the pattern rule) and has no
+# pkg-config answer for libraries that were not there yet; the sub-make starts
+# after the install and sees both.
 
 LLHTTP_SRC ?= /usr/share/llhttp
 LLHTTP_INC ?= /usr/share/include/llhttp
@@ -25,7 +32,7 @@ UNIT_SRCS := $(wildcard t/unit/test_*.c)
 UNITS   := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/unit/%)
 PROVE_FILES = t/*.t $(UNITS) $(wildcard t/lua/*.lua)
 
-.PHONY: all deps deps-test run test asan unit clean format
+.PHONY: all deps deps-test run test asan tsan unit fuzz fuzz-build fuzzers clean format
 all: $(BUILD)/luxd
 
 deps:
@@ -78,13 +85,16 @@ $(BUILD)/unit/test_open_beneath: t/unit/test_open_beneath.c src/io/open_beneath.
 
 unit: $(UNITS)
 
-run: deps all
+run: deps
+	@$(MAKE) --no-print-directory all
 	@mkdir -p logs
 	@echo "luxd: serving conf/luxd.lua on http://127.0.0.1:8080/ (Ctrl-C stops)"
 	exec $(BUILD)/luxd -c conf/luxd.lua
 
-test: deps-test all unit
-	prove -It/lib $(PROVE_FILES)
+test: deps-test
+	@$(MAKE) --no-print-directory all unit
+	@$(MAKE) --no-print-directory fuzz-build
+	prove -It/lib $(PROVE_FILES) fuzz/replay.t
 
 # The whole suite against an AddressSanitizer + UBSan build.
 asan: deps-test
@@ -92,8 +102,53 @@ asan: deps-test
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LUXD_BIN=build/asan/luxd prove -It/lib t/*.t $(UNITS:$(BUILD)/%=build/asan/%) $(wildcard t/lua/*.lua)
 
+# The reload, shared-store and multi-worker tests against a ThreadSanitizer
+# build; t/lib/Luxd.pm fails a test whose error log or stderr shows a report.
+TSAN_TESTS = $(sort $(wildcard t/3*.t t/4*.t) $(shell grep -lE 'workers *=>? *[2-9]' t/*.t 2>/dev/null))
+tsan: deps-test
+	$(MAKE) BUILD=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" all
+	TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 $(TSAN_EXTRA)" \
+	  LUXD_BIN=build/tsan/luxd prove -It/lib $(TSAN_TESTS)
+
+# libFuzzer harnesses (fuzz/fuzz_*.c) linked with every luxd object but main,
+# all built with clang, ASan, UBSan and coverage in build/fuzz. `make test`
+# replays the committed corpora (fuzz/replay.t); `make fuzz FUZZ_TIME=600`
+# explores with each harness in turn for FUZZ_TIME seconds, one process.
+FUZZ_TIME   ?= 60
+# pointer-overflow is left out: clang reports NULL + 0 (an absent header's
+# empty string, e.g. request.c and static.c's accepts_gzip), which is
+# undefined in C but harmless, and gcc's `make asan` does not flag it either.
+FUZZ_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize=pointer-overflow \
+               -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_NAMES  ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_COMMON := $(wildcard fuzz/common/*.c)
+
+fuzz-build:
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang CFLAGS="$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link" fuzzers
+
+fuzzers: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_COMMON) $(wildcard fuzz/common/*.h) $(filter-out $(BUILD)/src/main.o,$(OBJS)) $(LL_OBJS) $(BUILD)/gen/lua_embed.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(WARN) $(CPPFLAGS_ALL) -Ifuzz -o $@ $< $(FUZZ_COMMON) $(filter %.o,$^) $(PKG_LIBS) -lm
+
+# FUZZ_FLAGS passes more libFuzzer options, e.g. "-fork=1 -ignore_crashes=1"
+# to keep exploring after a crash. Crashes land in build/fuzz/crashes/.
+FUZZ_FLAGS ?=
+fuzz: deps-test
+	@$(MAKE) --no-print-directory fuzz-build
+	@rc=0; for h in $(FUZZ_NAMES); do \
+	  mkdir -p build/fuzz/corpus/$$h build/fuzz/crashes; \
+	  echo "fuzz: $$h for $(FUZZ_TIME) s"; \
+	  dict=""; [ -f fuzz/$$h.dict ] && dict="-dict=fuzz/$$h.dict"; \
+	  ASAN_OPTIONS=detect_leaks=1 build/fuzz/fuzz/fuzz_$$h -max_total_time=$(FUZZ_TIME) -timeout=10 \
+	    -print_final_stats=1 $$dict $(FUZZ_FLAGS) -artifact_prefix=build/fuzz/crashes/$$h- \
+	    build/fuzz/corpus/$$h fuzz/corpus/$$h || rc=1; \
+	done; exit $$rc
+
 format:
-	clang-format -i $(SRCS) $(wildcard src/*.h src/*/*.h) $(UNIT_SRCS) t/unit/tap.h
+	clang-format -i $(SRCS) $(wildcard src/*.h src/*/*.h) $(UNIT_SRCS) t/unit/tap.h \
+	  $(wildcard fuzz/*.c fuzz/common/*.[ch])
 
 clean:
 	rm -rf build

@@ -1,0 +1,592 @@
+/* The whole request path, in process: each input is what one client sends on
+ * one connection. The harness runs a worker loop of its own (no thread, no
+ * listener), hands it one end of a socketpair through lx_conn_accept as
+ * worker.c does for an accepted socket, writes the input into the other end
+ * (whole, or in small pieces with the loop run in between, so requests split
+ * at every kind of boundary), half-closes, and runs the loop until luxd
+ * closes the connection. Then it checks the bytes that came back.
+ *
+ * What must hold for every input: no crash and no sanitizer report; the
+ * connection is answered and closed without waiting on a timer (everything the
+ * client will ever send has arrived, so any wait is a stall); and the output
+ * is a sequence of well-framed HTTP/1.1 responses: a status line, header
+ * lines that are all "name: value" with no stray CR or LF (no header
+ * injection through a Location or a policy), a body delimited exactly by its
+ * Content-Length or by chunked framing, nothing at all after a response that
+ * said "Connection: close", and the last response complete.
+ *
+ * The config (written at start-up into a temporary directory) uses what
+ * the request path offers: two vhosts and an alias, access rules with every
+ * condition, rewrites and redirects with captures, locations with their own
+ * root, error pages, listings, gzip_static, and a policy that reads headers,
+ * sets headers, answers, redirects and uses the shared store.
+ *
+ * The first input byte is the mode: bits 0-5 give the piece size minus one
+ * when bit 6 is set (pieces); otherwise the input is written at once. Bit 7
+ * reloads the config between pieces. */
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "conn.h"
+#include "io/filecache.h"
+#include "log.h"
+#include "policy/policy.h"
+#include "worker.h"
+
+/* LuaJIT keeps the policy states' objects behind tagged values, which
+ * LeakSanitizer cannot follow: what the policy allocator (policy.c vm_alloc)
+ * holds would be reported as leaked at exit although the states are alive. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+    return "leak:vm_alloc\nleak:libluajit-5.1.so\n";
+}
+
+static lx_worker_t W;
+static char dir[64], cfg_file[128];
+static uint64_t gen_id = 1;
+
+static void put_file(const char *rel, const char *data, size_t len) {
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    for (char *s = strchr(path + strlen(dir) + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        mkdir(path, 0755);
+        *s = '/';
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
+        perror(path);
+        exit(1);
+    }
+    close(fd);
+}
+
+static void put_str(const char *rel, const char *s) {
+    put_file(rel, s, strlen(s));
+}
+
+static const char config[] =
+    "server {\n"
+    "  listen = { '127.0.0.1:1' }, workers = 1,\n"
+    "  error_log = DIR .. '/error.log', error_log_level = 'error',\n"
+    "  access_log = DIR .. '/access.log', access_log_buffer = 512,\n"
+    "  header_timeout = 3, body_timeout = 3, send_timeout = 3, "
+    "keepalive_timeout = 3,\n"
+    "  keepalive_requests = 20, max_header_bytes = 2048, max_body_bytes = "
+    "4096,\n"
+    "}\n"
+    "mime { ['.long'] = 'application/' .. string.rep('x', 520) }\n"
+    "vhost 'localhost' {\n"
+    "  default = true, aliases = { 'alias.test', '*.wild.test' },\n"
+    "  root = DIR .. '/www', index = { 'index.html' },\n"
+    "  headers = { ['X-Site'] = 'main' }, cache_control = 'public, "
+    "max-age=60',\n"
+    "  gzip_static = true, dir_listing = false,\n"
+    "  error_pages = { [404] = '/404.html', [403] = '/403.html' },\n"
+    "  access = {\n"
+    "    deny  { suffix = { '~', '.inc' } },\n"
+    "    deny  { regex = [[/\\.]] },\n"
+    "    allow { prefix = '/private/', from = { '127.0.0.1', '::1' } },\n"
+    "    deny  { prefix = '/private/' },\n"
+    "    deny  { prefix = '/admin/', from = { '10.0.0.0/8' } },\n"
+    "    deny  { method = { 'TRACE', 'DELETE', 'PUT' }, status = 405 },\n"
+    "    deny  { regex = [[^/(s3cr3t)/(.*)/(.*)$]], status = 404 },\n"
+    "  },\n"
+    "  rewrite = {\n"
+    "    { [[^/old/(.*)\\.html$]], '/new/$1.html' },\n"
+    "    { [[^/u/(\\w+)$]], '/user.html?name=$1' },\n"
+    "    { [[^/two/(\\w+)/(\\w+)$]], '/$2/$1.txt' },\n"
+    "    { [[^/nine/(.)(.)(.)(.)(.)(.)(.)(.)(.)$]], '/$9$8$7$6$5$4$3$2$1.txt' "
+    "},\n"
+    "    { [[^/esc/(.*)$]], '/sub/../../../$1' },\n"
+    "    { [[^/loop/(.*)$]], '/loop/$1' },\n"
+    "    { [[^/q/(.*)$]], '/$1.txt' },\n"
+    "  },\n"
+    "  redirect = {\n"
+    "    { [[^/home$]], '/', status = 301 },\n"
+    "    { [[^/go/(.*)$]], '/to/$1/$3' },\n"
+    "    { [[^/r307/([^/]*)/(.*)$]], '/temp/$2/$1', status = 307 },\n"
+    "    { [[^/abs/(.*)$]], 'http://$1.example/x?from=luxd', status = 308 },\n"
+    "  },\n"
+    "  location '/other/' { root = DIR .. '/other', dir_listing = true },\n"
+    "  location '/static/' { cache_control = 'no-store', headers = { ['X-Loc'] "
+    "= 'static' } },\n"
+    "  location '/pol/' {\n"
+    "    policy = function(r)\n"
+    "      local k = r.headers['x-key']\n"
+    "      if r.path:find('^/pol/deny') then return 403 end\n"
+    "      if r.path:find('^/pol/respond') then r:respond(200, 'from policy ' "
+    ".. #r.path) return "
+    "end\n"
+    "      if r.path:find('^/pol/empty') then r:respond(204) return end\n"
+    "      if r.path:find('^/pol/go') then r:redirect('/index.html?' .. "
+    "(r.query or '')) return "
+    "end\n"
+    "      if r.path:find('^/pol/hdr') then r:set_header('X-Echo', "
+    "tostring(k)) end\n"
+    "      if r.path:find('^/pol/any') then\n"
+    "        r:set_header(r.headers['x-n'] or 'X-A', r.headers['x-v'] or 'v')\n"
+    "        local st = tonumber(r.headers['x-s'])\n"
+    "        if st then r:respond(st, r.headers['x-b']) return end\n"
+    "      end\n"
+    "      if k then\n"
+    "        local n = luxd.shared.incr('n:' .. k:sub(1, 16), 1, 60)\n"
+    "        if n and n > 50 then return 429 end\n"
+    "        luxd.shared.set('last', r.path, 60)\n"
+    "        local v = luxd.shared.get('last')\n"
+    "      end\n"
+    "    end,\n"
+    "  },\n"
+    "}\n"
+    "vhost 'b.test' {\n"
+    "  root = DIR .. '/b', index = { 'index.html' },\n"
+    "  policy = function(r) if r.headers['x-user'] ~= 'admin' then return 401 "
+    "end end,\n"
+    "}\n";
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rm_dir(void) {
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(dir, sizeof(dir), "/tmp/luxd-fuzz-XXXXXX");
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    atexit(rm_dir);
+    put_str("www/index.html", "<h1>home</h1>\n");
+    put_str("www/404.html", "custom 404\n");
+    put_str("www/a.txt", "0123456789abcdefghijklmnopqrstuvwxyz\n");
+    put_str("www/a.txt.gz", "\x1f\x8b not really gzip");
+    put_str("www/new/page.html", "new page\n");
+    put_str("www/user.html", "user\n");
+    put_str("www/y/x.txt", "swapped\n");
+    put_str("www/987654321.txt", "nine\n");
+    put_str("www/private/p.txt", "private\n");
+    put_str("www/admin/a.txt", "admin\n");
+    put_str("www/s3cr3t/x/y", "secret\n");
+    put_str("www/static/s.css", "body{}\n");
+    put_str("www/.hidden", "hidden\n");
+    put_str("www/x.inc", "inc\n");
+    put_str("www/sub/index.html", "sub\n");
+    put_str("www/pol/f.txt", "policy file\n");
+    put_str("www/pol/any", "policy any\n");
+    put_str("www/f.long", "a file whose MIME type is 532 bytes long\n");
+    put_str("other/o.txt", "other root\n");
+    put_str("other/d/e.txt", "listed\n");
+    put_str("b/index.html", "b site\n");
+    /* Large enough for several read-aheads, sendfile and many ranges. */
+    size_t big = 300 * 1024;
+    char *b = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        b[i] = (char)('a' + i % 26);
+    put_file("www/big.bin", b, big);
+    free(b);
+
+    char cfg[sizeof(config) + 128], *file = cfg_file;
+    snprintf(cfg, sizeof(cfg), "local DIR = '%s'\n%s", dir, config);
+    snprintf(cfg_file, sizeof(cfg_file), "%s/luxd.lua", dir);
+    put_str("luxd.lua", cfg);
+
+    lx_gen_t *g;
+    char err[2048];
+    if (lx_config_load(file, dir, 1, &g, err, sizeof(err)) < 0 ||
+        lx_policy_build(g, file, dir, 1, err, sizeof(err)) < 0) {
+        fprintf(stderr, "fuzz_http: config: %s\n", err);
+        exit(1);
+    }
+    lx_log_open(g->srv.error_log, g->srv.error_log_level);
+
+    /* A worker as lx_worker_start makes one, without its thread, listeners,
+     * tick and wakeup: this thread runs the loop. */
+    uv_loop_init(&W.loop);
+    W.index = 0;
+    W.gen = g;
+    W.max_conns = 1000;
+    W.alog_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    W.alog_cap = g->srv.access_log_buffer ? g->srv.access_log_buffer : 512;
+    W.alog = malloc(W.alog_cap);
+    W.cache = lx_filecache_new(&W.loop);
+    W.match_data = pcre2_match_data_create(10, NULL);
+    W.listeners = calloc(1, sizeof(*W.listeners));
+    W.listening = 1;
+    uv_mutex_init(&W.mailbox_lock);
+    lx_worker_set_time(&W, time(NULL));
+    return 0;
+}
+
+/* A reload as the loop sees one (worker.c adopt): a new generation from the
+ * same file; the old one is retired while requests still run under it and
+ * freed when the last ends, so anything that keeps pointing into it after
+ * that reads freed memory, which ASan reports. */
+static void reload(void) {
+    lx_gen_t *g;
+    char err[2048];
+    if (lx_config_load(cfg_file, dir, ++gen_id, &g, err, sizeof(err)) < 0 ||
+        lx_policy_build(g, cfg_file, dir, 1, err, sizeof(err)) < 0) {
+        fprintf(stderr, "fuzz_http: reload: %s\n", err);
+        abort();
+    }
+    if (W.gen_users > 0) {
+        W.retired = realloc(W.retired, (W.nretired + 1) * sizeof(*W.retired));
+        W.retired[W.nretired++] = (lx_retired_t){W.gen, W.gen_users, uv_now(&W.loop)};
+    } else {
+        lx_gen_unref(W.gen);
+    }
+    W.gen = g;
+    W.gen_users = 0;
+    lx_filecache_clear(W.cache);
+}
+
+/* ---- checking the output ------------------------------------------------ */
+
+static const uint8_t *in_data;
+static size_t in_size;
+
+static void fail(const char *out, size_t len, size_t at, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fuzz_http: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (at output byte %zu of %zu)\n--- input (%zu bytes):\n", at, len, in_size);
+    fwrite(in_data, 1, in_size > 2000 ? 2000 : in_size, stderr);
+    fprintf(stderr, "\n--- output:\n");
+    fwrite(out, 1, len > 4000 ? 4000 : len, stderr);
+    fprintf(stderr, "\n---\n");
+    abort();
+}
+
+static int is_tchar(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static int ieq(const char *a, size_t alen, const char *b) {
+    return alen == strlen(b) && strncasecmp(a, b, alen) == 0;
+}
+
+static const char *find_crlf(const char *p, const char *end) {
+    for (; p + 1 < end; p++)
+        if (p[0] == '\r' && p[1] == '\n') return p;
+    return NULL;
+}
+
+static int starts_response(const char *p, const char *end) {
+    return end - p >= 9 && memcmp(p, "HTTP/1.1 ", 9) == 0;
+}
+
+/* "bytes a-b/n" at s: stores the three numbers, or fails. */
+static void content_range(const char *out, size_t len, const char *s, size_t sl,
+                          unsigned long long r[3], int n) {
+    char buf[96];
+    if (sl >= sizeof(buf)) fail(out, len, (size_t)(s - out), "response %d: long Content-Range", n);
+    memcpy(buf, s, sl);
+    buf[sl] = '\0';
+    int used = 0;
+    if (sscanf(buf, "bytes %llu-%llu/%llu%n", &r[0], &r[1], &r[2], &used) != 3 ||
+        (size_t)used != sl)
+        fail(out, len, (size_t)(s - out), "response %d: bad Content-Range", n);
+    if (r[0] > r[1] || r[1] >= r[2])
+        fail(out, len, (size_t)(s - out), "response %d: Content-Range outside the file", n);
+}
+
+/* A 206: the part matches its Content-Range, or the parts of a multipart
+ * body do not overlap and add up to no more than the file (issue 8 #9:
+ * overlapping ranges must be merged, and parts that would exceed the file
+ * are answered with the whole file and 200). */
+static void check_partial(const char *out, size_t len, const char *body, size_t blen, int multipart,
+                          const char *crange, size_t crange_len, int n) {
+    unsigned long long r[3];
+    if (!multipart) {
+        if (crange == NULL)
+            fail(out, len, (size_t)(body - out), "response %d: 206 without Content-Range", n);
+        content_range(out, len, crange, crange_len, r, n);
+        if (r[1] - r[0] + 1 != blen)
+            fail(out, len, (size_t)(body - out), "response %d: 206 body is not its range", n);
+        return;
+    }
+    unsigned long long seen[64][2], total = 0, size = 0;
+    int parts = 0;
+    static const char key[] = "\r\nContent-Range: ";
+    for (const char *q = body; (q = memmem(q, (size_t)(body + blen - q), key, sizeof(key) - 1));) {
+        q += sizeof(key) - 1;
+        const char *e = memmem(q, (size_t)(body + blen - q), "\r\n", 2);
+        if (e == NULL) fail(out, len, (size_t)(q - out), "response %d: part header cut", n);
+        content_range(out, len, q, (size_t)(e - q), r, n);
+        if (parts && r[2] != size)
+            fail(out, len, (size_t)(q - out), "response %d: parts of two sizes", n);
+        size = r[2];
+        for (int i = 0; i < parts && i < 64; i++)
+            if (r[0] <= seen[i][1] && seen[i][0] <= r[1])
+                fail(out, len, (size_t)(q - out),
+                     "response %d: overlapping parts %llu-%llu and %llu-%llu", n, seen[i][0],
+                     seen[i][1], r[0], r[1]);
+        if (parts < 64) {
+            seen[parts][0] = r[0];
+            seen[parts][1] = r[1];
+        }
+        parts++;
+        total += r[1] - r[0] + 1;
+        q = e;
+    }
+    if (parts == 0)
+        fail(out, len, (size_t)(body - out), "response %d: multipart 206 without parts", n);
+    if (total > size)
+        fail(out, len, (size_t)(body - out),
+             "response %d: %d parts send %llu bytes of a %llu-byte file", n, parts, total, size);
+}
+
+static void check_output(const char *out, size_t len) {
+    const char *p = out, *end = out + len;
+    int closed = 0, n = 0;
+    while (p < end) {
+        size_t at = (size_t)(p - out);
+        if (closed) fail(out, len, at, "bytes after a response that said Connection: close");
+        n++;
+        /* Status line. */
+        const char *eol = find_crlf(p, end);
+        if (eol == NULL) fail(out, len, at, "response %d: no complete status line", n);
+        if (!starts_response(p, end) || eol - p < 12 || p[9] < '1' || p[9] > '5' || p[10] < '0' ||
+            p[10] > '9' || p[11] < '0' || p[11] > '9' || (eol - p > 12 && p[12] != ' '))
+            fail(out, len, at, "response %d: bad status line", n);
+        int status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+        for (const char *q = p; q < eol; q++)
+            if (*q == '\r' || *q == '\n' || *q == '\0')
+                fail(out, len, at, "response %d: CR, LF or NUL in the status line", n);
+        p = eol + 2;
+        /* Header lines. */
+        long long clen = -1;
+        int chunked = 0, te = 0, conn_close = 0, multipart = 0;
+        const char *crange = NULL;
+        size_t crange_len = 0;
+        for (;;) {
+            eol = find_crlf(p, end);
+            if (eol == NULL)
+                fail(out, len, (size_t)(p - out), "response %d: header block not ended", n);
+            if (eol == p) break;
+            const char *colon = memchr(p, ':', (size_t)(eol - p));
+            if (colon == NULL || colon == p)
+                fail(out, len, (size_t)(p - out), "response %d: header line without a name", n);
+            for (const char *q = p; q < colon; q++)
+                if (!is_tchar((unsigned char)*q))
+                    fail(out, len, (size_t)(p - out), "response %d: bad header name", n);
+            const char *v = colon + 1, *ve = eol;
+            for (const char *q = v; q < ve; q++)
+                if (*q == '\r' || *q == '\n' || *q == '\0')
+                    fail(out, len, (size_t)(q - out),
+                         "response %d: CR, LF or NUL in a header value", n);
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            size_t nl = (size_t)(colon - p), vl = (size_t)(ve - v);
+            if (ieq(p, nl, "content-length")) {
+                if (clen >= 0)
+                    fail(out, len, (size_t)(p - out), "response %d: two Content-Length", n);
+                if (vl == 0 || vl > 18)
+                    fail(out, len, (size_t)(p - out), "response %d: bad Content-Length", n);
+                clen = 0;
+                for (size_t i = 0; i < vl; i++) {
+                    if (v[i] < '0' || v[i] > '9')
+                        fail(out, len, (size_t)(p - out), "response %d: bad Content-Length", n);
+                    clen = clen * 10 + (v[i] - '0');
+                }
+            } else if (ieq(p, nl, "transfer-encoding")) {
+                te = 1;
+                chunked = ieq(v, vl, "chunked");
+            } else if (ieq(p, nl, "connection")) {
+                if (ieq(v, vl, "close")) conn_close = 1;
+            } else if (ieq(p, nl, "content-type")) {
+                multipart = vl >= 20 && strncasecmp(v, "multipart/byteranges", 20) == 0;
+            } else if (ieq(p, nl, "content-range")) {
+                crange = v;
+                crange_len = vl;
+            }
+            p = eol + 2;
+        }
+        p += 2;
+        if (te && !chunked)
+            fail(out, len, at, "response %d: a transfer coding other than chunked", n);
+        if (te && clen >= 0)
+            fail(out, len, at, "response %d: Content-Length and Transfer-Encoding", n);
+        if (status < 200) {
+            if (te || clen >= 0)
+                fail(out, len, at, "response %d: a %d with framing headers", n, status);
+            if (status != 100) fail(out, len, at, "response %d: interim %d", n, status);
+            continue; /* an interim answer; the final one follows */
+        }
+        if (status == 204 && (te || clen >= 0))
+            fail(out, len, at, "response %d: a 204 with framing headers", n);
+        if (status == 204 || status == 304) {
+            /* No body, whatever the headers say (RFC 9110 6.4.1). */
+        } else if (chunked) {
+            for (;;) {
+                eol = find_crlf(p, end);
+                if (eol == NULL)
+                    fail(out, len, (size_t)(p - out), "response %d: chunk size line cut", n);
+                unsigned long long sz = 0;
+                const char *q = p;
+                if (q == eol) fail(out, len, (size_t)(p - out), "response %d: empty chunk size", n);
+                for (; q < eol; q++) {
+                    int d = *q >= '0' && *q <= '9'   ? *q - '0'
+                            : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10
+                            : *q >= 'A' && *q <= 'F' ? *q - 'A' + 10
+                                                     : -1;
+                    if (d < 0 || sz > (1ULL << 40))
+                        fail(out, len, (size_t)(p - out), "response %d: bad chunk size", n);
+                    sz = sz * 16 + (unsigned)d;
+                }
+                p = eol + 2;
+                if (sz == 0) {
+                    if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
+                        fail(out, len, (size_t)(p - out), "response %d: chunked body not ended", n);
+                    p += 2;
+                    break;
+                }
+                if ((unsigned long long)(end - p) < sz + 2 || p[sz] != '\r' || p[sz + 1] != '\n')
+                    fail(out, len, (size_t)(p - out), "response %d: chunk cut or misframed", n);
+                p += sz + 2;
+            }
+        } else if (clen >= 0) {
+            /* A HEAD answer announces a length and sends nothing: then the
+             * next response or the end follows at once. Otherwise exactly
+             * clen bytes, then the next response or the end. */
+            size_t left = (size_t)(end - p);
+            if (left >= (size_t)clen && (p + clen == end || starts_response(p + clen, end))) {
+                if (status == 206)
+                    check_partial(out, len, p, (size_t)clen, multipart, crange, crange_len, n);
+                p += clen;
+            } else if (!(clen > 0 && (p == end || starts_response(p, end))))
+                fail(out, len, (size_t)(p - out),
+                     "response %d: body does not match Content-Length %lld (%zu bytes "
+                     "follow)",
+                     n, clen, left);
+        } else {
+            fail(out, len, at, "response %d: a %d without Content-Length or chunked", n, status);
+        }
+        if (conn_close) closed = 1;
+    }
+}
+
+/* ---- one connection ------------------------------------------------------ */
+
+static char *obuf;
+static size_t olen, ocap;
+
+static int drain(int fd) {
+    for (;;) {
+        if (ocap - olen < 65536) {
+            ocap = ocap ? ocap * 2 : 1 << 20;
+            obuf = realloc(obuf, ocap);
+        }
+        ssize_t n = read(fd, obuf + olen, ocap - olen);
+        if (n > 0) {
+            olen += (size_t)n;
+            continue;
+        }
+        if (n == 0) return 1; /* luxd closed */
+        return 0;
+    }
+}
+
+/* What tells whether the loop did anything. */
+static size_t state(void) {
+    lx_conn_t *c = W.conns;
+    if (c == NULL) return 0;
+    return olen * 31 + c->rlen * 7 + c->rpos * 13 + c->out_n * 17 + c->olen * 3 + c->closing +
+           c->nreq * 101;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1 || size > 64 * 1024) return 0;
+    size_t piece = data[0] & 0x40 ? (size_t)(data[0] & 0x3f) + 1 : size;
+    /* Bit 7: reload after every fourth piece (twice at most), as SIGHUPs
+     * arriving while a keep-alive client is sending. */
+    int reloads = data[0] & 0x80 ? 2 : 0, pieces = 0;
+    data++;
+    size--;
+    in_data = data;
+    in_size = size;
+    olen = 0;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) abort();
+    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(40000)};
+    peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    lx_worker_update_time(&W);
+    lx_conn_accept(&W, sv[0], (struct sockaddr *)&peer);
+    size_t sent = 0;
+    int shut = 0, server_closed = 0, idle = 0;
+    while (!server_closed) {
+        if (sent < size) {
+            size_t k = size - sent < piece ? size - sent : piece;
+            ssize_t n = write(sv[1], data + sent, k);
+            if (n > 0) sent += (size_t)n;
+            if (n > 0 && reloads && ++pieces % 4 == 0) {
+                uv_run(&W.loop, UV_RUN_NOWAIT); /* let luxd read the piece first */
+                reload();
+                reloads--;
+            }
+        }
+        if (sent == size && !shut) {
+            shutdown(sv[1], SHUT_WR);
+            shut = 1;
+        }
+        size_t before = state();
+        server_closed = drain(sv[1]);
+        if (server_closed) break;
+        lx_conn_t *c = W.conns;
+        if (c && (c->waiting || c->pending)) {
+            uv_run(&W.loop, UV_RUN_ONCE); /* a thread-pool job wakes the loop */
+            idle = 0;
+            continue;
+        }
+        uv_run(&W.loop, UV_RUN_NOWAIT);
+        if (state() == before && shut && !W.conns) {
+            /* Closed, but the socket has not told us yet. */
+            server_closed = drain(sv[1]);
+            break;
+        }
+        if (state() == before && shut && ++idle > 200) {
+            if (getenv("LUXD_FUZZ_STALL_OK") == NULL)
+                fail(obuf, olen, olen,
+                     "stall: the whole request and the client's EOF arrived, yet luxd "
+                     "neither "
+                     "answers nor closes (it waits on a timer)");
+            uv_run(&W.loop, UV_RUN_ONCE);
+            idle = 0;
+        } else if (state() != before) {
+            idle = 0;
+        }
+    }
+    close(sv[1]);
+    /* Let the close callbacks free the connection before the next input. */
+    for (int i = 0; i < 4; i++)
+        uv_run(&W.loop, UV_RUN_NOWAIT);
+    if (getenv("LUXD_FUZZ_DUMP")) fwrite(obuf, 1, olen, stderr);
+    check_output(obuf, olen);
+    return 0;
+}
