@@ -94,7 +94,7 @@ run: deps
 test: deps-test
 	@$(MAKE) --no-print-directory all unit
 	@$(MAKE) --no-print-directory fuzz-build
-	prove -It/lib $(PROVE_FILES) fuzz/replay.t
+	prove -It/lib $(PROVE_FILES) t/fuzz/replay.t
 
 # The whole suite against an AddressSanitizer + UBSan build.
 asan: deps-test
@@ -110,9 +110,9 @@ tsan: deps-test
 	TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 $(TSAN_EXTRA)" \
 	  LUXD_BIN=build/tsan/luxd prove -It/lib $(TSAN_TESTS)
 
-# libFuzzer harnesses (fuzz/fuzz_*.c) linked with every luxd object but main,
+# libFuzzer harnesses (t/fuzz/fuzz_*.c) linked with every luxd object but main,
 # all built with clang, ASan, UBSan and coverage in build/fuzz. `make test`
-# replays the committed corpora (fuzz/replay.t); `make fuzz FUZZ_TIME=600`
+# replays the committed corpora (t/fuzz/replay.t); `make fuzz FUZZ_TIME=600`
 # explores with each harness in turn for FUZZ_TIME seconds, one process.
 FUZZ_TIME   ?= 60
 # pointer-overflow is left out: clang reports NULL + 0 (an absent header's
@@ -120,17 +120,17 @@ FUZZ_TIME   ?= 60
 # undefined in C but harmless, and gcc's `make asan` does not flag it either.
 FUZZ_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize=pointer-overflow \
                -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_NAMES  ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
-FUZZ_COMMON := $(wildcard fuzz/common/*.c)
+FUZZ_NAMES  ?= $(patsubst t/fuzz/fuzz_%.c,%,$(wildcard t/fuzz/fuzz_*.c))
+FUZZ_COMMON := $(wildcard t/fuzz/common/*.c)
 
 fuzz-build:
 	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang CFLAGS="$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link" fuzzers
 
 fuzzers: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_COMMON) $(wildcard fuzz/common/*.h) $(filter-out $(BUILD)/src/main.o,$(OBJS)) $(LL_OBJS) $(BUILD)/gen/lua_embed.o
+$(BUILD)/fuzz/fuzz_%: t/fuzz/fuzz_%.c $(FUZZ_COMMON) $(wildcard t/fuzz/common/*.h) $(filter-out $(BUILD)/src/main.o,$(OBJS)) $(LL_OBJS) $(BUILD)/gen/lua_embed.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fsanitize=fuzzer $(WARN) $(CPPFLAGS_ALL) -Ifuzz -o $@ $< $(FUZZ_COMMON) $(filter %.o,$^) $(PKG_LIBS) -lm
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(WARN) $(CPPFLAGS_ALL) -It/fuzz -o $@ $< $(FUZZ_COMMON) $(filter %.o,$^) $(PKG_LIBS) -lm
 
 # FUZZ_FLAGS passes more libFuzzer options, e.g. "-fork=1 -ignore_crashes=1"
 # to keep exploring after a crash. Crashes land in build/fuzz/crashes/.
@@ -140,15 +140,15 @@ fuzz: deps-test
 	@rc=0; for h in $(FUZZ_NAMES); do \
 	  mkdir -p build/fuzz/corpus/$$h build/fuzz/crashes; \
 	  echo "fuzz: $$h for $(FUZZ_TIME) s"; \
-	  dict=""; [ -f fuzz/$$h.dict ] && dict="-dict=fuzz/$$h.dict"; \
+	  dict=""; [ -f t/fuzz/$$h.dict ] && dict="-dict=t/fuzz/$$h.dict"; \
 	  ASAN_OPTIONS=detect_leaks=1 build/fuzz/fuzz/fuzz_$$h -max_total_time=$(FUZZ_TIME) -timeout=10 \
 	    -print_final_stats=1 $$dict $(FUZZ_FLAGS) -artifact_prefix=build/fuzz/crashes/$$h- \
-	    build/fuzz/corpus/$$h fuzz/corpus/$$h || rc=1; \
+	    build/fuzz/corpus/$$h t/fuzz/corpus/$$h || rc=1; \
 	done; exit $$rc
 
 format:
 	clang-format -i $(SRCS) $(wildcard src/*.h src/*/*.h) $(UNIT_SRCS) t/unit/tap.h \
-	  $(wildcard fuzz/*.c fuzz/common/*.[ch])
+	  $(wildcard t/fuzz/*.c t/fuzz/common/*.[ch])
 
 clean:
 	rm -rf build

@@ -116,7 +116,10 @@ static const char config[] =
     "  },\n"
     "  redirect = {\n"
     "    { [[^/home$]], '/', status = 301 },\n"
-    "    { [[^/go/(.*)$]], '/to/$1/$3' },\n"
+    /* Optional groups that did not take part: after the three-group
+     * access regex above matched an earlier request, they must expand to
+     * nothing, never to that request's bytes (issue 8 #5). */
+    "    { [[^/go/(a)?(b)?(.*)$]], '/to/$1/$2/$3' },\n"
     "    { [[^/r307/([^/]*)/(.*)$]], '/temp/$2/$1', status = 307 },\n"
     "    { [[^/abs/(.*)$]], 'http://$1.example/x?from=luxd', status = 308 },\n"
     "  },\n"

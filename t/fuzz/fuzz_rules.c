@@ -8,7 +8,8 @@
  *
  * Input: four fields split at '\n': earlier regex, earlier subject, regex,
  * subject, and the rest is the target template. The first byte chooses
- * percent-escaping (bit 0) and the output capacity (the rest). */
+ * how captures are written (its value mod 3: raw, URL, query) and the output
+ * capacity (the rest). */
 #include <assert.h>
 #include <errno.h>
 #include <stdint.h>
@@ -35,20 +36,23 @@ static char *field(const uint8_t **p, const uint8_t *end, size_t *len) {
 
 /* The expansion as the rule's own match defines it. */
 static size_t reference(const char *t, const char *subj, pcre2_code *re, pcre2_match_data *md,
-                        int escape, char *out) {
+                        lx_expand_t how, char *out) {
     static const char hex[] = "0123456789ABCDEF";
     uint32_t groups = 0;
     pcre2_pattern_info(re, PCRE2_INFO_CAPTURECOUNT, &groups);
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
     uint32_t pairs = pcre2_get_ovector_count(md);
     size_t n = 0;
+    int in_query = how == LX_EXPAND_QUERY;
     for (const char *p = t; *p; p++) {
         if (*p == '$' && p[1] >= '0' && p[1] <= '9') {
             uint32_t k = (uint32_t)(*++p - '0');
             if (k > groups || k >= pairs || ov[2 * k] == PCRE2_UNSET) continue;
             for (PCRE2_SIZE i = ov[2 * k]; i < ov[2 * k + 1]; i++) {
                 unsigned char c = (unsigned char)subj[i];
-                if (escape && (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#%?", c))) {
+                if (how != LX_EXPAND_RAW &&
+                    (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}#%?", c) ||
+                     (in_query && strchr("&+;", c)))) {
                     out[n++] = '%';
                     out[n++] = hex[c >> 4];
                     out[n++] = hex[c & 15];
@@ -58,6 +62,7 @@ static size_t reference(const char *t, const char *subj, pcre2_code *re, pcre2_m
             }
             continue;
         }
+        if (*p == '?' && how == LX_EXPAND_URL) in_query = 1;
         out[n++] = *p;
     }
     out[n] = '\0';
@@ -76,8 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * so that what it finds reproduces on its own; the earlier match within
      * the input stands for the loop's earlier requests. */
     pcre2_match(clear, (PCRE2_SPTR) "", 0, 0, 0, shared_md, NULL);
-    int escape = data[0] & 1;
-    size_t cap = 1 + (data[0] >> 1) * 4; /* 1..509: small enough to hit -ENOSPC */
+    lx_expand_t how = (lx_expand_t)(data[0] % 3);
+    size_t cap = 1 + (data[0] / 3) * 6; /* 1..511: small enough to hit -ENOSPC */
     const uint8_t *p = data + 1, *end = data + size;
     size_t l1, s1l, l2, s2l, tl;
     char *re1s = field(&p, end, &l1), *s1 = field(&p, end, &s1l);
@@ -93,7 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pcre2_code *re1 = lx_regex_compile(re1s, err, sizeof(err));
     pcre2_code *re2 = lx_regex_compile(re2s, err, sizeof(err));
     if (re1) pcre2_match(re1, (PCRE2_SPTR)s1, s1l, 0, 0, shared_md, NULL);
-    if (re2 && pcre2_match(re2, (PCRE2_SPTR)s2, s2l, 0, 0, shared_md, NULL) > 0) {
+    int m = re2 ? pcre2_match(re2, (PCRE2_SPTR)s2, s2l, 0, 0, shared_md, NULL) : -1;
+    if (m > 0) {
         pcre2_match_data *own = pcre2_match_data_create_from_pattern(re2, NULL);
         int rc = pcre2_match(re2, (PCRE2_SPTR)s2, s2l, 0, 0, own, NULL);
         assert(rc > 0);
@@ -102,9 +108,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *subj = malloc(s2l ? s2l : 1);
         memcpy(subj, s2, s2l);
         char *want = malloc(tl + (tl / 2 + 1) * 3 * s2l + 1);
-        size_t wl = reference(t, subj, re2, own, escape, want);
+        size_t wl = reference(t, subj, re2, own, how, want);
         char *out = malloc(cap);
-        int n = lx_rule_expand(t, subj, shared_md, out, cap, escape);
+        /* What lx_ruleset_first leaves for a rule whose regex matched: the
+         * pairs this match set, over the shared match data. */
+        lx_match_ctx_t ctx = {.path = subj, .len = s2l, .md = shared_md, .ncap = (uint32_t)m};
+        int n = lx_rule_expand(t, &ctx, out, cap, how);
         if (wl < cap) {
             if (n < 0 || (size_t)n != wl || memcmp(out, want, wl) != 0) {
                 fprintf(stderr,

@@ -1,4 +1,4 @@
-# Replays every committed fuzz input (fuzz/corpus/<harness>/*: the seeds, what
+# Replays every committed fuzz input (t/fuzz/corpus/<harness>/*: the seeds, what
 # fuzzing added, and each reproduction of a defect found) through the
 # harnesses that `make fuzz-build` builds with ASan and UBSan. A crash, a
 # sanitizer report or a broken invariant in any input fails the harness's
@@ -9,9 +9,9 @@ use Test::More;
 use File::Basename qw(dirname basename);
 use Cwd qw(abs_path);
 
-my $root = abs_path(dirname(__FILE__) . '/..');
+my $root = abs_path(dirname(__FILE__) . '/../..');
 chdir $root or die "chdir $root: $!";
-my @harnesses = map { basename($_) =~ s/^fuzz_//r =~ s/\.c$//r } sort glob('fuzz/fuzz_*.c');
+my @harnesses = map { basename($_) =~ s/^fuzz_//r =~ s/\.c$//r } sort glob('t/fuzz/fuzz_*.c');
 ok(@harnesses >= 4, 'the fuzz harnesses are there: ' . join(', ', @harnesses));
 
 # Runs the harness over the inputs; returns (exit status, output).
@@ -32,7 +32,7 @@ sub run {
 
 for my $h (@harnesses) {
     my $bin = "build/fuzz/fuzz/fuzz_$h";
-    my @inputs = sort grep { -f } glob("fuzz/corpus/$h/*");
+    my @inputs = sort grep { -f } glob("t/fuzz/corpus/$h/*");
     if (!-x $bin) {
         ok(0, "$h: harness built") or diag("$bin is missing: run `make fuzz-build`");
         next;
