@@ -597,7 +597,12 @@ static void conn_process(lx_conn_t *c) {
                  * is refused here: one at exactly max_header_bytes may still
                  * be waiting for its CRLF CRLF, as on_headers_complete counts
                  * to the end of the last field. */
-                if (c->rlen - c->req_start > HEADER_END(s->max_header_bytes)) {
+                /* A full buffer is the limit too: it was fitted to the
+                 * limit in force when this request began (rbuf_fit), and a
+                 * reload raising it since must not leave the request
+                 * stalled until 408 with no room to read its end into. */
+                if (c->rlen - c->req_start > HEADER_END(s->max_header_bytes) ||
+                    c->rlen == c->rcap) {
                     parse_error(c, c->in_url ? 414 : 431);
                     return;
                 }
