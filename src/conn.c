@@ -414,14 +414,21 @@ static void conn_flush(lx_conn_t *c) {
     uint64_t head_len = n ? c->out[head].len : 0;
     int r = write_out(c);
     if (r == -EAGAIN) {
-        /* A read-ahead in flight flushes again when it is done. */
-        if (c->readahead) return;
+        /* send_timeout bounds the time between two successful writes
+         * (as nginx's does), not the whole response: every write that
+         * moved the output on starts it afresh. Moving the deadline
+         * later only stores a number (see set_deadline_at). */
+        int progress = c->out_n != n || c->out_head != head || c->out[head].len != head_len;
+        if (c->readahead) {
+            /* A read-ahead in flight flushes again when it is done. The
+             * writes before it count: without this, a client reading as
+             * fast as the disk serves it (its socket never full) was cut
+             * send_timeout after the socket was last full. */
+            if (progress && c->timeout_kind == TO_SEND)
+                set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
+            return;
+        }
         if ((c->pending == 0 || !c->waiting) && c->out_n) {
-            /* send_timeout bounds the time between two successful writes
-             * (as nginx's does), not the whole response: every write that
-             * moved the output on starts it afresh. Moving the deadline
-             * later only stores a number (see set_deadline_at). */
-            int progress = c->out_n != n || c->out_head != head || c->out[head].len != head_len;
             if (progress || c->timeout_kind != TO_SEND)
                 set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
             if (!(c->events & UV_WRITABLE)) want(c, UV_WRITABLE);
