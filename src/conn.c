@@ -455,6 +455,11 @@ static void conn_flush(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
+    /* Nothing was read while the output was pending (conn_process bounds
+     * the pipeline): the rest of a request begun before it may be waiting
+     * unread in the socket, so its header_timeout starts now, not at its
+     * first byte, or a long response ahead would make it 408. */
+    if (c->in_request && !c->headers_done) c->req_started = uv_now(&c->w->loop);
     if (!c->eof) want(c, UV_READABLE);
     conn_process(c);
 }
