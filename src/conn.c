@@ -420,14 +420,21 @@ static void conn_flush(lx_conn_t *c) {
     uint64_t head_len = n ? c->out[head].len : 0;
     int r = write_out(c);
     if (r == -EAGAIN) {
-        /* A read-ahead in flight flushes again when it is done. */
-        if (c->readahead) return;
+        /* send_timeout bounds the time between two successful writes
+         * (as nginx's does), not the whole response: every write that
+         * moved the output on starts it afresh. Moving the deadline
+         * later only stores a number (see set_deadline_at). */
+        int progress = c->out_n != n || c->out_head != head || c->out[head].len != head_len;
+        if (c->readahead) {
+            /* A read-ahead in flight flushes again when it is done. The
+             * writes before it count: without this, a client reading as
+             * fast as the disk serves it (its socket never full) was cut
+             * send_timeout after the socket was last full. */
+            if (progress && c->timeout_kind == TO_SEND)
+                set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
+            return;
+        }
         if ((c->pending == 0 || !c->waiting) && c->out_n) {
-            /* send_timeout bounds the time between two successful writes
-             * (as nginx's does), not the whole response: every write that
-             * moved the output on starts it afresh. Moving the deadline
-             * later only stores a number (see set_deadline_at). */
-            int progress = c->out_n != n || c->out_head != head || c->out[head].len != head_len;
             if (progress || c->timeout_kind != TO_SEND)
                 set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
             if (!(c->events & UV_WRITABLE)) want(c, UV_WRITABLE);
@@ -454,6 +461,11 @@ static void conn_flush(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
+    /* Nothing was read while the output was pending (conn_process bounds
+     * the pipeline): the rest of a request begun before it may be waiting
+     * unread in the socket, so its header_timeout starts now, not at its
+     * first byte, or a long response ahead would make it 408. */
+    if (c->in_request && !c->headers_done) c->req_started = uv_now(&c->w->loop);
     if (!c->eof) want(c, UV_READABLE);
     conn_process(c);
 }
@@ -636,7 +648,12 @@ static void conn_process(lx_conn_t *c) {
                  * is refused here: one at exactly max_header_bytes may still
                  * be waiting for its CRLF CRLF, as on_headers_complete counts
                  * to the end of the last field. */
-                if (c->rlen - c->req_start > HEADER_END(s->max_header_bytes)) {
+                /* A full buffer is the limit too: it was fitted to the
+                 * limit in force when this request began (rbuf_fit), and a
+                 * reload raising it since must not leave the request
+                 * stalled until 408 with no room to read its end into. */
+                if (c->rlen - c->req_start > HEADER_END(s->max_header_bytes) ||
+                    c->rlen == c->rcap) {
                     parse_error(c, c->in_url ? 414 : 431);
                     return;
                 }

@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -130,11 +131,96 @@ static int probe_free(const lx_listen_t *l) {
     return r;
 }
 
-/* The port of a socket address (network order), 0 for other families. */
-static uint16_t addr_port(const struct sockaddr_storage *ss) {
-    if (ss->ss_family == AF_INET) return ((const struct sockaddr_in *)ss)->sin_port;
-    if (ss->ss_family == AF_INET6) return ((const struct sockaddr_in6 *)ss)->sin6_port;
-    return 0;
+/* A listening address as /proc/net/tcp6 would show it: 16 bytes, an IPv4
+ * address in its v4-mapped form. Kept as in memory (network order), so
+ * that the kernel's hex words compare by memcmp. */
+typedef struct {
+    uint8_t a[16];
+    uint16_t port; /* host order */
+    int any4;      /* 0.0.0.0 */
+    int any6;      /* ::, perhaps dual-stack */
+} lx_laddr_t;
+
+static void laddr_of(const struct sockaddr_storage *ss, lx_laddr_t *out) {
+    memset(out, 0, sizeof(*out));
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)ss;
+        out->a[10] = out->a[11] = 0xff;
+        memcpy(out->a + 12, &a4->sin_addr, 4);
+        out->port = ntohs(a4->sin_port);
+        out->any4 = a4->sin_addr.s_addr == htonl(INADDR_ANY);
+    } else {
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)ss;
+        memcpy(out->a, &a6->sin6_addr, 16);
+        out->port = ntohs(a6->sin6_port);
+        out->any6 = memcmp(&a6->sin6_addr, &in6addr_any, 16) == 0;
+    }
+}
+
+/* Whether binding both would collide. Erring towards "yes" only matters
+ * after a probe bind already failed. */
+static int laddr_overlap(const lx_laddr_t *x, const lx_laddr_t *y) {
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (x->port != y->port) return 0;
+    if (x->any6 || y->any6 || memcmp(x->a, y->a, 16) == 0) return 1;
+    return (x->any4 && memcmp(y->a, mapped, 12) == 0) || (y->any4 && memcmp(x->a, mapped, 12) == 0);
+}
+
+/* Whether the socket with this inode is one of this process's fds. */
+static int own_socket(unsigned long inode) {
+    char want[64], link[64];
+    int n = snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        ssize_t len = readlinkat(dirfd(d), e->d_name, link, sizeof(link));
+        found = len == n && memcmp(link, want, (size_t)n) == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+/* After a probe bind failed: whether a listening socket that collides with
+ * l belongs to another process. Our own sockets collide too: those of an
+ * address one reload dropped and the next adds again, which a busy loop has
+ * not closed yet, or a wildcard beside a specific address. The kernel's
+ * tables (/proc/net/tcp, tcp6) list every listener with its inode; ours
+ * are the inodes behind our fds. */
+static int held_by_other(const lx_listen_t *l) {
+    static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    lx_laddr_t want;
+    laddr_of(&l->addr, &want);
+    int other = 0;
+    for (size_t t = 0; t < 2 && !other; t++) {
+        FILE *f = fopen(tables[t], "re");
+        if (f == NULL) continue;
+        char line[512], hex[40];
+        unsigned port, state;
+        unsigned long inode;
+        while (!other && fgets(line, sizeof(line), f)) {
+            if (sscanf(line, " %*u: %39[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %*s %*s %lu", hex, &port,
+                       &state, &inode) != 4 ||
+                state != 0x0A /* TCP_LISTEN */)
+                continue;
+            lx_laddr_t have = {.port = (uint16_t)port};
+            uint32_t w[4] = {0};
+            if (t == 0) {
+                sscanf(hex, "%8x", &w[3]);
+                have.a[10] = have.a[11] = 0xff;
+                memcpy(have.a + 12, &w[3], 4);
+                have.any4 = w[3] == 0;
+            } else {
+                sscanf(hex, "%8x%8x%8x%8x", &w[0], &w[1], &w[2], &w[3]);
+                memcpy(have.a, w, 16);
+                have.any6 = (w[0] | w[1] | w[2] | w[3]) == 0;
+            }
+            if (laddr_overlap(&want, &have) && !own_socket(inode)) other = 1;
+        }
+        fclose(f);
+    }
+    return other;
 }
 
 /* Opens one listening socket. Each loop gets its own, bound with
@@ -202,16 +288,11 @@ static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *no
             continue;
         }
         int inherited = take_inherited(l);
-        /* A port this process already listens on (under another spelling,
-         * or a wildcard beside a specific address) would fail the probe on
-         * our own sockets; the kernel's SO_REUSEPORT check (same user)
-         * still applies to those binds. */
-        int ours = 0;
-        for (size_t k = 0; k < srv.nslots && !ours; k++)
-            ours = addr_port(&srv.slots[k].addr.addr) == addr_port(&l->addr);
-        for (size_t k = 0; k < n && !ours; k++)
-            ours = addr_port(&slots[k].addr.addr) == addr_port(&l->addr);
-        if (inherited < 0 && !ours && (r = probe_free(l)) < 0) {
+        /* A probe that fails on sockets of our own (see held_by_other) is
+         * no reason to refuse; the kernel's SO_REUSEPORT check (same user)
+         * still applies to the binds that follow. */
+        if (inherited < 0 && (r = probe_free(l)) == -EADDRINUSE && !held_by_other(l)) r = 0;
+        if (r < 0) {
             free(sl->fds);
             if (r == -EADDRINUSE)
                 snprintf(err, errlen,

@@ -141,6 +141,28 @@ like($s->reload // $s->reload_error, qr/^ok generation 3 /, 'reload back to 1024
     is($r && $r->{status}, 431, 'after lowering: one byte past the limit: 431');
 }
 
+# --- a request half-received when the reload lands -------------------------
+# The limit checked is the one in force, but the buffer was fitted to the
+# limit when the request began (max_header_bytes + 4096): a header that
+# outgrows that buffer is refused at once (it stalled until 408: the buffer
+# was full and nothing more could be read). One that fits completes.
+for my $case ([$OLD, 200], [$OLD + 1, 200], [$OLD + 4096 - 4, 200], [$OLD + 4096 - 3, 431],
+              [$OLD + 4096 + 2000, 431]) {
+    my ($n, $want) = @$case;
+    $s->write_config(config($OLD));
+    like($s->reload // $s->reload_error, qr/^ok /, "half-received $n: limit $OLD");
+    my $c = $s->connect;
+    my $bytes = req_of($n);
+    $c->send(substr($bytes, 0, 600));
+    sleep 0.2;
+    $s->write_config(config($NEW));
+    like($s->reload // $s->reload_error, qr/^ok /, "half-received $n: reload to $NEW");
+    my ($r, $took) = ask($c, substr($bytes, 600));
+    is($r && $r->{status}, $want, "half-received header of $n at the reload: $want");
+    cmp_ok($took, '<', 2, '... at once, not after header_timeout');
+    $c->close;
+}
+
 unlike($s->access_log, qr/" 408 /, 'no request timed out');
 $s->stop;
 done_testing;

@@ -110,5 +110,34 @@ for my $cycle (1 .. 2) {
     is(settle_fds($fds), $fds, "cycle $cycle: no fd leaked ($fds open)");
 }
 
+# An address dropped by one reload and added again by the next, both while
+# the loop is busy: the loop still holds the old sockets of that address
+# when the second reload checks it. Those are our own, not another
+# process's (the second reload failed with "in use by another process").
+{
+    my $again = Luxd::free_port();
+    $s->write_config(config($port, $again));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "re-add: reload adding :$again");
+    is(get_on($again), 200, "re-add: :$again answers");
+    my $spin = $s->connect;
+    $spin->send(Luxd::request(path => '/spin', close => 1));
+    sleep 0.3;
+    $s->write_config(config($port));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "re-add: reload dropping :$again");
+    $s->write_config(config($port, $again));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /,
+         "re-add: reload adding :$again again while the loop still holds it");
+    ok(!IO::Select->new($spin->sock)->can_read(0), 're-add: premise: the loop was busy throughout');
+    my $r = $spin->response(timeout => $SPIN + 10);
+    is($r && $r->{status}, 200, 're-add: the busy request finished');
+    $spin->close;
+    is(get_on($again), 200, "re-add: :$again answers after the loop woke");
+    is(get_on($port), 200, 're-add: the kept address answers');
+    $s->write_config(config($port));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, 're-add: reload back');
+    ok(refused($again, 3), "re-add: :$again is not bound once dropped");
+    is(settle_fds($fds), $fds, "re-add: no fd leaked ($fds open)");
+}
+
 $s->stop;
 done_testing;

@@ -63,6 +63,20 @@ sub second {
          'and in its error log');
 }
 
+# The held address second in a list whose first address (same port) is
+# free: that the port is also the second server's own first address is no
+# reason to skip the check (it was: the check was skipped for any port the
+# server itself had already opened, and the kernel split the connections).
+for my $first ('127.0.0.2', '[::1]') {
+    my $b = second(server => { listen => ["$first:$port", "127.0.0.1:$port"] });
+    # Were it to start, it would run until run_luxd gives up on it (-1).
+    local $Luxd::RUN_TIMEOUT = 5;
+    my ($rc, $out) = Luxd::run_luxd('-c', $b->config_file);
+    is($rc, 1, "listen { $first:$port, 127.0.0.1:$port }: the second server exits 1");
+    like($out . $b->error_log, qr/listen 127\.0\.0\.1:$port: Address already in use by another process/,
+         "... and names the held address");
+}
+
 # A foreign listener that also asked for SO_REUSEPORT (as a second luxd
 # does) holding an address a reload adds: the reload fails and says so.
 {
