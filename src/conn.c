@@ -310,7 +310,9 @@ static void out_consume(lx_conn_t *c, size_t n) {
 typedef struct {
     uv_work_t work;
     lx_conn_t *c;
-    int fd;
+    lx_file_t *file; /* referenced until done: a close of the connection or
+                        a reload's cache drop must not close the fd under
+                        the pread (and let it read a reused descriptor) */
     uint64_t off, len;
 } readahead_t;
 
@@ -320,7 +322,7 @@ static void readahead_work(uv_work_t *w) {
     uint64_t off = ra->off, end = ra->off + ra->len;
     while (off < end) {
         size_t n = end - off < sizeof(buf) ? (size_t)(end - off) : sizeof(buf);
-        ssize_t r = pread(ra->fd, buf, n, (off_t)off);
+        ssize_t r = pread(ra->file->fd, buf, n, (off_t)off);
         if (r <= 0) break;
         off += (uint64_t)r;
     }
@@ -331,6 +333,7 @@ static void readahead_done(uv_work_t *w, int status) {
     lx_conn_t *c = ra->c;
     (void)status;
     lx_log_debug("%s: read-ahead done at %llu", c->peer, (unsigned long long)ra->off);
+    lx_file_unref(ra->file);
     free(ra);
     c->pending--;
     c->readahead = 0;
@@ -368,13 +371,14 @@ static int write_out(lx_conn_t *c) {
                 readahead_t *ra = malloc(sizeof(*ra));
                 if (ra == NULL) return -ENOMEM;
                 ra->c = c;
-                ra->fd = o->file->fd;
+                ra->file = o->file;
                 ra->off = o->off;
                 ra->len = n;
                 if (uv_queue_work(&c->w->loop, &ra->work, readahead_work, readahead_done) < 0) {
                     free(ra);
                     return -EIO;
                 }
+                lx_file_ref(ra->file);
                 c->pending++;
                 c->readahead = 1;
                 lx_log_debug("%s: read-ahead of %zu bytes at %llu queued", c->peer, n,
