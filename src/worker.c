@@ -4,6 +4,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +50,10 @@ static void listen_pause(lx_worker_t *w) {
     w->listening = 0;
 }
 
-static void on_accept(uv_poll_t *p, int status, int events) {
-    lx_listener_t *l = container_of(p, lx_listener_t, poll);
-    lx_worker_t *w = p->data;
-    (void)events;
-    if (status < 0) return;
-    for (int i = 0; i < ACCEPT_BATCH; i++) {
+/* Accepts up to max connections from the listener's queue; returns once it
+ * is empty, the loop is full, or max are taken. */
+static void accept_some(lx_worker_t *w, lx_listener_t *l, int max) {
+    for (int i = 0; i < max; i++) {
         if (w->nconns >= w->max_conns) {
             /* Leave the rest in the kernel's queue until a slot frees. */
             listen_pause(w);
@@ -72,6 +71,14 @@ static void on_accept(uv_poll_t *p, int status, int events) {
         }
         lx_conn_accept(w, fd, (struct sockaddr *)&ss);
     }
+}
+
+static void on_accept(uv_poll_t *p, int status, int events) {
+    lx_listener_t *l = container_of(p, lx_listener_t, poll);
+    lx_worker_t *w = p->data;
+    (void)events;
+    if (status < 0) return;
+    accept_some(w, l, ACCEPT_BATCH);
 }
 
 static void close_listener(lx_listener_t *l) {
@@ -156,11 +163,15 @@ void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
  * connection waiting there is lost. */
 static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
     lx_listener_t **nl = calloc(nfds ? nfds : 1, sizeof(*nl));
-    if (nl == NULL) {
+    lx_listener_t **dropped = calloc(w->nlisteners ? w->nlisteners : 1, sizeof(*dropped));
+    if (nl == NULL || dropped == NULL) {
         lx_log_error("worker %d: out of memory swapping listeners", w->index);
+        free(nl);
+        free(dropped);
         return;
     }
     listen_pause(w);
+    size_t ndropped = 0;
     for (size_t i = 0; i < w->nlisteners; i++) {
         size_t j = 0;
         while (j < nfds && fds[j] != w->listeners[i]->fd)
@@ -168,7 +179,7 @@ static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
         if (j < nfds)
             nl[j] = w->listeners[i];
         else
-            close_listener(w->listeners[i]);
+            dropped[ndropped++] = w->listeners[i];
     }
     size_t n = 0;
     for (size_t j = 0; j < nfds; j++) {
@@ -182,6 +193,16 @@ static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
     free(w->listeners);
     w->listeners = nl;
     w->nlisteners = n;
+    /* Each SO_REUSEPORT socket has its own accept queue, and closing it
+     * resets what the kernel completed there: clients that connected while
+     * the address was still ours. Serve them rather than drop them. This
+     * comes after the new set is in place, as a connection that ends at
+     * once (lx_worker_conn_closed) starts polling whatever set is there. */
+    for (size_t i = 0; i < ndropped; i++) {
+        accept_some(w, dropped[i], INT_MAX);
+        close_listener(dropped[i]);
+    }
+    free(dropped);
     if (!w->stop) listen_start(w);
 }
 

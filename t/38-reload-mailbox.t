@@ -139,5 +139,36 @@ for my $cycle (1 .. 2) {
     is(settle_fds($fds), $fds, "re-add: no fd leaked ($fds open)");
 }
 
+# A reload that drops an address is waiting for the busy loop, and a client
+# connects to that address meanwhile: the kernel completed the
+# connection on the loop's socket, and closing that socket would reset it.
+# The loop takes what is queued there before it closes it, so the client,
+# who connected while the address was ours, gets its answer. (Under TSan's
+# slower loop the re-add case above lost its request this way.)
+{
+    my $late = Luxd::free_port();
+    $s->write_config(config($port, $late));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "queued: reload adding :$late");
+    is(get_on($late), 200, "queued: :$late answers");
+    my $spin = $s->connect;
+    $spin->send(Luxd::request(path => '/spin', close => 1));
+    sleep 0.3;
+    # The reload first: its wake-up is then ready before the connection,
+    # and the loop adopts (and closes the socket) before it would accept.
+    $s->write_config(config($port));
+    like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "queued: reload dropping :$late");
+    my $c = $s->connect(port => $late);
+    $c->send(Luxd::request(path => '/', close => 1));
+    ok(!IO::Select->new($spin->sock)->can_read(0), 'queued: premise: the loop was busy throughout');
+    my $r = $c->response(timeout => $SPIN + 10);
+    is($r && $r->{status}, 200, 'queued: the client that connected before the drop is answered');
+    $c->close;
+    $r = $spin->response(timeout => $SPIN + 10);
+    is($r && $r->{status}, 200, 'queued: the busy request finished');
+    $spin->close;
+    ok(refused($late, 3), "queued: :$late is not bound once dropped");
+    is(settle_fds($fds), $fds, "queued: no fd leaked ($fds open)");
+}
+
 $s->stop;
 done_testing;
