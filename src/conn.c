@@ -796,18 +796,25 @@ static int on_url_complete(llhttp_t *p) {
     return 0;
 }
 
+/* Adds len bytes to one of the counters that max_header_bytes bounds
+ * besides the header section itself (trailers, chunk extensions); past the
+ * limit, the request fails with status. */
+static int count_framing(lx_conn_t *c, size_t *counter, size_t len, int status) {
+    *counter += len;
+    if (*counter > c->w->gen->srv.max_header_bytes) {
+        c->err_status = status;
+        return -1;
+    }
+    return 0;
+}
+
 /* Trailer fields (after a chunked body) are counted and dropped. They never
  * join the request's headers: the request was routed on its header section,
  * a Range or X-User sent after the body must not change what it gets, and
  * the bytes they point at are overwritten by the next read (body bytes are
  * not kept). RFC 9110 6.5.1 lets a recipient discard them. */
 static int count_trailer(lx_conn_t *c, size_t len) {
-    c->trailer_bytes += len;
-    if (c->trailer_bytes > c->w->gen->srv.max_header_bytes) {
-        c->err_status = 431;
-        return -1;
-    }
-    return 0;
+    return count_framing(c, &c->trailer_bytes, len, 431);
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
@@ -1066,12 +1073,7 @@ static int on_chunk_header(llhttp_t *p) {
  * of a few bytes (CVE-2024-22019). A request's extensions may add up to
  * max_header_bytes: the name and value bytes, and one for each ';' and '='. */
 static int count_extension(lx_conn_t *c, size_t len) {
-    c->ext_bytes += len;
-    if (c->ext_bytes > c->w->gen->srv.max_header_bytes) {
-        c->err_status = 413;
-        return -1;
-    }
-    return 0;
+    return count_framing(c, &c->ext_bytes, len, 413);
 }
 
 static int on_chunk_extension_name(llhttp_t *p, const char *at, size_t len) {
