@@ -105,7 +105,15 @@ sub traced {
     return join "\n", sort @l;
 }
 
-sub threads { my ($s) = @_; opendir my $d, "/proc/" . $s->pid . "/task" or return -1; scalar grep { /^\d+$/ } readdir $d }
+# luxd accepts on worker 0's listener before the other workers' threads
+# exist; "started" is logged once all of them do.
+sub threads {
+    my ($s) = @_;
+    my $t = time + 5;
+    sleep 0.02 while time < $t && $s->error_log !~ /\bstarted: generation/;
+    opendir my $d, "/proc/" . $s->pid . "/task" or return -1;
+    scalar grep { /^\d+$/ } readdir $d;
+}
 sub closes_within { my ($c, $t) = @_; $c->wait_closed($t) ? 'closed' : 'open' }
 
 # Requests whose line shows up in the access log right after the answer.
@@ -203,7 +211,9 @@ my %PROOF = (
             $c->send(Luxd::request(path => '/big.bin'));
             $c->fill(1);
             $s->signal('TERM');
-            my $st = $s->wait_exit(2);
+            # 0.3 s against the default 30 s: 5 s tells them apart even
+            # under ThreadSanitizer on a loaded machine, where 2 s did not.
+            my $st = $s->wait_exit(5);
             $c->close;
             defined $st ? 'stopped' : 'still draining';
         },

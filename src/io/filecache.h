@@ -33,7 +33,12 @@ typedef struct lx_file_s {
     size_t root_len;             /**< bytes of path that are the document root */
     lx_symlinks_t symlinks;      /**< the site's follow_symlinks, for the load */
     int err;                     /**< 0, or -ENOENT, -EACCES, ...: negative entry */
-    unsigned is_dir : 1;         /**< a directory */
+    /* is_dir is written by the thread-pool load (load_work) while the loop
+     * reads loading and sets stale on the same entry, so it is a memory
+     * location of its own: as a bit field next to them, the load's
+     * read-modify-write of the shared word could undo a concurrent
+     * "stale = 1" from a reload (ThreadSanitizer reports the race). */
+    unsigned char is_dir;        /**< a directory */
     unsigned loading : 1;        /**< a thread-pool load is in flight */
     unsigned stale : 1;          /**< removed from the hash; freed at last unref */
     int fd;                      /**< open file for large files, else -1 */

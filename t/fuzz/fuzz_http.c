@@ -15,6 +15,16 @@
  * Content-Length or by chunked framing, nothing at all after a response that
  * said "Connection: close", and the last response complete.
  *
+ * The harness parses the input itself (llhttp, as luxd does) to know what
+ * each response answers: a response to a HEAD whose connection goes on has
+ * no body at all, one to any other request carries all of its
+ * Content-Length, a 1.0 request never gets chunked, and a policy that sees
+ * an X-T header (and says so in X-T-Echo) saw it in the request's header
+ * section with that value, never in its trailers (issue 8 #3). The policy
+ * turns "\r" and "\n" in header values it copies into CR and LF, so
+ * that what guards a response against header injection is reachable; no
+ * response may carry the X-Injected header that such an injection would add.
+ *
  * The config (written at start-up into a temporary directory) uses what
  * the request path offers: two vhosts and an alias, access rules with every
  * condition, rewrites and redirects with captures, locations with their own
@@ -39,6 +49,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "llhttp.h"
 #include "conn.h"
 #include "io/filecache.h"
 #include "log.h"
@@ -129,18 +140,26 @@ static const char config[] =
     "  location '/pol/' {\n"
     "    policy = function(r)\n"
     "      local k = r.headers['x-key']\n"
+    "      local t = r.headers['x-t']\n"
+    "      if t then r:set_header('X-T-Echo', t) end\n"
     "      if r.path:find('^/pol/deny') then return 403 end\n"
     "      if r.path:find('^/pol/respond') then r:respond(200, 'from policy ' "
     ".. #r.path) return "
     "end\n"
     "      if r.path:find('^/pol/empty') then r:respond(204) return end\n"
-    "      if r.path:find('^/pol/go') then r:redirect('/index.html?' .. "
-    "(r.query or '')) return "
-    "end\n"
+    "      if r.path:find('^/pol/go') then\n"
+    "        r:redirect((('/index.html?' .. (r.query or '')):gsub('%%0[dD]', "
+    "'\\r'):gsub('%%0[aA]', '\\n')))\n"
+    "        return\n"
+    "      end\n"
     "      if r.path:find('^/pol/hdr') then r:set_header('X-Echo', "
     "tostring(k)) end\n"
     "      if r.path:find('^/pol/any') then\n"
-    "        r:set_header(r.headers['x-n'] or 'X-A', r.headers['x-v'] or 'v')\n"
+    "        local n = r.headers['x-n'] or 'X-A'\n"
+    "        if n:lower() == 'x-injected' then n = 'X-A' end\n"
+    "        local v = (r.headers['x-v'] or 'v'):gsub('\\\\r', "
+    "'\\r'):gsub('\\\\n', '\\n')\n"
+    "        r:set_header(n, v)\n"
     "        local st = tonumber(r.headers['x-s'])\n"
     "        if st then r:respond(st, r.headers['x-b']) return end\n"
     "      end\n"
@@ -264,6 +283,101 @@ static void reload(void) {
     lx_filecache_clear(W.cache);
 }
 
+/* ---- what the client asked ---------------------------------------------- */
+
+/* One request of the input as llhttp frames it, with the settings luxd
+ * uses: strict mode, keep-alive lenient, and Upgrade a header like others. */
+typedef struct {
+    int headers_done; /* the header section was parsed whole */
+    int method;       /* llhttp's method; valid once headers_done */
+    int minor;        /* HTTP/1.minor */
+    int has_xt;       /* X-T was in the header section (not the trailers) */
+    size_t xt_len;
+    char xt[128];
+} req_info_t;
+
+#define MAX_REQS 64
+static req_info_t reqs[MAX_REQS];
+static int nreqs;
+static req_info_t *cur_req;
+static char field_buf[8], xt_buf[128];
+static size_t field_len, xt_buf_len;
+static int field_long, in_headers;
+
+static int rq_begin(llhttp_t *p) {
+    (void)p;
+    cur_req = nreqs < MAX_REQS ? &reqs[nreqs++] : NULL;
+    if (cur_req) memset(cur_req, 0, sizeof(*cur_req));
+    in_headers = 1;
+    field_len = xt_buf_len = 0;
+    field_long = 0;
+    return 0;
+}
+
+static int rq_field(llhttp_t *p, const char *at, size_t len) {
+    (void)p;
+    if (field_len + len > sizeof(field_buf)) {
+        field_long = 1;
+        return 0;
+    }
+    memcpy(field_buf + field_len, at, len);
+    field_len += len;
+    return 0;
+}
+
+static int is_xt(void) {
+    return !field_long && field_len == 3 && strncasecmp(field_buf, "x-t", 3) == 0;
+}
+
+static int rq_value(llhttp_t *p, const char *at, size_t len) {
+    (void)p;
+    if (!in_headers || !is_xt()) return 0;
+    size_t k = len < sizeof(xt_buf) - xt_buf_len ? len : sizeof(xt_buf) - xt_buf_len;
+    memcpy(xt_buf + xt_buf_len, at, k);
+    xt_buf_len += k;
+    return 0;
+}
+
+static int rq_value_done(llhttp_t *p) {
+    (void)p;
+    /* The first X-T of the header section is what r.headers['x-t'] gives. */
+    if (in_headers && cur_req && is_xt() && !cur_req->has_xt) {
+        cur_req->has_xt = 1;
+        cur_req->xt_len = xt_buf_len;
+        memcpy(cur_req->xt, xt_buf, xt_buf_len);
+    }
+    field_len = xt_buf_len = 0;
+    field_long = 0;
+    return 0;
+}
+
+static int rq_headers_done(llhttp_t *p) {
+    in_headers = 0;
+    if (cur_req) {
+        cur_req->headers_done = 1;
+        cur_req->method = p->method;
+        cur_req->minor = p->http_minor;
+    }
+    p->upgrade = 0; /* as conn.c on_headers_complete */
+    return 0;
+}
+
+static void parse_requests(const uint8_t *data, size_t size) {
+    static const llhttp_settings_t settings = {
+        .on_message_begin = rq_begin,
+        .on_header_field = rq_field,
+        .on_header_value = rq_value,
+        .on_header_value_complete = rq_value_done,
+        .on_headers_complete = rq_headers_done,
+    };
+    llhttp_t p;
+    nreqs = 0;
+    cur_req = NULL;
+    llhttp_init(&p, HTTP_REQUEST, &settings);
+    llhttp_set_lenient_keep_alive(&p, 1);
+    llhttp_execute(&p, (const char *)data, size);
+}
+
 /* ---- checking the output ------------------------------------------------ */
 
 static const uint8_t *in_data;
@@ -290,6 +404,15 @@ static int is_tchar(unsigned char c) {
 
 static int ieq(const char *a, size_t alen, const char *b) {
     return alen == strlen(b) && strncasecmp(a, b, alen) == 0;
+}
+
+static void trim(const char **v, size_t *n) {
+    while (*n && (**v == ' ' || **v == '\t')) {
+        (*v)++;
+        (*n)--;
+    }
+    while (*n && ((*v)[*n - 1] == ' ' || (*v)[*n - 1] == '\t'))
+        (*n)--;
 }
 
 static const char *find_crlf(const char *p, const char *end) {
@@ -365,7 +488,7 @@ static void check_partial(const char *out, size_t len, const char *body, size_t 
 
 static void check_output(const char *out, size_t len) {
     const char *p = out, *end = out + len;
-    int closed = 0, n = 0;
+    int closed = 0, n = 0, finals = 0;
     while (p < end) {
         size_t at = (size_t)(p - out);
         if (closed) fail(out, len, at, "bytes after a response that said Connection: close");
@@ -384,8 +507,8 @@ static void check_output(const char *out, size_t len) {
         /* Header lines. */
         long long clen = -1;
         int chunked = 0, te = 0, conn_close = 0, multipart = 0;
-        const char *crange = NULL;
-        size_t crange_len = 0;
+        const char *crange = NULL, *echo = NULL;
+        size_t crange_len = 0, echo_len = 0;
         for (;;) {
             eol = find_crlf(p, end);
             if (eol == NULL)
@@ -428,6 +551,11 @@ static void check_output(const char *out, size_t len) {
             } else if (ieq(p, nl, "content-range")) {
                 crange = v;
                 crange_len = vl;
+            } else if (ieq(p, nl, "x-t-echo")) {
+                echo = v;
+                echo_len = vl;
+            } else if (ieq(p, nl, "x-injected")) {
+                fail(out, len, (size_t)(p - out), "response %d: an injected header line", n);
             }
             p = eol + 2;
         }
@@ -442,10 +570,33 @@ static void check_output(const char *out, size_t len) {
             if (status != 100) fail(out, len, at, "response %d: interim %d", n, status);
             continue; /* an interim answer; the final one follows */
         }
+        /* The request this final response answers, when the harness's own
+         * parse got through its header section. */
+        const req_info_t *rq = finals < nreqs && reqs[finals].headers_done ? &reqs[finals] : NULL;
+        finals++;
+        int head = rq && rq->method == HTTP_HEAD;
+        if (rq && chunked && rq->minor == 0)
+            fail(out, len, at, "response %d: chunked to an HTTP/1.0 request", n);
+        if (rq && echo) {
+            const char *x = rq->xt;
+            size_t xl = rq->xt_len;
+            trim(&x, &xl);
+            if (!rq->has_xt || xl != echo_len || memcmp(x, echo, xl) != 0)
+                fail(out, len, at,
+                     "response %d: the policy saw an X-T the request's header section "
+                     "does not have (a trailer?)",
+                     n);
+        }
         if (status == 204 && (te || clen >= 0))
             fail(out, len, at, "response %d: a 204 with framing headers", n);
         if (status == 204 || status == 304) {
             /* No body, whatever the headers say (RFC 9110 6.4.1). */
+        } else if (head && !conn_close) {
+            /* A HEAD answer announces a length and sends nothing: on a
+             * connection that goes on, the next response follows at once
+             * (after a close, stray bytes are caught below). */
+            if (p != end && !starts_response(p, end))
+                fail(out, len, (size_t)(p - out), "response %d: a body after a HEAD", n);
         } else if (chunked) {
             for (;;) {
                 eol = find_crlf(p, end);
@@ -479,6 +630,11 @@ static void check_output(const char *out, size_t len) {
              * next response or the end follows at once. Otherwise exactly
              * clen bytes, then the next response or the end. */
             size_t left = (size_t)(end - p);
+            if (rq && !head &&
+                (left < (size_t)clen || !(p + clen == end || starts_response(p + clen, end))))
+                fail(out, len, (size_t)(p - out),
+                     "response %d: body does not match Content-Length %lld (%zu bytes follow)", n,
+                     clen, left);
             if (left >= (size_t)clen && (p + clen == end || starts_response(p + clen, end))) {
                 if (status == 206)
                     check_partial(out, len, p, (size_t)clen, multipart, crange, crange_len, n);
@@ -590,6 +746,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < 4; i++)
         uv_run(&W.loop, UV_RUN_NOWAIT);
     if (getenv("LUXD_FUZZ_DUMP")) fwrite(obuf, 1, olen, stderr);
+    parse_requests(data, size);
     check_output(obuf, olen);
     return 0;
 }

@@ -5,8 +5,10 @@
  *   odd:  the rest is an HTTP date (If-Modified-Since, If-Range), or with
  *         bit 1 set eight bytes of a time_t to format.
  * Invariants: a range is always within the representation and never empty,
- * the answer is one of the documented kinds, and a date round-trips through
- * the formatter unchanged. */
+ * the answer is one of the documented kinds, coalescing the ranges (what
+ * static.c sends) gives sorted parts with a gap between any two that cover
+ * exactly the bytes the client asked for (issue 8 #9), and a date
+ * round-trips through the formatter unchanged. */
 #include <assert.h>
 #include <errno.h>
 #include <stdint.h>
@@ -24,6 +26,51 @@ static uint64_t le(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         v |= (uint64_t)p[i] << (8 * i);
     return v;
+}
+
+/* The coalesced ranges, computed another way: a byte is in the result when
+ * some input range holds it, so the result's parts start at an input's
+ * first byte that no other input range holds (or touches from the left),
+ * and each part runs as far as the input ranges keep overlapping. */
+static int model_coalesce(const lx_range_t *in, int n, lx_range_t *out) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int starts = 1;
+        for (int j = 0; j < n; j++)
+            if (j != i && in[j].first < in[i].first && in[j].last + 1 >= in[i].first) starts = 0;
+        for (int j = 0; j < i; j++) /* the same start counts once */
+            if (in[j].first == in[i].first) starts = 0;
+        if (!starts) continue;
+        uint64_t last = in[i].last;
+        for (int grew = 1; grew;) {
+            grew = 0;
+            for (int j = 0; j < n; j++)
+                if (in[j].first <= last + 1 && in[j].first >= in[i].first && in[j].last > last) {
+                    last = in[j].last;
+                    grew = 1;
+                }
+        }
+        /* Insertion by first byte. */
+        int at = k++;
+        while (at > 0 && out[at - 1].first > in[i].first) {
+            out[at] = out[at - 1];
+            at--;
+        }
+        out[at] = (lx_range_t){in[i].first, last};
+    }
+    return k;
+}
+
+static void check_coalesce(const lx_range_t *in, int n) {
+    lx_range_t got[LX_RANGE_MAX], want[LX_RANGE_MAX];
+    memcpy(got, in, (size_t)n * sizeof(*in));
+    int g = lx_range_coalesce(got, n);
+    int w = model_coalesce(in, n, want);
+    assert(g == w);
+    for (int i = 0; i < g; i++) {
+        assert(got[i].first == want[i].first && got[i].last == want[i].last);
+        assert(i == 0 || got[i].first > got[i - 1].last + 1); /* sorted, a gap between */
+    }
 }
 
 static void range(const uint8_t *data, size_t size, int wide) {
@@ -46,6 +93,7 @@ static void range(const uint8_t *data, size_t size, int wide) {
         assert(out[i].last < fsize);         /* within the file */
     }
     if (fsize == 0) assert(n <= 0); /* nothing can be sent from an empty file */
+    if (n > 0) check_coalesce(out, n);
     const lx_range_t poison = out[LX_RANGE_MAX];
     if (max < LX_RANGE_MAX) assert(memcmp(&out[max], &poison, sizeof(poison)) == 0);
     free(v);
