@@ -79,8 +79,9 @@ struct lx_conn_s {
     uint64_t req_started;      /**< loop time the current request began */
     uint64_t vh_gen_id;        /**< lx_gen_t.id of the cached Host -> vhost answer; 0: none */
     lx_vhost_t *vh;            /**< the vhost for vh_host */
-    char vh_host[64];          /**< last Host (without port) seen on this connection */
+    char vh_host[64];          /**< last Host value (as sent, port included) on this connection */
     size_t vh_host_len;        /**< bytes in vh_host */
+    size_t vh_name_len;        /**< bytes of vh_host that name the host (host_name's answer) */
     int timeout_kind;          /**< what deadline is for */
     uint32_t nreq;             /**< requests started on this connection */
     unsigned in_request : 1;   /**< bytes of a request have arrived */

@@ -48,10 +48,12 @@ static int split_target(lx_req_t *r) {
     return 0;
 }
 
-/* RFC 3986 reg-name: unreserved, sub-delims and '%' of pct-encoded. */
+/* RFC 3986 reg-name: unreserved, sub-delims and '%' of pct-encoded, as a
+ * bit set (this runs for every byte of every Host): ALPHA DIGIT
+ * "-._~!$&'()*+,;=%". */
 static int is_reg_name_char(unsigned char ch) {
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return 1;
-    return ch != 0 && strchr("-._~!$&'()*+,;=%", ch) != NULL;
+    static const uint64_t set[4] = {0x2bff7ff200000000ULL, 0x47fffffe87fffffeULL, 0, 0};
+    return (set[ch >> 6] >> (ch & 63)) & 1;
 }
 
 /* The Host value without its port; refuses what is no host name. */
@@ -115,26 +117,35 @@ static int plain_hostname(const char *h, size_t len) {
     return 1;
 }
 
+/* Keep-alive clients send the same Host each time: the connection keeps
+ * the last Host value as sent (port included), the length of its name part
+ * and the vhost it chose, so a repeat skips both the syntax check and the
+ * hash. The cache holds no reference, so it is keyed by the generation's
+ * number, which is never reused, not by its address, which is: a freed
+ * generation's memory comes back as a later one, and c->vh would point into
+ * freed memory. */
+static lx_vhost_t *cached_vhost(const lx_req_t *r, lx_str_t raw, lx_str_t *name) {
+    const lx_conn_t *c = r->conn;
+    if (raw.len == 0 || c->vh_gen_id != r->gen->id || c->vh_host_len != raw.len ||
+        memcmp(c->vh_host, raw.p, raw.len) != 0)
+        return NULL;
+    *name = (lx_str_t){raw.p, c->vh_name_len}; /* host_name's name starts the value */
+    return c->vh;
+}
+
 /* Named vhosts first, then a directory under vhost_dir for a plain host
- * name, then the default vhost. */
-static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t host) {
+ * name, then the default vhost. raw is the Host value host came from. */
+static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_str_t host) {
     const lx_gen_t *g = r->gen;
     const lx_server_conf_t *s = &g->srv;
     lx_conn_t *c = r->conn;
-    /* Keep-alive clients send the same Host each time: remember the answer
-     * per connection (and generation) and skip the hash. The cache holds no
-     * reference, so it is keyed by the generation's number, which is never
-     * reused, not by its address, which is: a freed generation's memory
-     * comes back as a later one, and c->vh would point into freed memory. */
-    if (c->vh_gen_id == g->id && c->vh_host_len == host.len &&
-        memcmp(c->vh_host, host.p, host.len) == 0)
-        return c->vh;
     lx_vhost_t *vh = lx_gen_match_vhost(g, host.p, host.len);
     if (vh != NULL || !s->vhost_dir) {
         vh = vh ? vh : g->default_vhost;
-        if (host.len <= sizeof(c->vh_host)) {
-            memcpy(c->vh_host, host.p, host.len);
-            c->vh_host_len = host.len;
+        if (raw.len > 0 && raw.len <= sizeof(c->vh_host)) {
+            memcpy(c->vh_host, raw.p, raw.len);
+            c->vh_host_len = raw.len;
+            c->vh_name_len = host.len;
             c->vh_gen_id = g->id;
             c->vh = vh;
         }
@@ -291,13 +302,22 @@ static int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m) {
 
 void lx_request_run(lx_req_t *r) {
     lx_str_t host = {0};
-    if (split_target(r) < 0 || host_name(r->known[LX_H_HOST], &host) < 0) {
+    if (split_target(r) < 0) {
         r->keepalive = 0;
         finish(r, 400);
         return;
     }
+    lx_str_t raw = r->known[LX_H_HOST];
+    r->vhost = cached_vhost(r, raw, &host);
+    if (r->vhost == NULL) {
+        if (host_name(raw, &host) < 0) {
+            r->keepalive = 0;
+            finish(r, 400);
+            return;
+        }
+        r->vhost = choose_vhost(r, raw, host);
+    }
     r->host = host;
-    r->vhost = choose_vhost(r, host);
     if (r->vhost == NULL) {
         finish(r, host.len ? 404 : 400);
         return;
