@@ -203,11 +203,19 @@ static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
         close_listener(dropped[i]);
     }
     free(dropped);
-    if (!w->stop) listen_start(w);
+    /* A full loop stays paused; lx_worker_conn_closed resumes it when a
+     * slot frees. */
+    if (!w->stop && w->nconns < w->max_conns) listen_start(w);
 }
 
 /* Switches the loop to the generation and listeners one reload handed it. */
 static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
+    /* The limit first: swap_listeners accepts what is queued on a dropped
+     * socket, and those accepts happen under the new generation, so they
+     * must count against its limit, not against the one it replaces. */
+    const lx_server_conf_t *s = &m->gen->srv;
+    w->max_conns = s->max_connections / (uint32_t)s->workers;
+    if (w->max_conns == 0) w->max_conns = 1;
     swap_listeners(w, m->fds, m->nfds);
     free(m->fds);
     /* Cached files carry the old sites' headers: start afresh. Requests
@@ -228,9 +236,6 @@ static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
     }
     w->gen = m->gen;
     w->gen_users = 0;
-    const lx_server_conf_t *s = &m->gen->srv;
-    w->max_conns = s->max_connections / (uint32_t)s->workers;
-    if (w->max_conns == 0) w->max_conns = 1;
     free(m);
 }
 
