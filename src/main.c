@@ -66,6 +66,16 @@ static void on_worker_exited(uv_async_t *a) {
     if (!lx_server_all_exited()) return;
     for (size_t i = 0; i < LX_ARRAY_SIZE(signals); i++)
         uv_close((uv_handle_t *)&signals[i], NULL);
+    /* Closing the watchers gives the signals back their default action, so
+     * a SIGTERM in the moment left (joining the loops, freeing) would kill
+     * a server that is stopping cleanly anyway, and its exit status would
+     * say so. Past this point there is nothing for a signal to do. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGUSR1, SIG_IGN);
+    signal(SIGUSR2, SIG_IGN);
     uv_close((uv_handle_t *)&exited_async, NULL);
 }
 

@@ -109,6 +109,13 @@ static void finish(lx_worker_t *w) {
     if (w->alog_fd >= 0 && w->alog_len) lx_access_log_flush(w);
     if (!uv_is_closing((uv_handle_t *)&w->tick)) {
         uv_close((uv_handle_t *)&w->tick, NULL);
+        /* The main thread may still ask this loop to stop (a second SIGTERM
+         * just as the drain ended) or hand it a reload; uv_async_send on a
+         * closed handle writes to the loop's closed eventfd and libuv
+         * aborts. It checks this flag under the same lock first. */
+        uv_mutex_lock(&w->mailbox_lock);
+        w->wakeup_closed = 1;
+        uv_mutex_unlock(&w->mailbox_lock);
         uv_close((uv_handle_t *)&w->wakeup, NULL);
     }
 }
@@ -263,6 +270,12 @@ static void on_wakeup(uv_async_t *a) {
     if (how) begin_stop(w, how);
 }
 
+/* Wakes the loop, unless it has finished (finish): a loop that stopped has
+ * nothing left to be told. Called with mailbox_lock held. */
+static void wake(lx_worker_t *w) {
+    if (!w->wakeup_closed) uv_async_send(&w->wakeup);
+}
+
 void lx_worker_publish(lx_worker_t *w, lx_gen_t *gen, int *fds, size_t nfds) {
     lx_mailbox_t *m = malloc(sizeof(*m));
     if (m == NULL) {
@@ -277,8 +290,8 @@ void lx_worker_publish(lx_worker_t *w, lx_gen_t *gen, int *fds, size_t nfds) {
     uv_mutex_lock(&w->mailbox_lock);
     *w->mailbox_tail = m;
     w->mailbox_tail = &m->next;
+    wake(w);
     uv_mutex_unlock(&w->mailbox_lock);
-    uv_async_send(&w->wakeup);
 }
 
 /* A generation replaced by a reload may live drain_timeout longer; then
@@ -367,7 +380,9 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
 void lx_worker_stop(lx_worker_t *w, int how) {
     int cur = __atomic_load_n(&w->stop_request, __ATOMIC_ACQUIRE);
     if (how > cur) __atomic_store_n(&w->stop_request, how, __ATOMIC_RELEASE);
-    uv_async_send(&w->wakeup);
+    uv_mutex_lock(&w->mailbox_lock);
+    wake(w);
+    uv_mutex_unlock(&w->mailbox_lock);
 }
 
 void lx_worker_join(lx_worker_t *w) {

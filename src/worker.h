@@ -41,7 +41,8 @@ typedef struct lx_worker_s {
     uint32_t gen_users;              /**< requests running under gen */
     lx_retired_t *retired;           /**< older generations still in use */
     size_t nretired;                 /**< entries in retired */
-    uv_mutex_t mailbox_lock;         /**< guards mailbox */
+    uv_mutex_t mailbox_lock;         /**< guards mailbox and wakeup_closed */
+    int wakeup_closed;               /**< wakeup is closed: the main thread must not send to it */
     lx_mailbox_t *mailbox;           /**< pending reloads, oldest first; NULL when none */
     lx_mailbox_t **mailbox_tail;     /**< where the next reload is linked in */
     uv_async_t wakeup;               /**< main thread -> loop: stop requested */
