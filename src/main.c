@@ -64,18 +64,14 @@ static void on_worker_exited(uv_async_t *a) {
     (void)a;
     /* uv_async_send coalesces, so count the flags, not the callbacks. */
     if (!lx_server_all_exited()) return;
+    /* The watchers stay open but stop holding the loop. Closing them would
+     * give each signal back its default action (libuv restores SIG_DFL),
+     * and a SIGTERM or SIGHUP in the moment between that and any SIG_IGN
+     * would kill a server that is stopping cleanly. Left installed, libuv's
+     * handler only notes the signal in a pipe nobody reads from here on:
+     * past this point there is nothing for a signal to do. */
     for (size_t i = 0; i < LX_ARRAY_SIZE(signals); i++)
-        uv_close((uv_handle_t *)&signals[i], NULL);
-    /* Closing the watchers gives the signals back their default action, so
-     * a SIGTERM in the moment left (joining the loops, freeing) would kill
-     * a server that is stopping cleanly anyway, and its exit status would
-     * say so. Past this point there is nothing for a signal to do. */
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGQUIT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGUSR1, SIG_IGN);
-    signal(SIGUSR2, SIG_IGN);
+        uv_unref((uv_handle_t *)&signals[i]);
     uv_close((uv_handle_t *)&exited_async, NULL);
 }
 
@@ -214,6 +210,8 @@ int main(int argc, char **argv) {
     uv_run(loop, UV_RUN_DEFAULT);
     lx_server_cleanup();
     lx_log_info("stopped");
+    /* The signal watchers are still open (on_worker_exited), so this frees
+     * nothing and the process exits with the handlers in place. */
     uv_loop_close(loop);
     return 0;
 }
