@@ -39,13 +39,13 @@ typedef struct lx_site_s {
     unsigned gzip_static : 1;      /**< serve FILE.gz to clients that accept gzip */
     unsigned dir_listing : 1;      /**< list directories that have no index file */
     lx_symlinks_t follow_symlinks; /**< links below the root that are followed */
-    unsigned follow_symlinks_set : 1; /**< the config named follow_symlinks (vhost_dir's default differs) */
-    uint32_t id;                   /**< unique within a generation; part of the file cache key */
-    const lx_ruleset_t *access;    /**< access rules, or NULL */
-    const int *error_status;       /**< statuses that have an error page */
-    const char **error_page;       /**< the page (a path in the site) for each */
-    uint32_t policy;               /**< policy slot (1..), 0: none */
-    size_t nerror_pages;           /**< entries in both */
+    unsigned follow_symlinks_set : 1; /**< follow_symlinks was set: vhost_dir defaults differ */
+    uint32_t id;                      /**< unique within a generation; part of the file cache key */
+    const lx_ruleset_t *access;       /**< access rules, or NULL */
+    const int *error_status;          /**< statuses that have an error page */
+    const char **error_page;          /**< the page (a path in the site) for each */
+    uint32_t policy;                  /**< policy slot (1..), 0: none */
+    size_t nerror_pages;              /**< entries in both */
 } lx_site_t;
 
 /* location "/prefix/" { ... }: the longest matching prefix wins. */

@@ -22,17 +22,17 @@ typedef struct lx_file_s {
     struct lx_file_s *hnext;    /**< hash chain */
     struct lx_file_s *lru_prev; /**< LRU list, most recent first */
     struct lx_file_s *lru_next;
-    lx_filecache_t *cache;       /**< owner */
-    int refs;                    /**< cache's own plus one per queued use */
-    uint64_t hash;               /**< of (site id, path) */
-    uint32_t site_id;            /**< headers depend on the site */
-    const lx_site_t *site;       /**< for building headers */
-    lx_gen_t *gen;               /**< holds site's generation alive (a reference) */
-    char *path;                  /**< absolute file path (owned) */
-    size_t path_len;             /**< strlen(path) */
-    size_t root_len;             /**< bytes of path that are the document root */
-    lx_symlinks_t symlinks;      /**< the site's follow_symlinks, for the load */
-    int err;                     /**< 0, or -ENOENT, -EACCES, ...: negative entry */
+    lx_filecache_t *cache;  /**< owner */
+    int refs;               /**< cache's own plus one per queued use */
+    uint64_t hash;          /**< of (site id, path) */
+    uint32_t site_id;       /**< headers depend on the site */
+    const lx_site_t *site;  /**< for building headers */
+    lx_gen_t *gen;          /**< holds site's generation alive (a reference) */
+    char *path;             /**< absolute file path (owned) */
+    size_t path_len;        /**< strlen(path) */
+    size_t root_len;        /**< bytes of path that are the document root */
+    lx_symlinks_t symlinks; /**< the site's follow_symlinks, for the load */
+    int err;                /**< 0, or -ENOENT, -EACCES, ...: negative entry */
     /* is_dir is written by the thread-pool load (load_work) while the loop
      * reads loading and sets stale on the same entry, so it is a memory
      * location of its own: as a bit field next to them, the load's
