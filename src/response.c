@@ -154,25 +154,21 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
                      "<body><h1>%d %s</h1><hr>" LX_SERVER "</body></html>\n",
                      status, reason, status, reason);
     lx_resp_start(r, status);
+    if (status == 405) put(r, "Allow: GET, HEAD\r\n", 18);
+    if (extra) put(r, extra, strlen(extra));
+    if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
     if (status < 200 || status == 204 || status == 304) {
         /* No body, so no Content-Length either (RFC 9110 8.6). */
-        if (extra) put(r, extra, strlen(extra));
-        if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
         lx_resp_end_headers(r);
         return;
     }
     if (status == 205) {
         /* 205 Reset Content: no content, said with a zero length so that a
          * keep-alive client need not wait for a close (RFC 9110 15.3.6). */
-        if (extra) put(r, extra, strlen(extra));
-        if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
         put(r, "Content-Length: 0\r\n", 19);
         lx_resp_end_headers(r);
         return;
     }
-    if (status == 405) put(r, "Allow: GET, HEAD\r\n", 18);
-    if (extra) put(r, extra, strlen(extra));
-    if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
     size_t blen = clamp_len(n, sizeof(body));
     lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %zu\r\n", blen);
     lx_resp_end_headers(r);
