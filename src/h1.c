@@ -1,0 +1,364 @@
+/* HTTP/1 request parsing: the llhttp callbacks that fill a connection's
+ * request (src/conn.c drives llhttp and owns the buffers and the state
+ * machine). Kept apart as lighttpd keeps h1.c apart from connections.c:
+ * what RFC 9112 says about field syntax, framing, trailers, chunk
+ * extensions and Expect lives here, the reading and writing in conn.c. */
+#include "h1.h"
+
+#include <string.h>
+
+#include "conn.h"
+#include "log.h"
+
+#define CONN(p) ((lx_conn_t *)(p)->data)
+
+static int on_url(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+    if (c->req.target.p == NULL) c->req.target.p = at;
+    c->req.target.len = (size_t)(at + len - c->req.target.p);
+    return 0;
+}
+
+static int on_url_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    c->in_url = 0;
+    if (c->req.target.len > c->w->gen->srv.max_header_bytes) {
+        c->err_status = 414;
+        return -1;
+    }
+    return 0;
+}
+
+/* Adds len bytes to one of the counters that max_header_bytes bounds
+ * besides the header section itself (trailers, chunk extensions); past the
+ * limit, the request fails with status. */
+static int count_framing(lx_conn_t *c, size_t *counter, size_t len, int status) {
+    *counter += len;
+    if (*counter > c->w->gen->srv.max_header_bytes) {
+        c->err_status = status;
+        return -1;
+    }
+    return 0;
+}
+
+/* Trailer fields (after a chunked body) are counted and dropped. They never
+ * join the request's headers: the request was routed on its header section,
+ * a Range or X-User sent after the body must not change what it gets, and
+ * the bytes they point at are overwritten by the next read (body bytes are
+ * not kept). RFC 9110 6.5.1 lets a recipient discard them. */
+static int count_trailer(lx_conn_t *c, size_t len) {
+    return count_framing(c, &c->trailer_bytes, len, 431);
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+    lx_req_t *r = &c->req;
+    lx_header_t *h = c->cur_header;
+    if (c->headers_done) return count_trailer(c, len);
+    if (h == NULL) {
+        if (r->headers == NULL) {
+            r->headers = lx_arena_alloc(&c->arena, LX_MAX_HEADERS * sizeof(lx_header_t));
+            if (r->headers == NULL) return -1;
+        }
+        if (r->nheaders == LX_MAX_HEADERS) {
+            c->err_status = 431;
+            return -1;
+        }
+        h = c->cur_header = &r->headers[r->nheaders++];
+        h->name.p = at;
+        h->name.len = 0;
+        h->value.p = NULL;
+        h->value.len = 0;
+    }
+    h->name.len = (size_t)(at + len - h->name.p);
+    c->last_end = at + len;
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+    lx_header_t *h = c->cur_header;
+    if (c->headers_done) return count_trailer(c, len);
+    if (h == NULL) return -1; /* a line with an empty field name */
+    if (h->value.p == NULL) {
+        h->value.p = at;
+    } else if (at != c->last_end) {
+        /* A second piece that does not continue the first: llhttp accepted
+         * an obs-fold line, which RFC 9112 5.2 lets us reject. */
+        return -1;
+    }
+    h->value.len = (size_t)(at + len - h->value.p);
+    c->last_end = at + len;
+    return 0;
+}
+
+/* RFC 9110 5.6.2 tchar as a 256-bit set: visible ASCII but the delimiters
+ * "(),/:;<=>?@[\]{} and DQUOTE. One shift and mask per byte. */
+static int is_tchar(unsigned char ch) {
+    static const uint64_t set[4] = {0x03ff6cfa00000000ULL, 0x57ffffffc7fffffeULL, 0, 0};
+    return (set[ch >> 6] >> (ch & 63)) & 1;
+}
+
+/* Names of the headers the request path looks at, lower case. */
+static const struct {
+    const char *name;
+    size_t len;
+    int id;
+} known_headers[] = {
+    {"host", 4, LX_H_HOST},
+    {"connection", 10, LX_H_CONNECTION},
+    {"if-none-match", 13, LX_H_IF_NONE_MATCH},
+    {"if-modified-since", 17, LX_H_IF_MODIFIED_SINCE},
+    {"range", 5, LX_H_RANGE},
+    {"if-range", 8, LX_H_IF_RANGE},
+    {"accept-encoding", 15, LX_H_ACCEPT_ENCODING},
+    {"user-agent", 10, LX_H_USER_AGENT},
+    {"referer", 7, LX_H_REFERER},
+    {"expect", 6, LX_H_EXPECT},
+    {"transfer-encoding", 17, LX_H_TRANSFER_ENCODING},
+};
+
+#define KNOWN_LENGTHS                                                                              \
+    ((1u << 4) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 10) | (1u << 13) |         \
+     (1u << 15) | (1u << 17))
+
+/* Folds one Transfer-Encoding field line into c->te. RFC 9112 6.1 and 7:
+ * chunked must be the last coding and may be applied once; luxd decodes no
+ * other coding (nginx answers those with 501 too). The lines of a request
+ * form one list, in order. */
+static void note_transfer_codings(lx_conn_t *c, lx_str_t v) {
+    const char *p = v.p, *end = v.p + v.len;
+    int any = 0;
+    while (p < end) {
+        /* Empty list elements are allowed (RFC 9110 5.6.1). */
+        while (p < end && (*p == ',' || *p == ' ' || *p == '\t'))
+            p++;
+        if (p == end) break;
+        const char *t = p;
+        while (p < end && *p != ',')
+            p++;
+        const char *q = p;
+        while (q > t && (q[-1] == ' ' || q[-1] == '\t'))
+            q--;
+        lx_str_t coding = {t, (size_t)(q - t)};
+        int chunked = lx_str_ieq(coding, "chunked", 7);
+        any = 1;
+        switch (c->te) {
+        case LX_TE_NONE: c->te = chunked ? LX_TE_CHUNKED : LX_TE_OTHER; break;
+        case LX_TE_OTHER: c->te = chunked ? LX_TE_UNKNOWN : LX_TE_OTHER; break;
+        case LX_TE_CHUNKED:
+        case LX_TE_UNKNOWN: c->te = LX_TE_BAD; break; /* a coding after chunked */
+        default: break;
+        }
+    }
+    if (!any) c->te = LX_TE_BAD; /* "Transfer-Encoding:" with no coding */
+}
+
+static int on_header_value_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    lx_req_t *r = &c->req;
+    lx_header_t *h = c->cur_header;
+    if (c->headers_done) {
+        c->framing_parts++;
+        return 0; /* a trailer field: dropped */
+    }
+    if (h == NULL) return -1; /* a line with an empty field name */
+    c->cur_header = NULL;
+    if (h->value.p == NULL) {
+        h->value.p = c->last_end;
+        h->value.len = 0;
+    }
+    /* llhttp lets "Name :" and ": value" through; RFC 9112 5.1 wants a
+     * token and no whitespace before the colon, and such names are how
+     * request smuggling starts. */
+    if (h->name.len == 0) return -1;
+    for (size_t i = 0; i < h->name.len; i++)
+        if (!is_tchar((unsigned char)h->name.p[i])) return -1;
+    while (h->value.len &&
+           (h->value.p[h->value.len - 1] == ' ' || h->value.p[h->value.len - 1] == '\t'))
+        h->value.len--;
+    /* Only names of a length some known header has are compared. */
+    if (h->name.len > 17 || !((1u << h->name.len) & KNOWN_LENGTHS)) return 0;
+    for (size_t i = 0; i < LX_ARRAY_SIZE(known_headers); i++) {
+        if (lx_str_ieq(h->name, known_headers[i].name, known_headers[i].len)) {
+            int id = known_headers[i].id;
+            if (id == LX_H_HOST && r->hosts++ > 0)
+                return -1; /* two Host headers: which one is meant? */
+            if (id == LX_H_TRANSFER_ENCODING) note_transfer_codings(c, h->value);
+            r->known[id] = h->value;
+            break;
+        }
+    }
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    lx_req_t *r = &c->req;
+    const lx_server_conf_t *s = &c->w->gen->srv;
+    c->headers_done = 1;
+    if (c->last_end && (size_t)(c->last_end - (c->rbuf + c->req_start)) > s->max_header_bytes) {
+        c->err_status = 431;
+        return -1;
+    }
+    if (p->http_major != 1) {
+        c->err_status = 505;
+        return -1;
+    }
+    r->http_minor = p->http_minor;
+    r->method = p->method;
+    r->head = p->method == HTTP_HEAD;
+    if (r->http_minor >= 1 && r->hosts == 0)
+        return -1; /* RFC 9112 3.2: a 1.1 request without Host gets 400 */
+    if ((p->flags & F_TRANSFER_ENCODING) && r->http_minor == 0)
+        return -1; /* RFC 9112 6.1: Transfer-Encoding in 1.0 is a framing fault */
+    switch ((lx_te_t)c->te) {
+    case LX_TE_NONE: break;
+    case LX_TE_CHUNKED:
+        /* llhttp must frame the body the same way, or we would not agree
+         * with it on where this request ends. */
+        if (!(p->flags & F_CHUNKED)) return -1;
+        break;
+    case LX_TE_UNKNOWN: c->err_status = 501; return -1;
+    default: return -1; /* RFC 9112 6.3: the length cannot be known: 400, close */
+    }
+    /* luxd is no tunnel or proxy: CONNECT is not allowed (nginx answers
+     * 405 too), and for any other method Upgrade is a header like others.
+     * The request is answered as HTTP/1.1 and the connection goes on. */
+    if (p->method == HTTP_CONNECT) {
+        c->err_status = 405;
+        return -1;
+    }
+    p->upgrade = 0;
+    r->chunked = (p->flags & F_CHUNKED) != 0;
+    if (p->flags & F_CONTENT_LENGTH) {
+        r->content_length = p->content_length;
+        if (r->content_length > s->max_body_bytes) {
+            c->err_status = 413;
+            return -1;
+        }
+    }
+    r->keepalive = llhttp_should_keep_alive(p) && s->keepalive_timeout > 0 &&
+                   c->nreq < s->keepalive_requests && c->w->stop == 0;
+    /* RFC 9110 10.1.1: an HTTP/1.0 server knows no expectations, so one in
+     * a 1.0 request is ignored. In 1.1, 100-continue asks whether to send
+     * the body: luxd pauses here and answers first (conn_process), so a
+     * request that will be refused gets its final status instead. */
+    if (r->known[LX_H_EXPECT].len && r->http_minor >= 1 && (r->chunked || r->content_length)) {
+        if (!lx_str_ieq(r->known[LX_H_EXPECT], "100-continue", 12)) {
+            c->err_status = 417;
+            return -1;
+        }
+        c->expect = LX_EXPECT_WAITING;
+        return HPE_PAUSED;
+    }
+    return r->chunked ? HPE_PAUSED : 0;
+}
+
+/* The first response to a request that waits for 100 Continue. The body is
+ * wanted only if the request succeeds; a refusal (or a redirect) goes out
+ * instead of the 100 and ends the connection, since the client may or may
+ * not send the body now and the next request's start is in doubt. */
+void lx_conn_answer_expect(lx_conn_t *c, lx_req_t *r, int status) {
+    c->expect = LX_EXPECT_ANSWERED;
+    if (status >= 300) {
+        r->keepalive = 0;
+        return;
+    }
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    size_t from = c->olen;
+    char *b = lx_conn_obuf_reserve(c, sizeof(cont) - 1);
+    if (b == NULL) {
+        r->keepalive = 0;
+        return;
+    }
+    memcpy(b, cont, sizeof(cont) - 1);
+    c->olen += sizeof(cont) - 1;
+    lx_conn_queue_obuf(c, from);
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+    lx_req_t *r = &c->req;
+    if (c->body_base == 0) c->body_base = (size_t)(at - c->rbuf);
+    r->body_read += len;
+    if (r->body_read > c->w->gen->srv.max_body_bytes) {
+        c->err_status = 413;
+        return -1;
+    }
+    return 0;
+}
+
+/* A chunk announced bigger than what is left of max_body_bytes is refused
+ * before its bytes arrive. */
+static int on_chunk_header(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    c->framing_parts++;
+    if (p->content_length > c->w->gen->srv.max_body_bytes - c->req.body_read) {
+        c->err_status = 413;
+        return -1;
+    }
+    return 0;
+}
+
+/* Chunk extensions carry nothing luxd uses, but each byte costs a read:
+ * without a bound, a client sends gigabytes of "1;x=aaaa..." with a body
+ * of a few bytes (CVE-2024-22019). A request's extensions may add up to
+ * max_header_bytes: the name and value bytes, and one for each ';' and '='. */
+static int count_extension(lx_conn_t *c, size_t len) {
+    return count_framing(c, &c->ext_bytes, len, 413);
+}
+
+static int on_chunk_extension_name(llhttp_t *p, const char *at, size_t len) {
+    return count_extension(CONN(p), len);
+}
+
+static int on_chunk_extension_delimiter(llhttp_t *p) {
+    return count_extension(CONN(p), 1);
+}
+
+/* llhttp 8 consumes the ';' after an unquoted extension value and then
+ * reads on as if the chunk size went on, so a valid "1;a=1;b=2" gets 400
+ * (fixed in later llhttp). The last piece of a value ends at its
+ * delimiter, which is still in the buffer: when that is the ';' of an
+ * unquoted value (a quoted one ends in '"', and llhttp reads the ';' after
+ * it right), on_chunk_extension_value_complete pauses and conn_process
+ * feeds the ';' again, which llhttp then takes for the next extension. */
+static int on_chunk_extension_value(llhttp_t *p, const char *at, size_t len) {
+    lx_conn_t *c = CONN(p);
+#if LLHTTP_VERSION_MAJOR == 8
+    if (len) c->ext_last = at[len - 1];
+    if (at + len < c->rbuf + c->rlen && at[len] == ';' && c->ext_last != '"') c->ext_refeed = 1;
+#endif
+    return count_extension(c, len);
+}
+
+static int on_chunk_extension_value_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    c->ext_last = 0;
+    int r = count_extension(c, 1);
+    return r == 0 && c->ext_refeed ? HPE_PAUSED : r;
+}
+
+static int on_message_complete(llhttp_t *p) {
+    lx_conn_t *c = CONN(p);
+    c->message_done = 1;
+    return HPE_PAUSED;
+}
+
+/* Filled at compile time: every worker thread reads it, none writes it. */
+const llhttp_settings_t lx_h1_settings = {
+    .on_url = on_url,
+    .on_url_complete = on_url_complete,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_chunk_header = on_chunk_header,
+    .on_chunk_extension_name = on_chunk_extension_name,
+    .on_chunk_extension_value = on_chunk_extension_value,
+    .on_chunk_extension_name_complete = on_chunk_extension_delimiter,
+    .on_chunk_extension_value_complete = on_chunk_extension_value_complete,
+    .on_message_complete = on_message_complete,
+};
