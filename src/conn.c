@@ -607,7 +607,10 @@ static void request_begin(lx_conn_t *c) {
  * lines. Each chunk and trailer field brings a few; many more are a client
  * streaming filler to keep a request going (the CVE-2024-22019 class), and
  * get 413. Of consumed body bytes just parsed, those that took the data,
- * extension and trailer counts past counted_before were counted already. */
+ * extension and trailer counts past counted_before were counted already.
+ * The check runs at the end of each read against the parts complete by
+ * then, so a long size line cut across reads is refused sooner than the
+ * same bytes in one read: stricter, never looser (t/51 tests the bound). */
 #define FRAMING_PER_PART 32
 static int framing_overflow(lx_conn_t *c, size_t consumed, uint64_t counted_before) {
     uint64_t counted = c->req.body_read + c->ext_bytes + c->trailer_bytes - counted_before;

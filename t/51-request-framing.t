@@ -147,6 +147,34 @@ subtest 'chunk-size zeros and trailer whitespace are bounded' => sub {
     }
 };
 
+# The bound itself, at exactly the limit and one past: each chunk (and each
+# trailer field) allows 32 bytes no other count covers, plus 64 for the
+# request (FRAMING_PER_PART in conn.c), checked at the end of each read.
+# "0...01\r\nx\r\n0\r\n\r\n" is two chunks, so 128 bytes; its uncounted
+# bytes are the z zeros, "1", and 9 of CRLFs and the last chunk's "0":
+# z + 10. So in one read 118 zeros pass and 119 do not. Cut into two reads,
+# the first read is measured against the chunks complete by then, so the
+# bound can only be stricter: 119 is refused at every cut.
+subtest 'uncounted framing bytes: exactly the bound, and one byte past' => sub {
+    my $req = sub { $CHUNKED . ('0' x $_[0]) . "1\r\nx\r\n0\r\n\r\n" };
+    for my $case ([118, 200], [119, 413]) {
+        my ($z, $want) = @$case;
+        my $c = $s->connect;
+        $c->send($req->($z));
+        is(status_of($c->response(timeout => 5)), $want, "$z zeros in one read: $want");
+        $c->close;
+    }
+    my $r = $req->(119);
+    for (my $cut = length($CHUNKED); $cut < length $r; $cut += 7) {
+        my $c = $s->connect;
+        $c->send(substr($r, 0, $cut));
+        sleep 0.02;
+        $c->send(substr($r, $cut));
+        is(status_of($c->response(timeout => 5)), 413, "119 zeros, cut at $cut: 413");
+        $c->close;
+    }
+};
+
 # --- #17: Expect: 100-continue
 
 # fresh-N.txt were never asked for: their first open waits on the thread
