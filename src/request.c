@@ -34,6 +34,10 @@ static int split_target(lx_req_t *r) {
         const char *host = p;
         while (p < end && *p != '/' && *p != '?')
             p++;
+        /* RFC 9110 4.2.1: an http URI with an empty host is invalid and
+         * MUST be rejected. Taken as "no Host", it would pick the default
+         * vhost over the Host header a front proxy routed by. */
+        if (p == host || *host == ':') return -EINVAL;
         r->known[LX_H_HOST] = (lx_str_t){host, (size_t)(p - host)};
         if (p == end || *p == '?') {
             r->path = LX_STR("/");
