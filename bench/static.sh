@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side static-file benchmark: luxd against nginx, lighttpd, h2o and a
-# bare epoll loop (bench/epoll_fixed.c), all serving one 1 KiB file.
+# bare epoll loop (bench/epoll_fixed.c), all serving the same files: 1 KiB
+# (keep-alive and Connection: close), 100 KiB and 10 MiB (keep-alive).
 #
 # Usage: bash bench/static.sh [SERVER...]     SERVER: epoll luxd luxd-base nginx lighttpd h2o
 #                                              (default, or "all": every one)
@@ -8,6 +9,11 @@
 #   DURATION=10   seconds of each measured wrk run
 #   WARMUP=2      seconds of the wrk warm-up run before each measured run
 #   CONNS=50      wrk connections (-c)
+#   MODES="keepalive close ka-100k ka-10m"  the workloads, in this order:
+#                 keepalive / close: GET /1k.html, keep-alive / Connection: close
+#                 ka-100k / ka-10m: keep-alive GET of a 100 KiB / 10 MiB file
+#                 (CPU us/req of ka-10m is the CPU per 10 MiB response). The
+#                 epoll floor serves one fixed 1 KiB body: 1 KiB modes only.
 #   SERVER_CPU=0  CPU the server is pinned to (taskset -c)
 #   CLIENT_CPU=1  CPU wrk is pinned to
 #   KEEP_TMP=1    keep the temp dir (configs, docroot, logs) after the run
@@ -20,7 +26,7 @@
 #
 # Each server runs one worker, pinned to SERVER_CPU, access logging OFF, on
 # its own free port on 127.0.0.1; wrk (-t1) runs pinned to CLIENT_CPU, once
-# with keep-alive and once with "Connection: close". Server CPU time is
+# per mode (see MODES), against one server process per server. Server CPU time is
 # utime+stime of all its processes, read from /proc before and after the run.
 # Raw results go to bench/results/static-DATE/. See bench/README.md.
 #
@@ -43,6 +49,8 @@ SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 KEEP_TMP=${KEEP_TMP:-0}
 NGINX_SENDFILE=${NGINX_SENDFILE:-on}
+ALL_MODES=(keepalive close ka-100k ka-10m)
+read -r -a MODES <<<"${MODES:-${ALL_MODES[*]}}"
 READY_TIMEOUT=15
 
 usage() { sed -n '2,/^# Functions below/{/^# Functions below/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -61,6 +69,10 @@ done
 need_whole DURATION WARMUP CONNS SERVER_CPU CLIENT_CPU
 ((DURATION > 0)) || die "DURATION must be > 0"
 [[ $NGINX_SENDFILE == on || $NGINX_SENDFILE == off ]] || die "NGINX_SENDFILE must be on or off"
+((${#MODES[@]})) || die "MODES is empty (known: ${ALL_MODES[*]})"
+for m in "${MODES[@]}"; do
+  [[ " ${ALL_MODES[*]} " == *" $m "* ]] || die "unknown mode '$m' in MODES (known: ${ALL_MODES[*]})"
+done
 
 # ---- dependencies ----------------------------------------------------------
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -89,11 +101,40 @@ setup_dirs luxd-bench static
 SUMMARY=$RESULTS/summary.tsv
 printf 'server\tmode\treq_per_s\trequests\tnon2xx\tsocket_errors\tcpu_ticks\tcpu_s\telapsed_s\tcpu_pct\tcpu_us_per_req\tnprocs\tstatus\tserver_core_busy_pct\tclient_core_busy_pct\tserver_core_us_per_req\n' >"$SUMMARY"
 
-# ---- the docroot: one 1 KiB file -------------------------------------------
+# ---- the docroot: 1 KiB, 100 KiB and 10 MiB files --------------------------
 DOCROOT=$TMP/www
 FILE=$DOCROOT/1k.html
 make_docroot "$FILE"
 URL_PATH=/1k.html
+# The large files: 64-byte lines, so both sizes are whole lines. Made only
+# when a mode wants them (the 10 MiB one costs a moment).
+big_file() { # NAME BYTES
+  yes 'luxd bench large file line: 0123456789abcdefghijklmnopqrstuvwxy' | head -c "$2" >"$DOCROOT/$1" || true
+  [[ $(wc -c <"$DOCROOT/$1") -eq $2 ]] || die "$DOCROOT/$1 is not $2 bytes"
+  chmod 644 "$DOCROOT/$1"
+}
+# mode_path MODE / mode_args MODE — the URL path and the extra wrk arguments.
+mode_path() {
+  case $1 in
+    keepalive | close) echo /1k.html ;;
+    ka-100k) echo /100k.html ;;
+    ka-10m) echo /10m.html ;;
+  esac
+}
+mode_args() {
+  case $1 in
+    close) printf '%s\n' -H 'Connection: close' ;;
+    # wrk's default 2 s request timeout could cut a 10 MiB answer shared
+    # with CONNS-1 others on a busy machine: a socket error, not a result.
+    ka-10m) printf '%s\n' --timeout 30s ;;
+  esac
+}
+for m in "${MODES[@]}"; do
+  case $m in
+    ka-100k) [[ -e $DOCROOT/100k.html ]] || big_file 100k.html 102400 ;;
+    ka-10m) [[ -e $DOCROOT/10m.html ]] || big_file 10m.html 10485760 ;;
+  esac
+done
 
 # ---- per-server start functions --------------------------------------------
 # start_NAME PORT: writes the config, starts the server in the foreground (in
@@ -184,7 +225,7 @@ record_skip() { # NAME REASON
 measure() { # NAME MODE URL PID — false when the server died
   local name=$1 mode=$2 url=$3 pid=$4
   local -a hdr=()
-  [[ $mode == close ]] && hdr=(-H 'Connection: close')
+  mapfile -t hdr < <(mode_args "$mode")
   ((WARMUP > 0)) || say "$name: $mode: warm-up 0s"
   MEASURE_PRE=$name$'\t'$mode
   measure_case "$name: $mode" "$RESULTS/$name-$mode" "$pid" "$url" "${hdr[@]}"
@@ -193,7 +234,8 @@ measure() { # NAME MODE URL PID — false when the server died
 }
 
 bench_server() { # NAME
-  local name=$1 port url rc
+  local name=$1 port url rc m p base
+  local -a modes=()
   SERVER_PID="" SKIP_REASON=""
   port=$(free_port) || { record_skip "$name" "no free port found"; return 0; }
   if ! "start_$name" "$port"; then
@@ -214,18 +256,28 @@ bench_server() { # NAME
     stop_tree "$SERVER_PID"
     return 0
   fi
-  if ! verify_body "$url" "$FILE"; then
-    record_skip "$name" "did not return the 1 KiB file with 200"
-    tail_logs "$name"
-    stop_tree "$SERVER_PID"
-    return 0
-  fi
-  say "$name: verified 200 + 1024-byte body; $(proc_tree "$SERVER_PID" | wc -l) process(es)"
-  if measure "$name" keepalive "$url" "$SERVER_PID"; then
-    measure "$name" close "$url" "$SERVER_PID" || true
-  else
-    say "$name: not measuring close mode: the server is gone"
-  fi
+  for m in "${MODES[@]}"; do
+    # The epoll floor answers everything with its one 1 KiB body.
+    [[ $name == epoll && $m != keepalive && $m != close ]] && continue
+    modes+=("$m")
+  done
+  base=http://127.0.0.1:$port
+  for p in $(for m in "${modes[@]}"; do mode_path "$m"; done | sort -u); do
+    if ! verify_body "$base$p" "$DOCROOT$p"; then
+      record_skip "$name" "did not return $p with 200 and its $(wc -c <"$DOCROOT$p") bytes"
+      tail_logs "$name"
+      stop_tree "$SERVER_PID"
+      return 0
+    fi
+    say "$name: verified 200 + $(wc -c <"$DOCROOT$p")-byte body of $p"
+  done
+  say "$name: $(proc_tree "$SERVER_PID" | wc -l) process(es); modes: ${modes[*]}"
+  for m in "${modes[@]}"; do
+    if ! measure "$name" "$m" "$base$(mode_path "$m")" "$SERVER_PID"; then
+      say "$name: not measuring the modes after $m: the server is gone"
+      break
+    fi
+  done
   stop_tree "$SERVER_PID"
 }
 
@@ -233,7 +285,13 @@ bench_server() { # NAME
 version_of() {
   case $1 in
     epoll) echo "bench/epoll_fixed.c (cc -O2, $(cc --version 2>/dev/null | head -n 1))" ;;
-    luxd) echo "luxd $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '(no commit)')" ;;
+    luxd)
+      if [[ $LUXD == "$ROOT/build/luxd" ]]; then
+        echo "luxd $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '(no commit)') ($LUXD)"
+      else
+        echo "luxd $LUXD"
+      fi
+      ;;
     luxd-base) echo "luxd $LUXD_BASE" ;;
     nginx) echo "$("$NGINX" -v 2>&1 | head -n 1), sendfile+tcp_nopush $NGINX_SENDFILE" ;;
     lighttpd) "$LIGHTTPD" -v 2>&1 | head -n 1 ;;
@@ -248,7 +306,8 @@ version_of() {
   for s in "${SERVERS[@]}"; do printf '  %-9s %s\n' "$s:" "$(version_of "$s" 2>/dev/null || echo '?')"; done
   echo "server:     1 worker, taskset -c $SERVER_CPU, access logging OFF for every server"
   echo "load:       taskset -c $CLIENT_CPU wrk -t1 -c$CONNS -d${DURATION}s [-H 'Connection: close'], warm-up ${WARMUP}s"
-  echo "file:       GET $URL_PATH, 1024 bytes, same docroot for all"
+  echo "modes:      ${MODES[*]}"
+  echo "files:      GET /1k.html 1024 bytes (keepalive, close), /100k.html 102400 (ka-100k), /10m.html 10485760 (ka-10m); same docroot for all"
   echo "cpu:        utime+stime of all server processes (/proc/PID/stat), CLK_TCK=$CLK_TCK"
 } | tee "$RESULTS/env.txt" >&2
 
@@ -281,12 +340,14 @@ print_table() {
 
 {
   echo
-  echo "Static 1 KiB file, ${DURATION}s per run, wrk -t1 -c$CONNS; server on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU; access logging OFF for all."
+  echo "Static files, ${DURATION}s per run, wrk -t1 -c$CONNS; server on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU; access logging OFF for all."
+  echo "keepalive / close: 1 KiB, keep-alive / Connection: close; ka-100k, ka-10m: 100 KiB, 10 MiB, keep-alive."
   print_table
   echo
   echo "errors = wrk non-2xx/3xx responses + socket errors; cpu% = server processes' utime+stime over the"
   echo "run, % of one core; CPU us/req = that CPU time*1e6/requests; x epoll = CPU us/req / the bare epoll loop's;"
   echo "core% / wrk% = busy % of CPU $SERVER_CPU / CPU $CLIENT_CPU (/proc/stat, softirq included): wrk% near 100 = client-bound."
+  echo "A request of ka-10m is one 10 MiB response: its CPU us/req is the server's CPU per 10 MiB sent."
   if [[ -n $NOT_IDLE ]]; then echo "$NOT_IDLE"; fi
   echo "Raw results: $RESULTS"
 } | tee "$RESULTS/table.txt"
