@@ -45,6 +45,15 @@ $(BUILD)/luxd: $(OBJS) $(LL_OBJS) $(BUILD)/gen/lua_embed.o
 	$(CC) $(CFLAGS) $(LDFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 	@echo "built $@"
 
+# luxd-test: luxd plus the handler luxd's own tests drive the core with
+# (t/handlers/test_handler.c, `test_handler = true`); never installed.
+$(BUILD)/luxd-test: $(OBJS) $(LL_OBJS) $(BUILD)/gen/lua_embed.o $(BUILD)/t/handlers/test_handler.o
+	$(CC) $(CFLAGS) $(LDFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(BUILD)/t/handlers/%.o: t/handlers/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(HARDEN) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c -o $@ $<
+
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HARDEN) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c -o $@ $<
@@ -92,13 +101,13 @@ run: deps
 	exec $(BUILD)/luxd -c conf/luxd.lua
 
 test: deps-test
-	@$(MAKE) --no-print-directory all unit
+	@$(MAKE) --no-print-directory all $(BUILD)/luxd-test unit
 	@$(MAKE) --no-print-directory fuzz-build
 	prove -It/lib $(PROVE_FILES) t/fuzz/replay.t
 
 # The whole suite against an AddressSanitizer + UBSan build.
 asan: deps-test
-	$(MAKE) BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all unit
+	$(MAKE) BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all build/asan/luxd-test unit
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LUXD_BIN=build/asan/luxd prove -It/lib t/*.t $(UNITS:$(BUILD)/%=build/asan/%) $(wildcard t/lua/*.lua)
 
@@ -114,7 +123,7 @@ asan: deps-test
 TSAN_TESTS = $(filter-out t/19-stop-signal-flood.t,$(sort $(wildcard t/3*.t t/4*.t) \
                $(shell grep -lE 'workers *=>? *[2-9]|->reload|SIGHUP|luxd\.shared' t/*.t 2>/dev/null)))
 tsan: deps-test
-	$(MAKE) BUILD=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" all
+	$(MAKE) BUILD=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" all build/tsan/luxd-test
 	TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 $(TSAN_EXTRA)" \
 	  LUXD_BIN=build/tsan/luxd prove -It/lib $(TSAN_TESTS)
 

@@ -1,30 +1,27 @@
-/* The connection state machine: read -> llhttp -> request -> write ->
- * keep-alive. One request is answered at a time; bytes of pipelined requests
- * wait in the read buffer until the response before them is queued. */
+/* The connection state machine (conn.h has the states): reads on the libuv
+ * stream into a pooled buffer, runs llhttp over them (the callbacks are in
+ * h1.c), dispatches a request as soon as its head is complete, and ends it
+ * once its response is out and its body read. The output queue and writer
+ * are in out.c, the request body's flow in body.c. */
 #include "conn.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sendfile.h>
-#include <sys/uio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "h1.h"
+#include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
 
-enum { TO_NONE, TO_HEADER, TO_BODY, TO_SEND, TO_IDLE, TO_LINGER };
-
 /* How long a half-closed connection may keep sending before we close it. */
 #define LINGER_MS 2000
-/* Bytes sendfile moves per call: large enough to amortise the syscall, small
- * enough that one big download does not starve the loop's other clients. */
-#define SENDFILE_CHUNK (512 * 1024)
+/* Sessions a loop keeps for reuse; more are freed. */
+#define SESS_KEEP 64
 
 /* Bytes the read buffer has beyond max_header_bytes: room for the blank line
  * that ends the header, the start of a body, and pipelined requests. */
@@ -35,571 +32,538 @@ enum { TO_NONE, TO_HEADER, TO_BODY, TO_SEND, TO_IDLE, TO_LINGER };
 #define HEADER_END(max)  ((max) + 4)
 #define HEADER_ROOM(max) (HEADER_END(max) + 1)
 
-static void conn_process(lx_conn_t *c);
-static void conn_flush(lx_conn_t *c);
-static void on_poll(uv_poll_t *p, int status, int events);
-static void conn_read(lx_conn_t *c);
+static void conn_parse(lx_conn_t *c);
+static void conn_flush(lx_sess_t *s);
+static void request_end(lx_sess_t *s);
+static void want_read(lx_conn_t *c, int on);
+
+static lx_worker_t *worker_of(lx_conn_t *c) {
+    return c->tcp.loop->data;
+}
+
+static lx_sess_t *sess(lx_conn_t *c) {
+    return c->tcp.data;
+}
 
 /* ---- deadlines ------------------------------------------------------ */
 
-static void on_timer(uv_timer_t *t);
-static void set_deadline_at(lx_conn_t *c, int kind, uint64_t due);
-static void release_gen(lx_conn_t *c);
-
-/* Moving a deadline later costs nothing: the timer fires at the old time and
- * re-arms itself. Only an earlier deadline restarts the timer. */
-static void set_deadline_at(lx_conn_t *c, int kind, uint64_t due) {
-    uint64_t now = uv_now(&c->w->loop);
-    c->timeout_kind = kind;
-    if (kind == TO_NONE) return;
-    if (!uv_is_active((uv_handle_t *)&c->timer) || due < c->deadline)
-        uv_timer_start(&c->timer, on_timer, due > now ? due - now : 0, 0);
-    c->deadline = due;
+static void set_deadline(lx_conn_t *c, lx_dl_kind_t kind, uint32_t ms) {
+    lx_worker_t *w = worker_of(c);
+    c->dl_kind = (uint8_t)kind;
+    if (kind == LX_DL_NONE || ms == 0) {
+        lx_dl_clear(&c->dl); /* e.g. keepalive_timeout = 0 */
+        return;
+    }
+    lx_dl_set(&w->dlq, &c->dl, kind, uv_now(&w->loop) + ms);
 }
 
-static void set_deadline(lx_conn_t *c, int kind, uint32_t ms) {
-    if (ms == 0) {
-        c->timeout_kind = TO_NONE; /* e.g. keepalive_timeout = 0 */
-        return;
-    }
-    set_deadline_at(c, kind, uv_now(&c->w->loop) + ms);
+static void set_deadline_at(lx_conn_t *c, lx_dl_kind_t kind, uint64_t due) {
+    c->dl_kind = (uint8_t)kind;
+    lx_dl_set(&worker_of(c)->dlq, &c->dl, kind, due);
 }
 
-static void on_timer(uv_timer_t *t) {
-    lx_conn_t *c = container_of(t, lx_conn_t, timer);
-    uint64_t now = uv_now(&c->w->loop);
-    if (c->timeout_kind == TO_NONE) return;
-    if (now < c->deadline) {
-        uv_timer_start(&c->timer, on_timer, c->deadline - now, 0);
-        return;
-    }
-    if (c->timeout_kind == TO_IDLE && (c->waiting || c->in_request || c->out_n)) {
-        /* The idle deadline of before this request: not idle any more. */
-        set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
-        return;
-    }
-    switch (c->timeout_kind) {
-    case TO_HEADER:
-    case TO_BODY:
-        /* Tell the client why, if it is listening, then close (408). */
-        if (!c->req.responded && c->out_n == 0) {
-            c->req.keepalive = 0;
-            c->closing = 1;
-            c->linger = 1;
-            if (c->req.gen == NULL) {
-                c->req.gen = c->w->gen;
-                c->req.arena = &c->arena;
-                c->req.conn = c;
-            }
-            lx_resp_error(&c->req, 408);
-            lx_resp_done(&c->req);
-            set_deadline(c, TO_SEND, 1000);
-            conn_flush(c);
-            return;
-        }
+/* A request that timed out reading: tell the client why if nothing of a
+ * response went out (408), then close. */
+static void timed_out_reading(lx_conn_t *c) {
+    lx_sess_t *s = sess(c);
+    if (s == NULL || s->req.resp.state != LX_RESP_NONE || s->out.n || s->req.gen == NULL) {
         lx_conn_close(c);
         return;
-    default: lx_conn_close(c);
+    }
+    s->req.keepalive = 0;
+    s->req.body_state = LX_BODY_DONE; /* nothing more is read */
+    c->state = LX_CONN_HANDLING;
+    lx_resp_simple(&s->req, 408, NULL);
+    lx_resp_done(&s->req);
+}
+
+void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind) {
+    lx_conn_t *c = container_of(d, lx_conn_t, dl);
+    (void)q;
+    c->dl_kind = LX_DL_NONE;
+    switch (kind) {
+    case LX_DL_HEADER:
+    case LX_DL_BODY: timed_out_reading(c); return;
+    default: lx_conn_close(c); return;
     }
 }
 
-/* ---- poll interest -------------------------------------------------- */
+/* ---- sessions and buffers ------------------------------------------- */
 
-/* The poll handle is created on first need: a request that arrives with its
- * connection (TCP_DEFER_ACCEPT) and asks for Connection: close is answered
- * and closed without the socket ever entering epoll. */
-static void want(lx_conn_t *c, int events) {
-    if (c->closed || events == c->events) return;
-    if (!c->polled) {
-        if (uv_poll_init(&c->w->loop, &c->poll, c->fd) < 0) {
-            lx_conn_close(c);
-            return;
-        }
-        c->poll.data = c;
-        c->polled = 1;
+static lx_sess_t *sess_get(lx_conn_t *c) {
+    lx_worker_t *w = worker_of(c);
+    lx_sess_t *s = w->free_sess;
+    if (s) {
+        w->free_sess = (lx_sess_t *)s->c;
+        w->nfree_sess--;
+    } else {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL) return NULL;
+        lx_arena_init(&s->arena, 4096);
+        lx_out_init(&s->out);
     }
-    c->events = events;
-    if (events)
-        uv_poll_start(&c->poll, events, on_poll);
-    else
-        uv_poll_stop(&c->poll);
-}
-
-/* ---- lifetime ------------------------------------------------------- */
-
-static void on_handle_closed(uv_handle_t *h) {
-    lx_conn_t *c = h->data;
-    if (--c->handles > 0 || c->pending > 0) return;
-    lx_arena_free(&c->arena);
-    free(c->rbuf);
-    free(c->obuf);
-    free(c);
-}
-
-static void drop_output(lx_conn_t *c) {
-    while (c->out_n) {
-        lx_out_t *o = &c->out[c->out_head];
-        if (o->file) lx_file_unref(o->file);
-        c->out_head = (c->out_head + 1) % LX_OUT_MAX;
-        c->out_n--;
-    }
-    c->olen = 0;
-}
-
-void lx_conn_close(lx_conn_t *c) {
-    if (c->closed) return;
-    c->closed = 1;
-    release_gen(c);
-    drop_output(c);
-    lx_worker_t *w = c->w;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        w->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    w->nconns--;
-    lx_worker_conn_closed(w);
-    c->handles = 1 + c->polled;
-    if (c->polled) uv_close((uv_handle_t *)&c->poll, on_handle_closed);
-    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
-    close(c->fd);
-}
-
-void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer) {
-    lx_conn_t *c = calloc(1, sizeof(*c));
-    const lx_server_conf_t *s = &w->gen->srv;
-    if (c == NULL) {
-        close(fd);
-        return;
-    }
-    c->rcap = s->max_header_bytes + RBUF_SLACK;
-    c->rbuf = malloc(c->rcap);
-    if (c->rbuf == NULL) {
-        free(c);
-        close(fd);
-        return;
-    }
-    uv_timer_init(&w->loop, &c->timer);
-    c->timer.data = c;
-    c->fd = fd;
-    c->w = w;
-    if (peer->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->peer, sizeof(c->peer));
-    else if (peer->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->peer,
-                  sizeof(c->peer));
-    else
-        strcpy(c->peer, "-");
-    lx_addr_from_sockaddr(peer, &c->addr);
-    lx_arena_init(&c->arena, 4096);
-    llhttp_init(&c->parser, HTTP_REQUEST, &lx_h1_settings);
+    s->c = c;
+    s->w = w;
+    s->rbuf = NULL;
+    s->rcap = s->rlen = s->rpos = 0;
+    s->gen_held = 0;
+    s->in_parse = 0;
+    s->depth = 0;
+    s->end_pending = s->free_pending = 0;
+    memset(&s->req, 0, sizeof(s->req));
+    llhttp_init(&s->parser, HTTP_REQUEST, &lx_h1_settings);
     /* luxd decides keep-alive once, from the header section (r->keepalive),
      * and never parses past a request it answers with Connection: close.
      * Strict llhttp decides again after the trailer section, so a trailer
      * "Connection: close" would make it refuse the next request on a
      * connection our response said stays open. Trailers change nothing. */
-    llhttp_set_lenient_keep_alive(&c->parser, 1);
-    c->parser.data = c;
-    c->next = w->conns;
-    if (w->conns) w->conns->prev = c;
-    w->conns = c;
-    w->nconns++;
-    /* With TCP_DEFER_ACCEPT the request is usually already here: try to read
-     * it now instead of waiting a loop iteration for readiness. */
-    set_deadline(c, TO_HEADER, s->header_timeout);
-    conn_read(c);
+    llhttp_set_lenient_keep_alive(&s->parser, 1);
+    s->parser.data = s;
+    c->tcp.data = s;
+    return s;
 }
 
-void lx_conn_drain(lx_conn_t *c) {
-    if (c->closed) return;
-    if (!c->in_request && c->out_n == 0 && !c->waiting && c->rpos == c->rlen)
-        lx_conn_close(c);
+static void rbuf_release(lx_sess_t *s) {
+    if (s->rbuf) lx_pool_put(&s->w->rbufs, s->rbuf, s->rcap);
+    s->rbuf = NULL;
+    s->rcap = s->rlen = s->rpos = 0;
+}
+
+/* The session goes back to the pool, once nothing calls back into it. */
+static void sess_free(lx_sess_t *s) {
+    lx_worker_t *w = s->w;
+    rbuf_release(s);
+    lx_out_reset(&s->out, s);
+    lx_arena_reset(&s->arena);
+    if (w->nfree_sess >= SESS_KEEP) {
+        lx_arena_free(&s->arena);
+        lx_out_free(&s->out);
+        free(s);
+        return;
+    }
+    s->c = (lx_conn_t *)w->free_sess;
+    w->free_sess = s;
+    w->nfree_sess++;
+}
+
+void lx_sess_pool_free(lx_worker_t *w) {
+    while (w->free_sess) {
+        lx_sess_t *s = w->free_sess;
+        w->free_sess = (lx_sess_t *)s->c;
+        lx_arena_free(&s->arena);
+        lx_out_free(&s->out);
+        free(s);
+    }
+    w->nfree_sess = 0;
+}
+
+static void release_gen(lx_sess_t *s) {
+    if (s->gen_held) {
+        s->gen_held = 0;
+        lx_worker_gen_release(s->w, s->req.gen);
+    }
+}
+
+/* A session the connection let go of is freed once nothing refers to it. */
+static void sess_maybe_free(lx_sess_t *s) {
+    if (s->c != NULL || s->req.pending || s->out.writing) return;
+    if (s->depth)
+        s->free_pending = 1;
     else
-        c->req.keepalive = 0; /* the response in progress says Connection: close */
+        sess_free(s);
 }
 
-/* ---- output --------------------------------------------------------- */
-
-char *lx_conn_obuf_reserve(lx_conn_t *c, size_t n) {
-    if (c->olen + n > c->ocap) {
-        size_t cap = c->ocap ? c->ocap : 1024;
-        while (cap < c->olen + n)
-            cap *= 2;
-        char *b = realloc(c->obuf, cap);
-        if (b == NULL) return NULL;
-        c->obuf = b;
-        c->ocap = cap;
-    }
-    return c->obuf + c->olen;
+void lx_sess_enter(lx_sess_t *s) {
+    s->depth++;
 }
 
-static lx_out_t *out_push(lx_conn_t *c) {
-    if (c->out_n == LX_OUT_MAX) return NULL;
-    lx_out_t *o = &c->out[(c->out_head + c->out_n) % LX_OUT_MAX];
-    c->out_n++;
-    memset(o, 0, sizeof(*o));
-    return o;
-}
-
-void lx_conn_queue_obuf(lx_conn_t *c, size_t from) {
-    if (c->olen == from) return;
-    /* Extend the previous obuf piece when it ends where this one starts. */
-    if (c->out_n) {
-        lx_out_t *last = &c->out[(c->out_head + c->out_n - 1) % LX_OUT_MAX];
-        if (last->in_obuf && last->off + last->len == from) {
-            last->len += c->olen - from;
-            return;
-        }
-    }
-    lx_out_t *o = out_push(c);
-    if (o == NULL) {
-        c->closing = 1; /* cannot happen with the pipelining bound; be safe */
+void lx_sess_leave(lx_sess_t *s) {
+    if (--s->depth) return;
+    if (s->free_pending) {
+        s->free_pending = 0;
+        sess_free(s);
         return;
     }
-    o->in_obuf = 1;
-    o->off = from;
-    o->len = c->olen - from;
-}
-
-void lx_conn_queue_mem(lx_conn_t *c, lx_file_t *f, const char *p, size_t len) {
-    if (len == 0) return;
-    lx_out_t *o = out_push(c);
-    if (o == NULL) {
-        c->closing = 1;
-        return;
-    }
-    o->file = f;
-    if (f) lx_file_ref(f);
-    o->ptr = p;
-    o->len = len;
-}
-
-void lx_conn_queue_file(lx_conn_t *c, lx_file_t *f, uint64_t off, uint64_t len) {
-    if (len == 0) return;
-    lx_out_t *o = out_push(c);
-    if (o == NULL) {
-        c->closing = 1;
-        return;
-    }
-    o->file = f;
-    lx_file_ref(f);
-    o->off = off;
-    o->len = len;
-}
-
-static void out_consume(lx_conn_t *c, size_t n) {
-    while (n && c->out_n) {
-        lx_out_t *o = &c->out[c->out_head];
-        size_t take = n < o->len ? n : (size_t)o->len;
-        o->len -= take;
-        o->off += take;
-        if (o->ptr) o->ptr += take;
-        n -= take;
-        if (o->len == 0) {
-            if (o->file) lx_file_unref(o->file);
-            c->out_head = (c->out_head + 1) % LX_OUT_MAX;
-            c->out_n--;
-        }
-    }
-    if (c->out_n == 0) c->olen = 0;
-}
-
-/* Data for sendfile must be in the page cache, or sendfile blocks the loop.
- * Probe the chunk's first and last byte without blocking; a miss sends the
- * read to the thread pool, which pulls the chunk in, then resumes us. */
-typedef struct {
-    uv_work_t work;
-    lx_conn_t *c;
-    lx_file_t *file; /* referenced until done: a close of the connection or
-                        a reload's cache drop must not close the fd under
-                        the pread (and let it read a reused descriptor) */
-    uint64_t off, len;
-} readahead_t;
-
-static void readahead_work(uv_work_t *w) {
-    readahead_t *ra = container_of(w, readahead_t, work);
-    char buf[64 * 1024];
-    uint64_t off = ra->off, end = ra->off + ra->len;
-    while (off < end) {
-        size_t n = end - off < sizeof(buf) ? (size_t)(end - off) : sizeof(buf);
-        ssize_t r = pread(ra->file->fd, buf, n, (off_t)off);
-        if (r <= 0) break;
-        off += (uint64_t)r;
+    if (s->end_pending) {
+        s->end_pending = 0;
+        if (s->c) request_end(s);
     }
 }
 
-static void readahead_done(uv_work_t *w, int status) {
-    readahead_t *ra = container_of(w, readahead_t, work);
-    lx_conn_t *c = ra->c;
-    (void)status;
-    lx_log_debug("%s: read-ahead done at %llu", c->peer, (unsigned long long)ra->off);
-    lx_file_unref(ra->file);
-    free(ra);
-    c->pending--;
-    c->readahead = 0;
-    if (c->closed) {
-        if (c->pending == 0 && c->handles == 0) {
-            c->handles = 1;
-            on_handle_closed((uv_handle_t *)&c->timer);
-        }
-        return;
+/* The connection lets go of its session: at once when nothing is in flight,
+ * else when the last thread-pool job or write calls back (sess_orphan_done). */
+static void sess_detach(lx_conn_t *c) {
+    lx_sess_t *s = sess(c);
+    if (s == NULL) return;
+    c->tcp.data = NULL;
+    release_gen(s);
+    s->c = NULL;
+    s->req.aborted = 1;
+    if (s->req.body_cb) {
+        lx_body_cb cb = s->req.body_cb;
+        s->req.body_cb = NULL;
+        cb(&s->req, NULL, 0, -ECONNRESET); /* the reader lets go */
     }
-    conn_flush(c);
+    if (s->req.resp.state == LX_RESP_STREAMING && s->req.resp.producer &&
+        s->req.resp.producer->stop) {
+        const lx_producer_t *p = s->req.resp.producer;
+        s->req.resp.producer = NULL;
+        p->stop(&s->req);
+    }
+    sess_maybe_free(s);
 }
 
-static int in_page_cache(int fd, uint64_t off, uint64_t len) {
-    char b;
-    struct iovec iov = {&b, 1};
-    if (preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0 && errno == EAGAIN) return 0;
-    if (len > 1 && preadv2(fd, &iov, 1, (off_t)(off + len - 1), RWF_NOWAIT) < 0 && errno == EAGAIN)
-        return 0;
+void lx_req_hold(lx_req_t *r) {
+    r->pending++;
+}
+
+int lx_req_release(lx_req_t *r) {
+    lx_sess_t *s = lx_sess_of(r);
+    r->pending--;
+    if (s->c != NULL) return 0;
+    sess_maybe_free(s);
     return 1;
 }
 
-/* Writes what the socket takes. Returns 0 when all is written, -EAGAIN when
- * the socket is full or a read-ahead is pending, another error to close. */
-static int write_out(lx_conn_t *c) {
-    while (c->out_n) {
-        lx_out_t *o = &c->out[c->out_head];
-        if (o->file && o->ptr == NULL) {
-            /* One read-ahead at a time: until it is done, the socket's
-             * readiness is of no use, and probing again would only queue
-             * the same chunk once more. */
-            if (c->readahead) return -EAGAIN;
-            size_t n = o->len < SENDFILE_CHUNK ? (size_t)o->len : SENDFILE_CHUNK;
-            if (!in_page_cache(o->file->fd, o->off, n)) {
-                readahead_t *ra = malloc(sizeof(*ra));
-                if (ra == NULL) return -ENOMEM;
-                ra->c = c;
-                ra->file = o->file;
-                ra->off = o->off;
-                ra->len = n;
-                if (uv_queue_work(&c->w->loop, &ra->work, readahead_work, readahead_done) < 0) {
-                    free(ra);
-                    return -EIO;
-                }
-                lx_file_ref(ra->file);
-                c->pending++;
-                c->readahead = 1;
-                lx_log_debug("%s: read-ahead of %zu bytes at %llu queued", c->peer, n,
-                             (unsigned long long)o->off);
-                want(c, 0);
-                return -EAGAIN;
-            }
-            off_t off = (off_t)o->off;
-            ssize_t r = sendfile(c->fd, o->file->fd, &off, n);
-            if (r < 0) return errno == EAGAIN ? -EAGAIN : -errno;
-            if (r == 0) return -EIO; /* the file shrank under us: the length is a lie now */
-            out_consume(c, (size_t)r);
-            continue;
-        }
-        struct iovec iov[16];
-        int n = 0;
-        size_t total = 0;
-        int more = 0;
-        for (unsigned i = 0; i < c->out_n && n < 16; i++) {
-            lx_out_t *p = &c->out[(c->out_head + i) % LX_OUT_MAX];
-            if (p->file && p->ptr == NULL) {
-                more = 1; /* a file follows: let the headers ride with it */
-                break;
-            }
-            iov[n].iov_base = (void *)(p->in_obuf ? c->obuf + p->off : p->ptr);
-            iov[n].iov_len = (size_t)p->len;
-            total += (size_t)p->len;
-            n++;
-        }
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t r = sendmsg(c->fd, &mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
-        if (r < 0) return errno == EAGAIN ? -EAGAIN : -errno;
-        out_consume(c, (size_t)r);
-        if ((size_t)r < total) return -EAGAIN;
-    }
+/* ---- lifetime ------------------------------------------------------- */
+
+static void on_closed(uv_handle_t *h) {
+    lx_conn_t *c = container_of(h, lx_conn_t, tcp);
+    free(c);
+}
+
+void lx_conn_close(lx_conn_t *c) {
+    if (c->state == LX_CONN_CLOSED) return;
+    lx_worker_t *w = worker_of(c);
+    c->state = LX_CONN_CLOSED;
+    lx_dl_clear(&c->dl);
+    lx_sess_t *s = sess(c);
+    /* A uv_write in flight is cancelled by uv_close, and its callback runs
+     * before on_closed: the session stays until then. */
+    (void)s;
+    sess_detach(c);
+    w->nconns--;
+    uv_close((uv_handle_t *)&c->tcp, on_closed);
+    lx_worker_conn_closed(w);
+}
+
+static int conn_setup(lx_worker_t *w, lx_conn_t *c) {
+    c->tcp.data = NULL;
+    c->state = LX_CONN_IDLE;
+    w->nconns++;
     return 0;
 }
 
-static void conn_flush(lx_conn_t *c) {
-    /* Whether this write moved the output on: the head entry changed or
-     * shrank. Cheaper than counting bytes, and all send_timeout needs. */
-    unsigned head = c->out_head, n = c->out_n;
-    uint64_t head_len = n ? c->out[head].len : 0;
-    int r = write_out(c);
-    if (r == -EAGAIN) {
-        /* send_timeout bounds the time between two successful writes
-         * (as nginx's does), not the whole response: every write that
-         * moved the output on starts it afresh. Moving the deadline
-         * later only stores a number (see set_deadline_at). */
-        int progress = c->out_n != n || c->out_head != head || c->out[head].len != head_len;
-        if (c->readahead) {
-            /* A read-ahead in flight flushes again when it is done. The
-             * writes before it count: without this, a client reading as
-             * fast as the disk serves it (its socket never full) was cut
-             * send_timeout after the socket was last full. */
-            if (progress && c->timeout_kind == TO_SEND)
-                set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
-            return;
-        }
-        if ((c->pending == 0 || !c->waiting) && c->out_n) {
-            if (progress || c->timeout_kind != TO_SEND)
-                set_deadline(c, TO_SEND, c->w->gen->srv.send_timeout);
-            if (!(c->events & UV_WRITABLE)) want(c, UV_WRITABLE);
-        }
+static void conn_start(lx_conn_t *c);
+
+void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener) {
+    lx_conn_t *c = malloc(sizeof(*c));
+    if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) < 0) {
+        free(c);
         return;
     }
+    memset((char *)c + sizeof(c->tcp), 0, sizeof(*c) - sizeof(c->tcp));
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_closed);
+        return;
+    }
+    conn_setup(w, c);
+    conn_start(c);
+}
+
+int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer) {
+    lx_conn_t *c = malloc(sizeof(*c));
+    if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) < 0) {
+        free(c);
+        close(fd);
+        return -ENOMEM;
+    }
+    memset((char *)c + sizeof(c->tcp), 0, sizeof(*c) - sizeof(c->tcp));
+    int r = uv_tcp_open(&c->tcp, fd);
     if (r < 0) {
+        close(fd);
+        uv_close((uv_handle_t *)&c->tcp, on_closed);
+        return r;
+    }
+    if (peer && (peer->sa_family == AF_INET || peer->sa_family == AF_INET6)) {
+        lx_addr_from_sockaddr(peer, &c->addr);
+        c->addr_state = 1;
+    } else if (peer) {
+        c->addr_state = 2;
+    }
+    conn_setup(w, c);
+    conn_start(c);
+    return 0;
+}
+
+void lx_conn_drain(lx_conn_t *c) {
+    if (c->state == LX_CONN_CLOSED) return;
+    c->draining = 1;
+    lx_sess_t *s = sess(c);
+    if (c->state == LX_CONN_IDLE && (s == NULL || s->rpos == s->rlen))
         lx_conn_close(c);
+    else if (s)
+        s->req.keepalive = 0; /* the response in progress says Connection: close */
+}
+
+typedef struct {
+    void (*fn)(lx_conn_t *c, void *arg);
+    void *arg;
+} each_t;
+
+static void each_cb(uv_handle_t *h, void *arg) {
+    each_t *e = arg;
+    lx_worker_t *w = h->loop->data;
+    /* The loop's connections are its uv_tcp_t handles that are not
+     * listeners. */
+    if (h->type != UV_TCP || uv_is_closing(h)) return;
+    for (size_t i = 0; i < w->nlisteners; i++)
+        if ((uv_handle_t *)&w->listeners[i]->tcp == h) return;
+    e->fn(container_of((uv_tcp_t *)h, lx_conn_t, tcp), e->arg);
+}
+
+void lx_conn_each(lx_worker_t *w, void (*fn)(lx_conn_t *c, void *arg), void *arg) {
+    each_t e = {fn, arg};
+    uv_walk(&w->loop, each_cb, &e);
+}
+
+const lx_gen_t *lx_conn_gen(const lx_conn_t *c) {
+    const lx_sess_t *s = c->tcp.data;
+    return s && s->gen_held ? s->req.gen : NULL;
+}
+
+/* ---- the client's address ------------------------------------------- */
+
+static lx_conn_t *conn_of_req(lx_req_t *r) {
+    return lx_sess_of(r)->c;
+}
+
+lx_addr_t lx_req_addr(lx_req_t *r) {
+    lx_conn_t *c = conn_of_req(r);
+    lx_addr_t none = {0, 0};
+    if (c == NULL) return none;
+    if (c->addr_state == 0) {
+        /* libuv's accept does not ask for the address; most requests never
+         * need it, so it is asked for once, here. */
+        struct sockaddr_storage ss;
+        int len = sizeof(ss);
+        c->addr_state = 2;
+        if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 &&
+            (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
+            lx_addr_from_sockaddr((struct sockaddr *)&ss, &c->addr);
+            c->addr_state = 1;
+        }
+    }
+    return c->addr_state == 1 ? c->addr : none;
+}
+
+const char *lx_req_peer(lx_req_t *r, char *buf) {
+    lx_addr_t a = lx_req_addr(r);
+    lx_conn_t *c = conn_of_req(r);
+    if (c == NULL || c->addr_state != 1) return strcpy(buf, "-");
+    unsigned char b[16];
+    for (int i = 0; i < 8; i++) {
+        b[i] = (unsigned char)(a.hi >> (56 - 8 * i));
+        b[8 + i] = (unsigned char)(a.lo >> (56 - 8 * i));
+    }
+    static const unsigned char v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(b, v4, 12) == 0)
+        inet_ntop(AF_INET, b + 12, buf, 48);
+    else
+        inet_ntop(AF_INET6, b, buf, 48);
+    return buf;
+}
+
+/* ---- reading -------------------------------------------------------- */
+
+/* libuv asks for a buffer just before it reads: a connection with a
+ * request in progress reads into its own, an idle one borrows one from the
+ * pool, which goes back at once if the read finds nothing. */
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    lx_conn_t *c = container_of((uv_tcp_t *)h, lx_conn_t, tcp);
+    lx_sess_t *s = sess(c);
+    (void)suggested;
+    if (s && s->rbuf) {
+        buf->base = s->rbuf + s->rlen;
+        buf->len = s->rcap - s->rlen;
         return;
     }
-    /* Everything is written. A stopping server ends keep-alive here, even
-     * for a response that was sent before the stop began. */
-    if (c->w->stop && !c->closing && !c->in_request) c->closing = 1;
-    if (c->closing) {
-        if (c->linger && !c->eof) {
-            /* Half-close, then read and discard what the client still sends,
-             * so our close does not reset the connection and destroy the
-             * response in flight (nginx's lingering close). */
-            shutdown(c->fd, SHUT_WR);
-            set_deadline(c, TO_LINGER, LINGER_MS);
-            want(c, UV_READABLE);
+    lx_worker_t *w = worker_of(c);
+    buf->base = lx_pool_get(&w->rbufs);
+    buf->len = buf->base ? w->rbufs.size : 0;
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+
+static void want_read(lx_conn_t *c, int on) {
+    if (c->state == LX_CONN_CLOSED || c->eof || on == c->reading) return;
+    if (on) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+            lx_conn_close(c);
             return;
         }
-        lx_conn_close(c);
-        return;
-    }
-    /* Nothing was read while the output was pending (conn_process bounds
-     * the pipeline): the rest of a request begun before it may be waiting
-     * unread in the socket, so its header_timeout starts now, not at its
-     * first byte, or a long response ahead would make it 408. */
-    if (c->in_request && !c->headers_done) c->req_started = uv_now(&c->w->loop);
-    if (!c->eof) want(c, UV_READABLE);
-    conn_process(c);
-}
-
-/* ---- input ---------------------------------------------------------- */
-
-static void linger_read(lx_conn_t *c) {
-    char buf[4096];
-    for (;;) {
-        ssize_t n = read(c->fd, buf, sizeof(buf));
-        if (n > 0) continue;
-        if (n < 0 && errno == EAGAIN) return;
-        lx_conn_close(c);
-        return;
-    }
-}
-
-static void on_poll(uv_poll_t *p, int status, int events) {
-    lx_conn_t *c = container_of(p, lx_conn_t, poll);
-    if (status < 0) {
-        lx_conn_close(c);
-        return;
-    }
-    if (events & UV_WRITABLE) {
-        conn_flush(c);
-        return;
-    }
-    if (c->closing) {
-        if (c->linger && c->out_n == 0) linger_read(c);
-        return;
-    }
-    conn_read(c);
-}
-
-static void conn_read(lx_conn_t *c) {
-    if (c->rlen == c->rcap) {
-        want(c, 0); /* full: resumes when the request ahead is answered */
-        return;
-    }
-    ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
-    if (n < 0) {
-        if (errno == EAGAIN)
-            want(c, UV_READABLE);
-        else if (errno != EINTR)
-            lx_conn_close(c);
-        return;
-    }
-    if (n == 0) {
-        /* The client closed its sending side. Requests it sent in full are
-         * still answered (a half-close is legal); then we close. */
-        c->eof = 1;
-        want(c, c->events & ~UV_READABLE);
-        if (c->waiting) return;
     } else {
-        c->rlen += (size_t)n;
+        uv_read_stop((uv_stream_t *)&c->tcp);
     }
-    conn_process(c);
+    c->reading = (unsigned)on;
+}
+
+static void got_bytes(lx_conn_t *c, char *base, size_t n) {
+    lx_sess_t *s = sess(c);
+    if (s == NULL || s->rbuf == NULL) {
+        /* The first bytes after idleness, read into a borrowed buffer. */
+        if (s == NULL && (s = sess_get(c)) == NULL) {
+            lx_pool_put(&worker_of(c)->rbufs, base, worker_of(c)->rbufs.size);
+            lx_conn_close(c);
+            return;
+        }
+        s->rbuf = base;
+        s->rcap = s->w->rbufs.size;
+        s->rlen = s->rpos = 0;
+    }
+    s->rlen += n;
+    conn_parse(c);
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+    lx_conn_t *c = container_of((uv_tcp_t *)st, lx_conn_t, tcp);
+    lx_sess_t *s = sess(c);
+    int borrowed = buf->base && (s == NULL || buf->base != s->rbuf + s->rlen);
+    if (n > 0) {
+        got_bytes(c, buf->base, (size_t)n);
+        return;
+    }
+    if (borrowed) lx_pool_put(&worker_of(c)->rbufs, buf->base, buf->len);
+    if (n == 0) return; /* EAGAIN */
+    if (n != UV_EOF || c->state == LX_CONN_LINGER) {
+        lx_conn_close(c);
+        return;
+    }
+    /* The client closed its sending side. A request it sent in full is
+     * still answered (a half-close is legal); then we close. */
+    c->eof = 1;
+    c->reading = 0;
+    if (c->state == LX_CONN_IDLE || c->state == LX_CONN_HEAD) {
+        /* Pipelined requests still buffered are answered; a request cut
+         * short will never be whole. */
+        if (s && s->rpos < s->rlen && c->state == LX_CONN_IDLE) return;
+        lx_conn_close(c);
+        return;
+    }
+    if (s && s->req.body_state != LX_BODY_NONE && s->req.body_state != LX_BODY_DONE) {
+        /* The rest of this request's body will never come. */
+        lx_conn_close(c);
+        return;
+    }
+}
+
+/* TCP_DEFER_ACCEPT hands over a connection once its first bytes are in:
+ * read them now, as libuv would only at the next turn of the loop, after
+ * adding the socket to epoll. A request answered with Connection: close
+ * then never enters epoll at all. */
+static void conn_start(lx_conn_t *c) {
+    lx_worker_t *w = worker_of(c);
+    c->state = LX_CONN_IDLE;
+    set_deadline(c, LX_DL_HEADER, w->gen->srv.header_timeout);
+    char *b = lx_pool_get(&w->rbufs);
+    if (b == NULL) {
+        lx_conn_close(c);
+        return;
+    }
+    ssize_t n = recv(c->tcp.io_watcher.fd, b, w->rbufs.size, 0);
+    if (n > 0) {
+        got_bytes(c, b, (size_t)n);
+        if (c->state != LX_CONN_CLOSED && !c->reading && c->state != LX_CONN_LINGER) {
+            lx_sess_t *s = sess(c);
+            if (s == NULL || s->rlen < s->rcap) want_read(c, 1);
+        }
+        return;
+    }
+    lx_pool_put(&w->rbufs, b, w->rbufs.size);
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        lx_conn_close(c);
+        return;
+    }
+    want_read(c, 1);
 }
 
 /* Answers a request that could not be parsed: the framing is in doubt, so
  * the connection closes after the response. */
-static void parse_error(lx_conn_t *c, int status) {
-    lx_req_t *r = &c->req;
-    if (r->gen == NULL) r->gen = c->w->gen;
+static void parse_error(lx_sess_t *s, int status) {
+    lx_conn_t *c = s->c;
+    lx_req_t *r = &s->req;
     r->keepalive = 0;
-    c->closing = 1;
-    c->linger = 1;
-    if (r->arena == NULL) r->arena = &c->arena;
-    /* A request answered before its body (100-continue) has had its one
-     * response: a fault in the body that follows can only close. */
-    if (!r->responded) {
-        lx_resp_error(r, status);
-        lx_resp_done(r);
-    }
-    lx_log_debug("%s: bad request (%d): %s", c->peer, status,
-                 llhttp_get_error_reason(&c->parser) ? llhttp_get_error_reason(&c->parser)
+    r->body_state = LX_BODY_DONE; /* nothing more is parsed */
+    want_read(c, 0);
+    lx_log_debug("bad request (%d): %s", status,
+                 llhttp_get_error_reason(&s->parser) ? llhttp_get_error_reason(&s->parser)
                                                      : "limit");
-    conn_flush(c);
+    /* A request answered already (100-continue, or a response sent before
+     * its body failed) can only close. */
+    if (r->resp.state != LX_RESP_NONE) {
+        lx_conn_close(c);
+        return;
+    }
+    c->state = LX_CONN_HANDLING;
+    lx_resp_simple(r, status, NULL);
+    lx_resp_done(r);
 }
 
 /* Gives the read buffer room for a request under the current limits. The
- * buffer was sized for the limits at accept; a reload may have raised them
- * since. Called between requests, when nothing points into the buffer. */
-static int rbuf_fit(lx_conn_t *c, size_t max_header_bytes) {
-    if (c->rcap < max_header_bytes + RBUF_SLACK) {
+ * buffer was sized for the limits when it was lent; a reload may have
+ * raised them since. Called between requests, when nothing points into it. */
+static int rbuf_fit(lx_sess_t *s, size_t max_header_bytes) {
+    if (s->rcap < max_header_bytes + RBUF_SLACK) {
         size_t cap = max_header_bytes + RBUF_SLACK;
-        char *b = realloc(c->rbuf, cap);
-        if (b == NULL) return -ENOMEM;
-        c->rbuf = b;
-        c->rcap = cap;
+        char *b = s->rcap == s->w->rbufs.size ? NULL : s->rbuf;
+        if (b == NULL) {
+            b = malloc(cap);
+            if (b == NULL) return -ENOMEM;
+            memcpy(b, s->rbuf, s->rlen);
+            lx_pool_put(&s->w->rbufs, s->rbuf, s->rcap);
+        } else if ((b = realloc(b, cap)) == NULL) {
+            return -ENOMEM;
+        }
+        s->rbuf = b;
+        s->rcap = cap;
     }
     /* Make sure a whole header fits behind this request's first byte. */
-    if (c->rcap - c->rpos < HEADER_ROOM(max_header_bytes) && c->rpos > 0) {
-        memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
-        c->rlen -= c->rpos;
-        c->rpos = 0;
+    if (s->rcap - s->rpos < HEADER_ROOM(max_header_bytes) && s->rpos > 0) {
+        memmove(s->rbuf, s->rbuf + s->rpos, s->rlen - s->rpos);
+        s->rlen -= s->rpos;
+        s->rpos = 0;
     }
     return 0;
 }
 
-static void request_begin(lx_conn_t *c) {
-    const lx_server_conf_t *s = &c->w->gen->srv;
-    lx_arena_reset(&c->arena);
-    memset(&c->req, 0, sizeof(c->req));
-    c->req.conn = c;
-    c->req.gen = lx_worker_gen_acquire(c->w);
-    c->gen_held = 1;
-    c->req.arena = &c->arena;
-    c->req_start = c->rpos;
-    c->body_base = 0;
-    c->in_request = 1;
-    c->in_url = 1;
-    c->headers_done = 0;
-    c->message_done = 0;
-    c->err_status = 0;
-    c->te = LX_TE_NONE;
-    c->expect = LX_EXPECT_NONE;
-    c->ext_bytes = 0;
-    c->trailer_bytes = 0;
-    c->framing_bytes = 0;
-    c->framing_parts = 0;
-    c->ext_last = 0;
-    c->ext_refeed = 0;
-    c->cur_header = NULL;
-    c->last_end = NULL;
+static void request_begin(lx_sess_t *s) {
+    lx_conn_t *c = s->c;
+    lx_arena_reset(&s->arena);
+    memset(&s->req, 0, sizeof(s->req));
+    s->req.gen = lx_worker_gen_acquire(s->w);
+    s->req.w = s->w;
+    s->gen_held = 1;
+    s->req.arena = &s->arena;
+    s->req_start = s->rpos;
+    s->body_base = 0;
+    s->in_url = 1;
+    s->headers_done = 0;
+    s->message_done = 0;
+    s->body_paused = 0;
+    s->err_status = 0;
+    s->te = LX_TE_NONE;
+    s->expect = LX_EXPECT_NONE;
+    s->ext_bytes = 0;
+    s->trailer_bytes = 0;
+    s->framing_bytes = 0;
+    s->framing_parts = 0;
+    s->ext_last = 0;
+    s->ext_refeed = 0;
+    s->cur_header = NULL;
+    s->last_end = NULL;
     c->nreq++;
-    /* The header deadline is armed only if the header does not arrive whole
-     * in this read (see conn_process): the common request costs no timer. */
-    c->req_started = uv_now(&c->w->loop);
-    (void)s;
+    c->state = LX_CONN_HEAD;
+    s->req_started = uv_now(&s->w->loop);
 }
 
 /* Bytes of a chunked body that no limit counts: chunk-size lines (llhttp
@@ -608,172 +572,346 @@ static void request_begin(lx_conn_t *c) {
  * streaming filler to keep a request going (the CVE-2024-22019 class), and
  * get 413. Of consumed body bytes just parsed, those that took the data,
  * extension and trailer counts past counted_before were counted already.
- * The check runs at the end of each read against the parts complete by
- * then, so a long size line cut across reads is refused sooner than the
+ * The check runs at the end of each parse run against the parts complete
+ * by then, so a long size line cut across reads is refused sooner than the
  * same bytes in one read: stricter, never looser (t/51 tests the bound). */
 #define FRAMING_PER_PART 32
-static int framing_overflow(lx_conn_t *c, size_t consumed, uint64_t counted_before) {
-    uint64_t counted = c->req.body_read + c->ext_bytes + c->trailer_bytes - counted_before;
-    if (consumed > counted) c->framing_bytes += consumed - counted;
-    return c->framing_bytes > (uint64_t)FRAMING_PER_PART * (c->framing_parts + 2);
+static int framing_overflow(lx_sess_t *s, size_t consumed, uint64_t counted_before) {
+    uint64_t counted = s->req.body_read + s->ext_bytes + s->trailer_bytes - counted_before;
+    if (consumed > counted) s->framing_bytes += consumed - counted;
+    return s->framing_bytes > (uint64_t)FRAMING_PER_PART * (s->framing_parts + 2);
 }
 
-static void conn_process(lx_conn_t *c) {
-    const lx_server_conf_t *s = &c->w->gen->srv;
-    while (!c->closed && !c->closing && !c->waiting) {
-        /* Answer pipelined requests only while their output stays small. */
-        if (c->out_n > LX_OUT_MAX / 2 || c->olen > 64 * 1024) break;
-        if (!c->in_request) {
-            if (c->rpos == c->rlen) {
-                c->rpos = c->rlen = 0;
-                if (c->eof)
-                    c->closing = 1;
-                else if (c->out_n == 0)
-                    set_deadline(c, TO_IDLE, s->keepalive_timeout);
-                break;
-            }
-            if (rbuf_fit(c, s->max_header_bytes) < 0) {
+/* Whether the parser may go on: before the head is complete always; in the
+ * body while someone takes it; after the request never (pipelined bytes
+ * wait until the request ends). */
+static int may_parse(lx_sess_t *s) {
+    if (!s->headers_done) return 1;
+    if (s->message_done) return 0;
+    lx_body_state_t b = (lx_body_state_t)s->req.body_state;
+    return (b == LX_BODY_DISCARD || b == LX_BODY_READING) && !s->body_paused;
+}
+
+/* The head is complete: the request is dispatched. */
+static void dispatch(lx_sess_t *s) {
+    lx_conn_t *c = s->c;
+    lx_req_t *r = &s->req;
+    c->state = LX_CONN_HANDLING;
+    set_deadline(c, LX_DL_NONE, 0);
+    r->body_state = (r->chunked || r->content_length) ? LX_BODY_UNREAD : LX_BODY_NONE;
+    if (r->body_state == LX_BODY_NONE) {
+        /* Let llhttp see the end of this message now (it needs no byte for
+         * it), so that the next run starts at the next request. */
+        if (llhttp_execute(&s->parser, s->rbuf + s->rpos, 0) == HPE_PAUSED)
+            llhttp_resume(&s->parser);
+    }
+    lx_request_run(r);
+}
+
+/* The body is all in: tell whoever takes it. */
+static void body_complete(lx_sess_t *s) {
+    lx_req_t *r = &s->req;
+    lx_body_state_t was = (lx_body_state_t)r->body_state;
+    r->body_state = LX_BODY_DONE;
+    if (s->c && s->c->dl_kind == LX_DL_BODY) set_deadline(s->c, LX_DL_NONE, 0);
+    if (was == LX_BODY_READING && r->body_cb) {
+        lx_body_cb cb = r->body_cb;
+        r->body_cb = NULL;
+        cb(r, NULL, 0, 0);
+    } else if (was == LX_BODY_DISCARD && r->waiting_body) {
+        r->waiting_body = 0; /* a handler waits for the body to be gone */
+        lx_request_resume(r);
+    } else if (s->c && s->c->state == LX_CONN_BODY) {
+        request_end(s); /* the response was out already */
+    }
+}
+
+static void conn_parse_run(lx_conn_t *c, lx_sess_t *s);
+
+/* Runs llhttp over what the read buffer holds, as far as the state lets. */
+static void conn_parse(lx_conn_t *c) {
+    lx_sess_t *s = sess(c);
+    if (s == NULL || s->in_parse) return;
+    lx_sess_enter(s);
+    conn_parse_run(c, s);
+    lx_sess_leave(s);
+}
+
+static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
+    s->in_parse = 1;
+    while (c->state != LX_CONN_CLOSED && sess(c) == s) {
+        const lx_server_conf_t *srv = &s->w->gen->srv;
+        if (c->state == LX_CONN_IDLE) {
+            if (s->rpos == s->rlen) break;
+            if (rbuf_fit(s, srv->max_header_bytes) < 0) {
+                s->in_parse = 0;
                 lx_conn_close(c);
                 return;
             }
-            request_begin(c);
+            request_begin(s);
         }
-        const char *start = c->rbuf + c->rpos;
+        if (c->state == LX_CONN_LINGER) {
+            s->rpos = s->rlen = 0; /* read and dropped */
+            break;
+        }
+        /* In a body, llhttp may still owe a callback with no byte left
+         * (the end of the message, after a piece a reader paused at). */
+        if (!may_parse(s) || (s->rpos == s->rlen && !s->headers_done)) break;
+        const char *start = s->rbuf + s->rpos;
         /* Framing is counted over runs that start inside a chunked body;
          * the run that ends the header block may take a little uncounted. */
-        int chunked_body = c->headers_done && c->req.chunked;
-        uint64_t counted = c->req.body_read + c->ext_bytes + c->trailer_bytes;
-        llhttp_errno_t e = llhttp_execute(&c->parser, start, (size_t)(c->rlen - c->rpos));
+        int chunked_body = s->headers_done && s->req.chunked;
+        uint64_t counted = s->req.body_read + s->ext_bytes + s->trailer_bytes;
+        llhttp_errno_t e = llhttp_execute(&s->parser, start, s->rlen - s->rpos);
+        if (c->state == LX_CONN_CLOSED || sess(c) != s) break;
         if (e == HPE_OK) {
-            if (chunked_body && framing_overflow(c, c->rlen - c->rpos, counted)) {
-                parse_error(c, 413);
-                return;
+            if (chunked_body && framing_overflow(s, s->rlen - s->rpos, counted)) {
+                parse_error(s, 413);
+                break;
             }
-            c->rpos = c->rlen;
-            if (!c->headers_done) {
+            s->rpos = s->rlen;
+            if (!s->headers_done) {
                 /* Only a header that can no longer end within the limit
                  * is refused here: one at exactly max_header_bytes may still
                  * be waiting for its CRLF CRLF, as on_headers_complete counts
-                 * to the end of the last field. */
-                /* A full buffer is the limit too: it was fitted to the
-                 * limit in force when this request began (rbuf_fit), and a
-                 * reload raising it since must not leave the request
-                 * stalled until 408 with no room to read its end into. */
-                if (c->rlen - c->req_start > HEADER_END(s->max_header_bytes) ||
-                    c->rlen == c->rcap) {
-                    parse_error(c, c->in_url ? 414 : 431);
-                    return;
+                 * to the end of the last field. A full buffer is the limit
+                 * too: it was fitted to the limit in force when this request
+                 * began (rbuf_fit), and a reload raising it since must not
+                 * leave the request stalled until 408 with no room left. */
+                if (s->rlen - s->req_start > HEADER_END(srv->max_header_bytes) ||
+                    s->rlen == s->rcap) {
+                    parse_error(s, s->in_url ? 414 : 431);
+                    break;
                 }
                 /* A deadline for the whole header, from its first byte: a
                  * client trickling bytes does not push it back. */
-                set_deadline_at(c, TO_HEADER, c->req_started + s->header_timeout);
+                if (c->dl_kind != LX_DL_HEADER)
+                    set_deadline_at(c, LX_DL_HEADER, s->req_started + srv->header_timeout);
             } else {
-                /* Body bytes are discarded: read the rest into the same space. */
-                if (c->body_base == 0) c->body_base = c->rlen;
-                if (c->body_base == c->rcap) {
+                /* Body bytes are taken or dropped: read the rest into the
+                 * same space. */
+                if (s->body_base == 0) s->body_base = s->rlen;
+                if (s->body_base == s->rcap) {
                     /* The header filled the buffer to its last byte: with
                      * HEADER_ROOM kept free, only a header longer than
                      * max_header_bytes (padded after its last field) does,
                      * and no byte of its body could ever be read. */
-                    parse_error(c, 431);
-                    return;
+                    parse_error(s, 431);
+                    break;
                 }
-                c->rlen = c->rpos = c->body_base;
-                set_deadline(c, TO_BODY, s->body_timeout);
+                s->rlen = s->rpos = s->body_base;
+                set_deadline(c, LX_DL_BODY, srv->body_timeout);
             }
-            if (c->eof) {
-                c->closing = 1; /* the rest of this request will never come */
-                break;
-            }
-            if (c->out_n == 0) want(c, UV_READABLE);
             break;
         }
         if (e == HPE_PAUSED) {
-            size_t pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->rbuf);
-            if (c->ext_refeed) {
+            size_t pos = (size_t)(llhttp_get_error_pos(&s->parser) - s->rbuf);
+            if (s->ext_refeed) {
                 /* Give llhttp the ';' it skipped again (on_chunk_extension_
                  * value_complete): it goes on with the next extension. */
-                c->ext_refeed = 0;
+                s->ext_refeed = 0;
                 pos--;
             }
-            if (chunked_body && framing_overflow(c, pos - c->rpos, counted)) {
-                parse_error(c, 413);
-                return;
+            if (chunked_body && framing_overflow(s, pos - s->rpos, counted)) {
+                parse_error(s, 413);
+                break;
             }
-            c->rpos = pos;
-            llhttp_resume(&c->parser);
-            if (!c->message_done) {
-                /* Paused at the end of a header block: of a chunked request,
-                 * so that its framing is counted from the first body byte,
-                 * or of one with 100-continue. A client that sent body
-                 * bytes already is not waiting for us; otherwise the
-                 * request is answered now, and the response's status
-                 * decides whether the body is wanted. */
-                if (c->expect == LX_EXPECT_WAITING) {
-                    if (c->rpos < c->rlen)
-                        c->expect = LX_EXPECT_NONE;
-                    else
-                        lx_request_run(&c->req);
-                }
+            s->rpos = pos;
+            llhttp_resume(&s->parser);
+            if (s->message_done && s->req.body_state != LX_BODY_NONE &&
+                s->req.body_state != LX_BODY_DONE) {
+                body_complete(s);
                 continue;
             }
-            c->in_request = 0;
-            /* The request is here whole: a header or body deadline left
-             * from its arrival must not answer 408 while the handler waits
-             * on the thread pool. What the response needs (send_timeout)
-             * is set when it is written. */
-            set_deadline_at(c, TO_NONE, 0);
-            if (c->expect != LX_EXPECT_ANSWERED)
-                lx_request_run(&c->req);
-            else if (!c->req.keepalive)
-                /* A stop or reload began while the body of a request
-                 * answered before it came in (lx_conn_drain): the
-                 * connection is done now, not at drain_timeout. */
-                c->closing = 1;
+            if (s->headers_done && c->state == LX_CONN_HEAD) {
+                /* An Expect: 100-continue whose body has started to arrive
+                 * is no question any more. */
+                if (s->expect == LX_EXPECT_WAITING && s->rpos < s->rlen) s->expect = LX_EXPECT_NONE;
+                dispatch(s);
+            }
             continue;
         }
-        int status = c->err_status ? c->err_status : 400;
-        if (e == HPE_INVALID_METHOD && c->parser.method == 0) status = 400;
-        parse_error(c, status);
-        return;
+        int status = s->err_status ? s->err_status : 400;
+        parse_error(s, status);
+        break;
     }
-    if (c->closed || c->waiting) return;
-    if (c->out_n)
-        conn_flush(c);
-    else if (c->closing)
+    if (sess(c) == s) s->in_parse = 0;
+    if (c->state == LX_CONN_CLOSED || sess(c) != s) return;
+    /* The client has stopped sending: a request begun in what it sent will
+     * never be whole. */
+    if (c->eof && (c->state == LX_CONN_HEAD ||
+                   ((c->state == LX_CONN_HANDLING || c->state == LX_CONN_BODY) &&
+                    s->req.body_state != LX_BODY_NONE && s->req.body_state != LX_BODY_DONE &&
+                    s->rpos == s->rlen && !s->body_paused))) {
         lx_conn_close(c);
-}
-
-/* The request no longer needs its generation (its response is queued). */
-static void release_gen(lx_conn_t *c) {
-    if (c->gen_held) {
-        c->gen_held = 0;
-        lx_worker_gen_release(c->w, c->req.gen);
-    }
-}
-
-void lx_conn_request_done(lx_conn_t *c) {
-    lx_req_t *r = &c->req;
-    release_gen(c);
-    if (!r->keepalive) {
-        c->closing = 1;
-        /* Unread body or pipelined bytes: half-close rather than reset. */
-        c->linger = c->rpos != c->rlen || !c->message_done;
-    }
-    /* The fast path: the response is queued, conn_process writes it when
-     * the pipeline is exhausted, so pipelined answers share one write. */
-}
-
-void lx_conn_resume(lx_conn_t *c) {
-    c->pending--;
-    if (c->closed) {
-        if (c->pending == 0 && c->handles == 0) {
-            c->handles = 1;
-            on_handle_closed((uv_handle_t *)&c->timer);
-        }
         return;
     }
-    c->waiting = 0;
-    lx_request_resume(&c->req);
-    if (!c->waiting && !c->closed) conn_process(c);
+    /* Backpressure: a full buffer stops reading until the request ahead
+     * takes its bytes; a body reader that waits stops it at once. */
+    int room = s->rbuf == NULL || s->rlen < s->rcap;
+    int paused = s->headers_done && !s->message_done && s->req.body_state == LX_BODY_READING &&
+                 s->body_paused;
+    want_read(c, room && !paused);
+    if (c->state == LX_CONN_IDLE && s->rpos == s->rlen && s->req.pending == 0 && s->out.n == 0 &&
+        !s->out.writing) {
+        /* Idle: the buffer and the session go back to the pool. */
+        sess_detach(c);
+        if (c->eof || c->draining) {
+            lx_conn_close(c);
+            return;
+        }
+        set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
+    }
+}
+
+/* ---- output and the end of a request --------------------------------- */
+
+static void conn_flush(lx_sess_t *s) {
+    lx_conn_t *c = s->c;
+    int r = lx_out_flush(s);
+    if (r == -EAGAIN) {
+        /* send_timeout bounds the time between two writes that moved the
+         * output on (as nginx's does), not the whole response. */
+        if (s->out.writing && c->dl_kind != LX_DL_SEND)
+            set_deadline(c, LX_DL_SEND, s->w->gen->srv.send_timeout);
+        return;
+    }
+    if (r < 0) {
+        lx_conn_close(c);
+        return;
+    }
+    if (c->dl_kind == LX_DL_SEND) set_deadline(c, LX_DL_NONE, 0);
+    lx_req_t *req = &s->req;
+    if (req->resp.state == LX_RESP_STREAMING && req->resp.producer) {
+        lx_sess_enter(s);
+        req->resp.producer->proceed(req);
+        lx_sess_leave(s);
+        return;
+    }
+    if (req->resp.state != LX_RESP_DONE || c->state != LX_CONN_WRITING) return;
+    if (req->body_state == LX_BODY_DONE || req->body_state == LX_BODY_NONE || !req->keepalive) {
+        request_end(s);
+        return;
+    }
+    /* The response is out; the rest of the body is read and dropped before
+     * the next request. */
+    c->state = LX_CONN_BODY;
+    req->body_state = LX_BODY_DISCARD;
+    set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
+    conn_parse(c);
+}
+
+void lx_sess_written(lx_sess_t *s, int status) {
+    if (s->c == NULL) {
+        sess_maybe_free(s);
+        return;
+    }
+    if (status < 0) {
+        lx_conn_close(s->c);
+        return;
+    }
+    /* The write moved the output on: send_timeout starts afresh. */
+    if (s->c->dl_kind == LX_DL_SEND) set_deadline(s->c, LX_DL_SEND, s->w->gen->srv.send_timeout);
+    conn_flush(s);
+}
+
+void lx_sess_output(lx_sess_t *s) {
+    if (s->c && !s->out.writing && !s->out.file_io) conn_flush(s);
+}
+
+void lx_sess_response_done(lx_sess_t *s) {
+    lx_conn_t *c = s->c;
+    if (c == NULL) return;
+    c->state = LX_CONN_WRITING;
+    conn_flush(s);
+}
+
+/* Half-close, then read and drop what the client still sends, so that our
+ * close does not reset the connection and destroy the response in flight
+ * (nginx's lingering close). */
+static void on_shutdown(uv_shutdown_t *req, int status) {
+    lx_conn_t *c = req->data;
+    free(req);
+    if (status < 0 && c->state != LX_CONN_CLOSED) lx_conn_close(c);
+}
+
+static void linger(lx_conn_t *c) {
+    uv_shutdown_t *req = malloc(sizeof(*req));
+    if (req == NULL || c->eof) {
+        free(req);
+        lx_conn_close(c);
+        return;
+    }
+    req->data = c;
+    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+        free(req);
+        lx_conn_close(c);
+        return;
+    }
+    c->state = LX_CONN_LINGER;
+    set_deadline(c, LX_DL_LINGER, LINGER_MS);
+    lx_sess_t *s = sess(c);
+    if (s) s->rpos = s->rlen = 0;
+    want_read(c, 1);
+}
+
+/* The response is out and the body read: log, let the generation go, and
+ * go on to the next request or close. */
+static void request_end(lx_sess_t *s) {
+    lx_conn_t *c = s->c;
+    lx_req_t *r = &s->req;
+    if (s->depth) {
+        s->end_pending = 1; /* a handler is on the stack: after it returns */
+        return;
+    }
+    if (r->gen->srv.access_log.path) lx_access_log(s->w, r);
+    release_gen(s);
+    int unread = !s->message_done || s->rpos != s->rlen;
+    if (!r->keepalive || c->draining || s->w->stop || (c->eof && !unread)) {
+        if (unread && !c->eof)
+            linger(c);
+        else
+            lx_conn_close(c);
+        return;
+    }
+    lx_out_reset(&s->out, s);
+    c->state = LX_CONN_IDLE;
+    if (s->rpos == s->rlen) s->rpos = s->rlen = 0;
+    /* Nothing was read while the response was going out: the rest of a
+     * pipelined request may be waiting unread in the socket, so its
+     * header_timeout starts now. */
+    set_deadline(c, LX_DL_HEADER, s->w->gen->srv.header_timeout);
+    conn_parse(c);
+}
+
+/* ---- for the request body (body.c) and Expect ------------------------- */
+
+void lx_sess_body_resume(lx_sess_t *s) {
+    lx_conn_t *c = s->c;
+    if (c == NULL) return;
+    s->body_paused = 0;
+    /* Called from inside the reader's callback (llhttp runs): the parse
+     * loop goes on by itself. */
+    if (s->in_parse) return;
+    /* Bytes delivered are gone: the rest moves down to where the body is
+     * read into, so the buffer has room again. */
+    if (s->body_base && s->rpos > s->body_base) {
+        memmove(s->rbuf + s->body_base, s->rbuf + s->rpos, s->rlen - s->rpos);
+        s->rlen -= s->rpos - s->body_base;
+        s->rpos = s->body_base;
+    }
+    set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
+    conn_parse(c);
+}
+
+int lx_sess_send_continue(lx_sess_t *s) {
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    s->expect = LX_EXPECT_ANSWERED;
+    size_t from = s->out.olen;
+    char *b = lx_out_reserve(&s->out, sizeof(cont) - 1);
+    if (b == NULL) return -ENOMEM;
+    memcpy(b, cont, sizeof(cont) - 1);
+    s->out.olen += sizeof(cont) - 1;
+    lx_out_obuf(&s->out, from);
+    return 0;
 }

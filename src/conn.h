@@ -1,27 +1,36 @@
-/* A client connection: read -> llhttp -> request -> write -> keep-alive.
- * Sockets are driven with uv_poll and plain read/writev/sendfile, so a
- * response can mix memory and file ranges without copies. */
+/* A client connection on a libuv stream (uv_tcp_t): read -> llhttp ->
+ * request -> handler -> response -> keep-alive.
+ *
+ * A connection is two parts. lx_conn_t is what every open connection holds,
+ * idle ones too, so it is kept small (the uv_tcp_t is most of it). The
+ * session (lx_sess_t) is what a request in progress needs: the parser, the
+ * read buffer, the request and its arena, the output queue. A connection
+ * takes a session from its loop's pool when bytes arrive and gives it back
+ * when it is idle again, so an idle keep-alive connection holds no buffer. */
 #ifndef LX_CONN_H
 #define LX_CONN_H
 
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "deadline.h"
 #include "dispatch/cidr.h"
 #include "llhttp.h"
+#include "out.h"
 #include "request.h"
 #include "worker.h"
 
-/* One piece of queued output. */
-typedef struct {
-    lx_file_t *file; /**< reference held until sent, or NULL */
-    const char *ptr; /**< memory to send; NULL with a file: send from file->fd */
-    uint64_t off;    /**< offset into obuf (ptr == obuf), or file offset */
-    uint64_t len;    /**< bytes left */
-    int in_obuf;     /**< ptr is the connection's obuf (which may move) */
-} lx_out_t;
-
-#define LX_OUT_MAX 80
+/* Where a connection stands. One request is in flight at a time: bytes of
+ * pipelined requests wait in the read buffer. */
+typedef enum {
+    LX_CONN_IDLE,     /**< between requests, no byte of the next one yet */
+    LX_CONN_HEAD,     /**< reading a request's head */
+    LX_CONN_HANDLING, /**< handlers have the request: answering, waiting, reading its body */
+    LX_CONN_WRITING,  /**< the response is complete; its bytes are going out */
+    LX_CONN_BODY,     /**< the response is out; the rest of the request body is read and dropped */
+    LX_CONN_LINGER,   /**< half-closed: what the client still sends is read and dropped */
+    LX_CONN_CLOSED,   /**< uv_close called */
+} lx_conn_state_t;
 
 /* What the Transfer-Encoding lines of a request added up to. Only a lone
  * "chunked" frames a body luxd can read; any other list is refused. */
@@ -34,90 +43,104 @@ typedef enum {
 } lx_te_t;
 
 /* A request with "Expect: 100-continue" whose body has not started to
- * arrive is answered before its body: the client waits for our word. */
+ * arrive: the client waits for our word before it sends the body. */
 typedef enum {
     LX_EXPECT_NONE,     /**< no expectation to meet */
-    LX_EXPECT_WAITING,  /**< the client waits; the first response status decides */
-    LX_EXPECT_ANSWERED, /**< answered before the body; the body is read and dropped */
+    LX_EXPECT_WAITING,  /**< the client waits: a body reader or the first response decides */
+    LX_EXPECT_ANSWERED, /**< answered (100, or a final status that ends the connection) */
 } lx_expect_t;
 
+typedef struct lx_sess_s lx_sess_t;
+
 struct lx_conn_s {
-    uv_poll_t poll;            /**< socket readiness */
-    uv_timer_t timer;          /**< fires at deadline */
-    int fd;                    /**< the socket */
-    int events;                /**< events poll is started with */
-    lx_worker_t *w;            /**< owning loop */
-    lx_conn_t *prev, *next;    /**< in w->conns */
-    char peer[48];             /**< client address as text */
-    lx_addr_t addr;            /**< client address for `from` rules */
+    uv_tcp_t tcp;            /**< the socket; tcp.data is the session or NULL */
+    lx_dl_t dl;              /**< the pending deadline, in the loop's queue */
+    lx_addr_t addr;          /**< client address, for `from` rules and logs */
+    uint64_t vh_gen_id;      /**< lx_gen_t.id of the cached Host -> vhost answer; 0: none */
+    lx_vhost_t *vh;          /**< the vhost for vh_host */
+    uint32_t nreq;           /**< requests started on this connection */
+    uint8_t state;           /**< lx_conn_state_t */
+    uint8_t dl_kind;         /**< lx_dl_kind_t of dl */
+    uint8_t vh_host_len;     /**< bytes in vh_host */
+    uint8_t vh_name_len;     /**< bytes of vh_host that name the host (host_name's answer) */
+    unsigned eof : 1;        /**< the client closed its sending side */
+    unsigned reading : 1;    /**< uv_read_start is in force */
+    unsigned draining : 1;   /**< no keep-alive: the server stops or reloads */
+    unsigned addr_state : 2; /**< 0: addr not asked yet, 1: known, 2: none (not IP) */
+    char vh_host[32]; /**< last Host value (as sent, port included); longer ones are not cached */
+};
+
+/* What a request in progress needs; lent by the loop's pool. */
+struct lx_sess_s {
+    lx_conn_t *c;              /**< the connection, NULL once it is gone */
+    lx_worker_t *w;            /**< its loop */
     llhttp_t parser;           /**< HTTP/1 parser state */
-    char *rbuf;                /**< read buffer */
+    char *rbuf;                /**< read buffer (from w->rbufs) */
     size_t rcap;               /**< its size */
     size_t rlen;               /**< bytes in it */
     size_t rpos;               /**< bytes parsed */
     size_t req_start;          /**< offset where the current request began */
     size_t body_base;          /**< offset body bytes are read into (0: unset) */
-    lx_req_t req;              /**< the request being parsed or answered */
+    lx_req_t req;              /**< the request being read or answered */
     lx_arena_t arena;          /**< its memory */
+    lx_out_t out;              /**< output queue and writer */
     lx_header_t *cur_header;   /**< header being parsed */
     const char *last_end;      /**< end of the last header byte seen */
     int err_status;            /**< status to answer a parse error with */
-    int te;                    /**< lx_te_t: the Transfer-Encoding codings seen so far */
-    int expect;                /**< lx_expect_t: where a 100-continue request stands */
+    uint8_t te;                /**< lx_te_t: the Transfer-Encoding codings seen so far */
+    uint8_t expect;            /**< lx_expect_t: where a 100-continue request stands */
+    char ext_last;             /**< last byte of the chunk-extension value being read */
     size_t ext_bytes;          /**< chunk-extension bytes of this request */
     size_t trailer_bytes;      /**< trailer-section bytes of this request */
     uint64_t framing_bytes;    /**< chunked-body bytes no other limit counts */
     uint32_t framing_parts;    /**< chunks and trailer fields that may bring such bytes */
-    char ext_last;             /**< last byte of the chunk-extension value being read */
-    lx_out_t out[LX_OUT_MAX];  /**< queued output */
-    unsigned out_head;         /**< first queued entry */
-    unsigned out_n;            /**< queued entries */
-    char *obuf;                /**< header and small-body bytes */
-    size_t olen, ocap;         /**< used and allocated */
-    size_t resp_from;          /**< obuf offset where the response's headers start */
-    uint64_t deadline;         /**< loop time of the next timeout */
     uint64_t req_started;      /**< loop time the current request began */
-    uint64_t vh_gen_id;        /**< lx_gen_t.id of the cached Host -> vhost answer; 0: none */
-    lx_vhost_t *vh;            /**< the vhost for vh_host */
-    char vh_host[64];          /**< last Host value (as sent, port included) on this connection */
-    size_t vh_host_len;        /**< bytes in vh_host */
-    size_t vh_name_len;        /**< bytes of vh_host that name the host (host_name's answer) */
-    int timeout_kind;          /**< what deadline is for */
-    uint32_t nreq;             /**< requests started on this connection */
-    unsigned in_request : 1;   /**< bytes of a request have arrived */
     unsigned in_url : 1;       /**< the request line is not complete */
     unsigned headers_done : 1; /**< headers complete, maybe body to come */
     unsigned message_done : 1; /**< whole request parsed */
-    unsigned waiting : 1;      /**< the request waits on the thread pool */
-    unsigned closing : 1;      /**< close once output is flushed */
-    unsigned linger : 1;       /**< half-close and drain input before closing */
-    unsigned closed : 1;       /**< uv_close called */
-    unsigned eof : 1;          /**< the client closed its sending side */
     unsigned ext_refeed : 1;   /**< llhttp 8 skipped the ';' of the next chunk extension */
-    unsigned polled : 1;       /**< poll is initialised (the socket is in epoll) */
+    unsigned body_paused : 1;  /**< on_body handed a piece to a reader that wants no more yet */
     unsigned gen_held : 1;     /**< req.gen is counted in the worker's users */
-    unsigned readahead : 1;    /**< a read-ahead of the output is on the thread pool */
-    int handles;               /**< uv handles not yet closed */
-    int pending;               /**< thread-pool jobs that will call back */
+    unsigned in_parse : 1;     /**< conn_parse is on the stack: do not re-enter it */
+    unsigned end_pending : 1;  /**< the request ended while depth > 0 */
+    unsigned free_pending : 1; /**< the connection let go while depth > 0 */
+    unsigned depth;            /**< calls into the request layer on the stack */
 };
 
-void lx_conn_accept(lx_worker_t *w, int fd, const struct sockaddr *peer);
+/* Takes the connection waiting on a listener (after uv_listen's callback). */
+void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener);
+/* Adopts a connected socket (tests and the fuzz harness, which use a socketpair). */
+int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer);
 /* Closes now (drops queued output). */
 void lx_conn_close(lx_conn_t *c);
 /* Stops keep-alive: idle connections close, busy ones after their response. */
 void lx_conn_drain(lx_conn_t *c);
+/* Calls fn for every open connection of w (stop, drain, reload expiry). */
+void lx_conn_each(lx_worker_t *w, void (*fn)(lx_conn_t *c, void *arg), void *arg);
+/* The generation the connection's request holds, or NULL. */
+const lx_gen_t *lx_conn_gen(const lx_conn_t *c);
+/* Frees the sessions the loop kept for reuse (at the loop's end). */
+void lx_sess_pool_free(lx_worker_t *w);
+/* Deadline expiry for the loop's queue (worker.c sets it up). */
+void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind);
 
-/* Output queue (used by response.c and handlers). */
-char *lx_conn_obuf_reserve(lx_conn_t *c, size_t n); /* room for n bytes at obuf + olen */
-void lx_conn_queue_obuf(lx_conn_t *c, size_t from); /* queue obuf[from, olen) */
-void lx_conn_queue_mem(lx_conn_t *c, lx_file_t *f, const char *p, size_t len);
-void lx_conn_queue_file(lx_conn_t *c, lx_file_t *f, uint64_t off, uint64_t len);
-/* The request finished queuing its response: flush, then continue. */
-void lx_conn_request_done(lx_conn_t *c);
-/* A thread-pool job the request waited for completed. */
-void lx_conn_resume(lx_conn_t *c);
-/* The request waits for 100 Continue and its first response, of status,
- * begins: queue the 100 before it, or make it the last on the connection. */
-void lx_conn_answer_expect(lx_conn_t *c, lx_req_t *r, int status);
+/* Between the request and its connection (request.c, response.c, body.c):
+ * what the request asks of the connection, never by writing its fields. */
+static inline lx_sess_t *lx_sess_of(lx_req_t *r) {
+    return container_of(r, lx_sess_t, req);
+}
+/* Around every call into the request layer: a request that ends, or a
+ * connection that closes, inside a handler is finished once the handler
+ * has returned, never under its feet. */
+void lx_sess_enter(lx_sess_t *s);
+void lx_sess_leave(lx_sess_t *s);
+/* The output was extended (a response begun, a piece streamed). */
+void lx_sess_output(lx_sess_t *s);
+/* The response is complete (all of it queued). */
+void lx_sess_response_done(lx_sess_t *s);
+/* A body reader wants more, or the request body is to be dropped. */
+void lx_sess_body_resume(lx_sess_t *s);
+/* The request waits for 100 Continue: send it before anything else. */
+int lx_sess_send_continue(lx_sess_t *s);
 
 #endif

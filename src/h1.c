@@ -10,17 +10,17 @@
 #include "conn.h"
 #include "log.h"
 
-#define CONN(p) ((lx_conn_t *)(p)->data)
+#define SESS(p) ((lx_sess_t *)(p)->data)
 
 static int on_url(llhttp_t *p, const char *at, size_t len) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     if (c->req.target.p == NULL) c->req.target.p = at;
     c->req.target.len = (size_t)(at + len - c->req.target.p);
     return 0;
 }
 
 static int on_url_complete(llhttp_t *p) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     c->in_url = 0;
     if (c->req.target.len > c->w->gen->srv.max_header_bytes) {
         c->err_status = 414;
@@ -32,7 +32,7 @@ static int on_url_complete(llhttp_t *p) {
 /* Adds len bytes to one of the counters that max_header_bytes bounds
  * besides the header section itself (trailers, chunk extensions); past the
  * limit, the request fails with status. */
-static int count_framing(lx_conn_t *c, size_t *counter, size_t len, int status) {
+static int count_framing(lx_sess_t *c, size_t *counter, size_t len, int status) {
     *counter += len;
     if (*counter > c->w->gen->srv.max_header_bytes) {
         c->err_status = status;
@@ -46,12 +46,12 @@ static int count_framing(lx_conn_t *c, size_t *counter, size_t len, int status) 
  * a Range or X-User sent after the body must not change what it gets, and
  * the bytes they point at are overwritten by the next read (body bytes are
  * not kept). RFC 9110 6.5.1 lets a recipient discard them. */
-static int count_trailer(lx_conn_t *c, size_t len) {
+static int count_trailer(lx_sess_t *c, size_t len) {
     return count_framing(c, &c->trailer_bytes, len, 431);
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
     if (c->headers_done) return count_trailer(c, len);
@@ -76,7 +76,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     lx_header_t *h = c->cur_header;
     if (c->headers_done) return count_trailer(c, len);
     if (h == NULL) return -1; /* a line with an empty field name */
@@ -126,7 +126,7 @@ static const struct {
  * chunked must be the last coding and may be applied once; luxd decodes no
  * other coding (nginx answers those with 501 too). The lines of a request
  * form one list, in order. */
-static void note_transfer_codings(lx_conn_t *c, lx_str_t v) {
+static void note_transfer_codings(lx_sess_t *c, lx_str_t v) {
     const char *p = v.p, *end = v.p + v.len;
     int any = 0;
     while (p < end) {
@@ -155,7 +155,7 @@ static void note_transfer_codings(lx_conn_t *c, lx_str_t v) {
 }
 
 static int on_header_value_complete(llhttp_t *p) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
     if (c->headers_done) {
@@ -193,7 +193,7 @@ static int on_header_value_complete(llhttp_t *p) {
 }
 
 static int on_headers_complete(llhttp_t *p) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     lx_req_t *r = &c->req;
     const lx_server_conf_t *s = &c->w->gen->srv;
     c->headers_done = 1;
@@ -239,7 +239,7 @@ static int on_headers_complete(llhttp_t *p) {
         }
     }
     r->keepalive = llhttp_should_keep_alive(p) && s->keepalive_timeout > 0 &&
-                   c->nreq < s->keepalive_requests && c->w->stop == 0;
+                   c->c->nreq < s->keepalive_requests && c->w->stop == 0 && !c->c->draining;
     /* RFC 9110 10.1.1: an HTTP/1.0 server knows no expectations, so one in
      * a 1.0 request is ignored. In 1.1, 100-continue asks whether to send
      * the body: luxd pauses here and answers first (conn_process), so a
@@ -250,41 +250,27 @@ static int on_headers_complete(llhttp_t *p) {
             return -1;
         }
         c->expect = LX_EXPECT_WAITING;
-        return HPE_PAUSED;
     }
-    return r->chunked ? HPE_PAUSED : 0;
+    /* The request is dispatched now, before its body (conn.c dispatch). */
+    return HPE_PAUSED;
 }
 
-/* The first response to a request that waits for 100 Continue. The body is
- * wanted only if the request succeeds; a refusal (or a redirect) goes out
- * instead of the 100 and ends the connection, since the client may or may
- * not send the body now and the next request's start is in doubt. */
-void lx_conn_answer_expect(lx_conn_t *c, lx_req_t *r, int status) {
-    c->expect = LX_EXPECT_ANSWERED;
-    if (status >= 300) {
-        r->keepalive = 0;
-        return;
-    }
-    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    size_t from = c->olen;
-    char *b = lx_conn_obuf_reserve(c, sizeof(cont) - 1);
-    if (b == NULL) {
-        r->keepalive = 0;
-        return;
-    }
-    memcpy(b, cont, sizeof(cont) - 1);
-    c->olen += sizeof(cont) - 1;
-    lx_conn_queue_obuf(c, from);
-}
-
+/* Body bytes go to the request's reader, if it has one; after each piece
+ * the parser pauses until the reader asks for more (lx_body_more). */
 static int on_body(llhttp_t *p, const char *at, size_t len) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     lx_req_t *r = &c->req;
+    if (len == 0) return 0; /* llhttp's span, re-entered with no byte */
     if (c->body_base == 0) c->body_base = (size_t)(at - c->rbuf);
     r->body_read += len;
     if (r->body_read > c->w->gen->srv.max_body_bytes) {
         c->err_status = 413;
         return -1;
+    }
+    if (r->body_state == LX_BODY_READING && r->body_cb) {
+        c->body_paused = 1;
+        r->body_cb(r, at, len, 0);
+        return HPE_PAUSED;
     }
     return 0;
 }
@@ -292,7 +278,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
 /* A chunk announced bigger than what is left of max_body_bytes is refused
  * before its bytes arrive. */
 static int on_chunk_header(llhttp_t *p) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     c->framing_parts++;
     if (p->content_length > c->w->gen->srv.max_body_bytes - c->req.body_read) {
         c->err_status = 413;
@@ -305,16 +291,16 @@ static int on_chunk_header(llhttp_t *p) {
  * without a bound, a client sends gigabytes of "1;x=aaaa..." with a body
  * of a few bytes (CVE-2024-22019). A request's extensions may add up to
  * max_header_bytes: the name and value bytes, and one for each ';' and '='. */
-static int count_extension(lx_conn_t *c, size_t len) {
+static int count_extension(lx_sess_t *c, size_t len) {
     return count_framing(c, &c->ext_bytes, len, 413);
 }
 
 static int on_chunk_extension_name(llhttp_t *p, const char *at, size_t len) {
-    return count_extension(CONN(p), len);
+    return count_extension(SESS(p), len);
 }
 
 static int on_chunk_extension_delimiter(llhttp_t *p) {
-    return count_extension(CONN(p), 1);
+    return count_extension(SESS(p), 1);
 }
 
 /* llhttp 8 consumes the ';' after an unquoted extension value and then
@@ -325,7 +311,7 @@ static int on_chunk_extension_delimiter(llhttp_t *p) {
  * it right), on_chunk_extension_value_complete pauses and conn_process
  * feeds the ';' again, which llhttp then takes for the next extension. */
 static int on_chunk_extension_value(llhttp_t *p, const char *at, size_t len) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
 #if LLHTTP_VERSION_MAJOR == 8
     if (len) c->ext_last = at[len - 1];
     if (at + len < c->rbuf + c->rlen && at[len] == ';' && c->ext_last != '"') c->ext_refeed = 1;
@@ -334,14 +320,14 @@ static int on_chunk_extension_value(llhttp_t *p, const char *at, size_t len) {
 }
 
 static int on_chunk_extension_value_complete(llhttp_t *p) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     c->ext_last = 0;
     int r = count_extension(c, 1);
     return r == 0 && c->ext_refeed ? HPE_PAUSED : r;
 }
 
 static int on_message_complete(llhttp_t *p) {
-    lx_conn_t *c = CONN(p);
+    lx_sess_t *c = SESS(p);
     c->message_done = 1;
     return HPE_PAUSED;
 }

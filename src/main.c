@@ -13,7 +13,7 @@
 #include "config/config.h"
 #include "log.h"
 #include "lx.h"
-#include "policy/policy.h"
+#include "handlers/handler.h"
 #include "server.h"
 
 static int stopping;
@@ -152,6 +152,7 @@ int main(int argc, char **argv) {
     const char *file = "conf/luxd.lua";
     const char *sig = NULL;
     int test = 0, dump = 0, opt;
+    lx_config_test_handlers = lx_handlers_have_test();
     while ((opt = getopt(argc, argv, "c:tTs:Vh")) != -1) {
         switch (opt) {
         case 'c': file = optarg; break;
@@ -181,7 +182,7 @@ int main(int argc, char **argv) {
         /* Bind the policies once, as each worker will: a config whose second
          * run declares them at other vhosts or locations than its first is
          * refused here, not only when it is started or reloaded. */
-        int r = lx_policy_build(g, file, prefix, 1, err, sizeof(err));
+        int r = lx_handlers_gen_init(g, file, prefix, 1, err, sizeof(err));
         if (r < 0) {
             if (r == -ENOMEM) snprintf(err, sizeof(err), "%s: out of memory", file);
             fprintf(stderr, "%s\n", err);

@@ -5,7 +5,7 @@
  *   -> redirect (first match answers) -> rewrite (first match, internal)
  *   -> location (longest prefix of the final path)
  *   -> access (the location's rules, else the vhost's; first match decides)
- *   -> handlers (static, ...)
+ *   -> the site's handler chain (policy, static, listing; handlers/chain.c)
  *
  * Rules see the path the handlers will serve: access runs after rewrite, so
  * a rewrite cannot carry a request around a deny (nginx orders them so too). */
@@ -17,12 +17,7 @@
 #include "handlers/handler.h"
 #include "http/path.h"
 #include "log.h"
-#include "policy/policy.h"
-
-/* Tried in order until one answers. */
-static const lx_handler_t *const handlers[] = {
-    &lx_static_handler,
-};
+#include "llhttp.h"
 
 /* Splits an origin-form or absolute-form target into path and query, and
  * takes the host from an absolute form (RFC 9112 3.2.2). */
@@ -129,7 +124,7 @@ static int plain_hostname(const char *h, size_t len) {
  * generation's memory comes back as a later one, and c->vh would point into
  * freed memory. */
 static lx_vhost_t *cached_vhost(const lx_req_t *r, lx_str_t raw, lx_str_t *name) {
-    const lx_conn_t *c = r->conn;
+    const lx_conn_t *c = lx_sess_of((lx_req_t *)r)->c;
     if (raw.len == 0 || c->vh_gen_id != r->gen->id || c->vh_host_len != raw.len ||
         memcmp(c->vh_host, raw.p, raw.len) != 0)
         return NULL;
@@ -142,14 +137,14 @@ static lx_vhost_t *cached_vhost(const lx_req_t *r, lx_str_t raw, lx_str_t *name)
 static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_str_t host) {
     const lx_gen_t *g = r->gen;
     const lx_server_conf_t *s = &g->srv;
-    lx_conn_t *c = r->conn;
+    lx_conn_t *c = lx_sess_of(r)->c;
     lx_vhost_t *vh = lx_gen_match_vhost(g, host.p, host.len);
     if (vh != NULL || !s->vhost_dir) {
         vh = vh ? vh : g->default_vhost;
         if (raw.len > 0 && raw.len <= sizeof(c->vh_host)) {
             memcpy(c->vh_host, raw.p, raw.len);
-            c->vh_host_len = raw.len;
-            c->vh_name_len = host.len;
+            c->vh_host_len = (uint8_t)raw.len;
+            c->vh_name_len = (uint8_t)host.len;
             c->vh_gen_id = g->id;
             c->vh = vh;
         }
@@ -183,12 +178,10 @@ static const char *error_page(const lx_req_t *r, int status) {
 }
 
 /* Switches the request to serving its error page. Returns 0 if it has none.
- * The page is a path in the vhost, so its file is looked for under the root
- * of the location that path falls in (or the vhost's), not under the root of
- * the location the failed request was in: a vhost's /404.html is not in a
- * location's own root. The response keeps the failed request's site (its
- * headers), as the page answers for that request. */
-int lx_request_error_page(lx_req_t *r, int status) {
+ * The page is a path in the vhost, so the location is chosen again for it:
+ * its file is looked for under the root of the location that path falls in
+ * (or the vhost's), and that location's handlers serve it. */
+static int lx_request_error_page(lx_req_t *r, int status) {
     const char *page = error_page(r, status);
     if (page == NULL) return 0;
     r->error_status = status;
@@ -196,49 +189,64 @@ int lx_request_error_page(lx_req_t *r, int status) {
     r->decoded_len = strlen(page);
     if (r->vhost != &r->gen->mass_vhost) {
         const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
-        const lx_site_t *home = loc ? &loc->site : &r->vhost->site;
-        r->root = home->root;
-        r->root_len = home->root_len;
+        r->site = loc ? &loc->site : &r->vhost->site;
+        r->root = r->site->root;
+        r->root_len = r->site->root_len;
     }
     return 1;
 }
 
-static void run_handlers(lx_req_t *r);
-
-static void finish(lx_req_t *r, int status) {
-    if (status && lx_request_error_page(r, status)) {
-        run_handlers(r);
-        return;
-    }
-    if (status) lx_resp_error(r, status);
-    lx_resp_done(r);
+/* `from` rules ask for the client's address only when one is tested. */
+static lx_addr_t match_addr(void *ud) {
+    return lx_req_addr(ud);
 }
 
-static void run_handlers(lx_req_t *r) {
-    r->in_handlers = 1;
-    for (size_t i = 0; i < LX_ARRAY_SIZE(handlers); i++) {
-        lx_rc_t rc = handlers[i]->handle(r);
-        if (rc == LX_DONE && r->reroute) {
-            /* lx_resp_error chose an error page: serve it from the top. */
-            r->reroute = 0;
-            i = (size_t)-1;
+/* Runs the site's chain from r->handler on; a handler that waits is run
+ * again from where it stopped (lx_request_resume). */
+static void run_chain(lx_req_t *r) {
+    const lx_site_t *site = r->site;
+    r->wait.cb = NULL;
+    while (r->handler < site->nchain) {
+        int rc = site->chain[r->handler]->handle(r);
+        if (rc == LX_DECLINED) {
+            r->handler++;
+            r->handler_data = NULL;
             continue;
         }
-        switch (rc) {
-        case LX_DECLINED: continue;
-        case LX_DONE:
-            r->in_handlers = 0;
-            finish(r, 0);
-            return;
-        case LX_ASYNC: r->conn->waiting = 1; return;
-        case LX_ERROR:
-            r->in_handlers = 0;
-            finish(r, 500);
+        if (rc == LX_ASYNC) {
+            r->waiting = 1;
             return;
         }
+        if (rc != LX_DONE)
+            lx_request_finish(r, rc);
+        else if (r->resp.state == LX_RESP_HEADERS || r->resp.state == LX_RESP_NONE)
+            lx_resp_done(r); /* the handler queued all of its answer */
+        return;
     }
-    r->in_handlers = 0;
-    finish(r, 404);
+    lx_request_finish(r, 404);
+}
+
+/* An error page is an internal redirect: the page's path chooses the
+ * location again, the method becomes GET, and the original status stays.
+ * Only one per request, so a missing page cannot loop; a page that fails
+ * gets the built-in page of the first status (static.c, response.c). */
+void lx_request_finish(lx_req_t *r, int status) {
+    if (r->aborted) return;
+    if (r->resp.state != LX_RESP_NONE) {
+        /* A handler answered, then failed: nothing else can be said. */
+        lx_resp_done(r);
+        return;
+    }
+    if (status >= 400 && lx_request_error_page(r, status)) {
+        r->method = HTTP_GET;
+        r->head = r->head; /* a HEAD stays headers-only */
+        r->handler = 0;
+        r->handler_data = NULL;
+        run_chain(r);
+        return;
+    }
+    lx_resp_simple(r, status, NULL);
+    lx_resp_done(r);
 }
 
 /* redirect = { { regex, target, status } }: the first match answers. */
@@ -249,7 +257,7 @@ static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
     char loc[4096];
     int n = lx_rule_expand(rule->target, m, loc, sizeof(loc), LX_EXPAND_URL);
     if (n < 0) {
-        finish(r, 500);
+        lx_request_finish(r, 500);
         return 1;
     }
     /* The client's query goes along, after the target's own (nginx does
@@ -257,12 +265,12 @@ static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
     size_t cap = (size_t)n + r->query.len + 16;
     char *hdr = lx_arena_alloc(r->arena, cap);
     if (hdr == NULL) {
-        finish(r, 500);
+        lx_request_finish(r, 500);
         return 1;
     }
     snprintf(hdr, cap, "Location: %s%s%.*s\r\n", loc,
              r->query.len ? (strchr(loc, '?') ? "&" : "?") : "", (int)r->query.len, r->query.p);
-    lx_resp_error_with(r, rule->status, hdr);
+    lx_resp_simple(r, rule->status, hdr);
     lx_resp_done(r);
     return 1;
 }
@@ -308,7 +316,7 @@ void lx_request_run(lx_req_t *r) {
     lx_str_t host = {0};
     if (split_target(r) < 0) {
         r->keepalive = 0;
-        finish(r, 400);
+        lx_request_finish(r, 400);
         return;
     }
     lx_str_t raw = r->known[LX_H_HOST];
@@ -316,14 +324,14 @@ void lx_request_run(lx_req_t *r) {
     if (r->vhost == NULL) {
         if (host_name(raw, &host) < 0) {
             r->keepalive = 0;
-            finish(r, 400);
+            lx_request_finish(r, 400);
             return;
         }
         r->vhost = choose_vhost(r, raw, host);
     }
     r->host = host;
     if (r->vhost == NULL) {
-        finish(r, host.len ? 404 : 400);
+        lx_request_finish(r, host.len ? 404 : 400);
         return;
     }
     r->site = &r->vhost->site;
@@ -333,23 +341,23 @@ void lx_request_run(lx_req_t *r) {
     }
     r->decoded = lx_arena_alloc(r->arena, r->path.len + 1);
     if (r->decoded == NULL) {
-        finish(r, 500);
+        lx_request_finish(r, 500);
         return;
     }
     if (lx_path_normalize(r->path.p, r->path.len, r->decoded, &r->decoded_len) < 0) {
-        finish(r, 400);
+        lx_request_finish(r, 400);
         return;
     }
 
-    lx_conn_t *c = r->conn;
-    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, c->addr, c->w->match_data, 0};
+    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, r->w->match_data,
+                        0,          match_addr,     r};
     if (r->vhost->redirect && apply_redirect(r, &m)) return;
     if (r->vhost->rewrite) {
         int rc = apply_rewrite(r, &m);
         if (rc < 0) {
             lx_log_error("%s:%d: rewrite of \"%s\" gave an unusable path", r->vhost->file,
                          r->vhost->line, r->decoded);
-            finish(r, 500);
+            lx_request_finish(r, 500);
             return;
         }
         m.path = r->decoded;
@@ -366,24 +374,29 @@ void lx_request_run(lx_req_t *r) {
     if (r->site->access) {
         int i = lx_ruleset_first(r->site->access, &m);
         if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY) {
-            finish(r, r->site->access->rules[i].status);
+            lx_request_finish(r, r->site->access->rules[i].status);
             return;
         }
     }
-    if (r->site->policy) {
-        int status = lx_policy_run(r, c->w->index, r->site->policy);
-        if (status < 0) {
-            lx_resp_done(r); /* the policy answered, or failed closed with a 500 */
-            return;
-        }
-        if (status > 0) {
-            finish(r, status);
-            return;
-        }
-    }
-    run_handlers(r);
+    r->handler = 0;
+    run_chain(r);
 }
 
 void lx_request_resume(lx_req_t *r) {
-    run_handlers(r);
+    if (r->aborted) return;
+    lx_sess_t *s = lx_sess_of(r);
+    r->waiting = 0;
+    lx_sess_enter(s);
+    run_chain(r);
+    lx_sess_leave(s);
+}
+
+void lx_req_wake(lx_req_t *r, int status) {
+    if (lx_req_release(r)) return;
+    if (status < 0 && r->resp.state == LX_RESP_NONE) {
+        r->waiting = 0;
+        lx_request_finish(r, 500);
+        return;
+    }
+    lx_request_resume(r);
 }

@@ -1,5 +1,7 @@
-/* A parsed request and the functions that answer it. One request per
- * connection is in flight at a time; pipelined ones wait in the read buffer. */
+/* A parsed request, its structured response, and the functions handlers
+ * answer with. One request per connection is in flight at a time; pipelined
+ * ones wait in the read buffer. Handlers see the request only: the
+ * connection behind it (conn.h) is the core's. */
 #ifndef LX_REQUEST_H
 #define LX_REQUEST_H
 
@@ -8,10 +10,14 @@
 
 #include "arena.h"
 #include "config/config.h"
+#include "dispatch/cidr.h"
+#include "io/waiter.h"
 #include "lx.h"
 
 typedef struct lx_conn_s lx_conn_t;
 typedef struct lx_file_s lx_file_t;
+typedef struct lx_req_s lx_req_t;
+typedef struct lx_worker_s lx_worker_t;
 
 /* Headers the request path consults, found once while parsing. */
 enum {
@@ -36,10 +42,67 @@ typedef struct {
 
 #define LX_MAX_HEADERS 100
 
-typedef struct lx_req_s {
-    lx_conn_t *conn;            /**< the connection it arrived on */
+/* What a handler's handle() answers: one of these, or an HTTP status
+ * (100..599) that finish() turns into the site's error page or the
+ * built-in one. */
+enum {
+    LX_DONE = 0,      /**< a response is under way (complete, or streaming) */
+    LX_DECLINED = -1, /**< not mine: the next handler of the chain */
+    LX_ASYNC = -2,    /**< waiting (thread pool, request body, a timer); resumed at this handler */
+};
+
+/* Where the request body stands. */
+typedef enum {
+    LX_BODY_NONE,    /**< the request has none */
+    LX_BODY_UNREAD,  /**< it has one nobody asked for yet; parsing stopped at its start */
+    LX_BODY_READING, /**< handed piece by piece to a reader */
+    LX_BODY_DISCARD, /**< read and dropped */
+    LX_BODY_DONE,    /**< all of it is parsed */
+} lx_body_state_t;
+
+/* Where the response stands. */
+typedef enum {
+    LX_RESP_NONE,      /**< nothing queued yet */
+    LX_RESP_HEADERS,   /**< headers queued; the body (of known length) is being queued */
+    LX_RESP_STREAMING, /**< headers queued; a producer sends the body piece by piece */
+    LX_RESP_DONE,      /**< all of it is queued */
+} lx_resp_state_t;
+
+/* A streamed body's producer, told by the connection what it may do. */
+typedef struct {
+    /* The output drained below the low-water mark: send more. */
+    void (*proceed)(lx_req_t *r);
+    /* The client is gone: release what the producer holds; r is not to be
+     * touched after this returns. */
+    void (*stop)(lx_req_t *r);
+} lx_producer_t;
+
+/* A request body reader: called with each piece as it arrives (valid only
+ * during the call), then with p NULL and status 0 at the end of the body,
+ * or status < 0 when the body fails (the core answers the request then;
+ * the reader only lets go of it). After each piece, the next one waits for
+ * lx_body_more(): meanwhile luxd stops reading from the client. */
+typedef void (*lx_body_cb)(lx_req_t *r, const char *p, size_t len, int status);
+
+/* The response being built: status, headers in the request's arena, and a
+ * length or "unknown". lx_resp_send_headers serializes it once. */
+typedef struct {
+    int status;                    /**< final status */
+    int64_t length;                /**< body bytes, or -1: unknown (chunked, or close-delimited) */
+    const char *block;             /**< pre-built header lines kept elsewhere (a cached file's) */
+    size_t block_len;              /**< bytes in block */
+    char *lines;                   /**< more "Name: value\r\n" lines (arena) */
+    size_t len, cap;               /**< used and allocated of lines */
+    const lx_producer_t *producer; /**< of a streamed body, or NULL */
+    uint8_t state;                 /**< lx_resp_state_t */
+    uint8_t chunked;               /**< the body goes out in chunked framing */
+    uint8_t no_body;               /**< HEAD, 204, 304, 1xx: headers only, whatever is sent */
+} lx_resp_t;
+
+struct lx_req_s {
     lx_gen_t *gen;              /**< the generation it runs under, start to end */
-    int method;                 /**< llhttp_method_t */
+    lx_worker_t *w;             /**< the loop it runs on */
+    int method;                 /**< llhttp_method_t; GET for an error page's redirect */
     int http_minor;             /**< 0 or 1 (major is always 1) */
     lx_str_t target;            /**< request target as sent */
     lx_str_t path;              /**< raw path part of target */
@@ -59,44 +122,91 @@ typedef struct lx_req_s {
     uint64_t body_bytes;        /**< response body bytes, for the log */
     uint64_t content_length;    /**< request body length announced */
     uint64_t body_read;         /**< request body bytes received */
+    lx_resp_t resp;             /**< the response */
+    uint8_t body_state;         /**< lx_body_state_t */
+    uint8_t handler;            /**< index in the site's chain of the handler that runs */
     unsigned keepalive : 1;     /**< the connection stays open after this response */
     unsigned head : 1;          /**< HEAD: headers only */
     unsigned chunked : 1;       /**< the request body is chunked */
-    unsigned responded : 1;     /**< a response has been queued */
-    unsigned in_handlers : 1;   /**< lx_resp_error may reroute to an error page */
-    unsigned reroute : 1;       /**< run the handlers again for r->decoded */
+    unsigned aborted : 1;       /**< the connection is gone: a waiter only lets go */
+    unsigned waiting : 1;       /**< the handler at `handler` answered LX_ASYNC */
+    unsigned waiting_body : 1;  /**< ... and waits for the body to be dropped */
+    lx_body_cb body_cb;         /**< the body's reader, or NULL */
+    lx_waiter_t wait;           /**< what an ASYNC handler waits with */
+    int pending;                /**< thread-pool jobs that will call back into the request */
     lx_arena_t *arena;          /**< request memory, reset when the request ends */
     void *handler_data;         /**< a handler's state across an LX_ASYNC wait */
     lx_str_t host;              /**< Host without port, for policies */
     char *extra;                /**< header lines a policy added (arena) */
     size_t extra_len;           /**< bytes in extra */
     size_t extra_cap;           /**< bytes allocated for extra */
-} lx_req_t;
+};
 
-/* Runs a complete request through vhost, path and handler; the single entry
- * point of the request path (doc/design.md). May queue a response, or return with
- * the request waiting on the thread pool; lx_request_resume continues it. */
+/* Runs a request whose head is complete through vhost, path, rules and the
+ * site's handler chain; the single entry point of the request path
+ * (doc/design.md). Returns with a response under way or the request
+ * waiting; lx_request_resume continues it at the handler that waited. */
 void lx_request_run(lx_req_t *r);
 void lx_request_resume(lx_req_t *r);
-/* Points the request at its site's error page for status (error_pages), if
- * there is one and none was tried yet. Returns 1 when it did. */
-int lx_request_error_page(lx_req_t *r, int status);
+/* What a handler's status becomes: an error page (an internal redirect to
+ * the page's path, which chooses the location again, keeps the status and
+ * makes the method GET) or the built-in page. Also for the core's own
+ * failures (a body over max_body_bytes) before a response began. */
+void lx_request_finish(lx_req_t *r, int status);
+/* Around anything that will call back into the request later (a thread-
+ * pool job, a file-cache load, a timer): hold before, and when it calls
+ * back, release (returns 1 when the client is gone: the caller lets go and
+ * touches r no more) or wake (release, then run the handler that waited
+ * again, with status 0 or an error). r->wait.cb is set to wake for the
+ * file cache. */
+void lx_req_hold(lx_req_t *r);
+int lx_req_release(lx_req_t *r);
+void lx_req_wake(lx_req_t *r, int status);
 
-/* Response building (response.c). Status line, Server and Date come first;
- * callers add their headers, then end the header block, then the body. */
-void lx_resp_start(lx_req_t *r, int status);
+/* The client's address (asked of the kernel once per connection, when
+ * first needed), and as text ("-" when unknown) in buf of 48 bytes. */
+lx_addr_t lx_req_addr(lx_req_t *r);
+const char *lx_req_peer(lx_req_t *r, char *buf);
+
+/* ---- the response (response.c) ------------------------------------------- */
+
+/* Begins a response: status, no headers yet, length unknown. */
+void lx_resp_init(lx_req_t *r, int status);
 void lx_resp_header(lx_req_t *r, const char *line, size_t len); /* "Name: value\r\n" */
 void lx_resp_headerf(lx_req_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void lx_resp_end_headers(lx_req_t *r);
+/* Queues the headers (status line, Date, Server, the lines, the site's
+ * extra lines, framing, Connection) in one serializer. */
+void lx_resp_send_headers(lx_req_t *r);
+/* Body pieces of a response of known length (after lx_resp_send_headers). */
 void lx_resp_body_copy(lx_req_t *r, const char *p, size_t len);
-/* A small complete answer: status, vhost headers, a short HTML body. */
-void lx_resp_error(lx_req_t *r, int status);
-/* The same with extra "Name: value\r\n" lines (Location, Content-Range). */
-void lx_resp_error_with(lx_req_t *r, int status, const char *extra);
-/* Called once the whole response is queued: logs it and lets the connection
- * go on to the next request. */
+void lx_resp_body_file(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len);
+/* All of the response is queued. */
 void lx_resp_done(lx_req_t *r);
+/* A complete small answer: status, the site's headers, a short HTML body;
+ * extra: more "Name: value\r\n" lines (Location, Content-Range), or NULL. */
+void lx_resp_simple(lx_req_t *r, int status, const char *extra);
+
+/* A streamed response of unknown length: the headers go out now (chunked
+ * in HTTP/1.1, close-delimited in 1.0), then pieces as the producer sends
+ * them, each copied. lx_stream_send returns 0, or -EAGAIN when the output
+ * is above the high-water mark (the piece is queued still; wait for
+ * proceed). */
+void lx_stream_start(lx_req_t *r, const lx_producer_t *p);
+int lx_stream_send(lx_req_t *r, const char *p, size_t len);
+void lx_stream_end(lx_req_t *r);
 
 const char *lx_status_reason(int status);
+
+/* ---- the request body (body.c) ------------------------------------------- */
+
+/* Hands the body to cb as it arrives; sends 100 Continue if the client
+ * waits for it. Returns 0, or a status to finish with. */
+int lx_body_read(lx_req_t *r, lx_body_cb cb);
+/* The reader takes the next piece. */
+void lx_body_more(lx_req_t *r);
+/* Reads and drops the body; returns 0 when there is none left, or LX_ASYNC
+ * with r->wait resumed once it is all in (a body over the limit is
+ * answered by the core instead). */
+int lx_body_discard(lx_req_t *r);
 
 #endif

@@ -1,11 +1,27 @@
-/* Building responses into the connection's output buffer. */
+/* Responses: a structured response (status, header lines in the request's
+ * arena, a length or "unknown") and the one serializer that turns it into
+ * bytes, with every framing rule in one place:
+ *
+ *   length known      Content-Length (also on HEAD, as GET would send it)
+ *   length unknown    HTTP/1.1: Transfer-Encoding: chunked; HTTP/1.0: the
+ *                     body ends at the close (Connection: close)
+ *   HEAD, 1xx, 204, 304   no body, whatever the handler sends
+ *   1xx, 204          no Content-Length or Transfer-Encoding (RFC 9110 8.6)
+ *
+ * Streamed bodies are copied into pooled buffers, framed, and written as
+ * the connection drains (lx_producer_t). */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "conn.h"
+#include "io/filecache.h"
 #include "request.h"
 #include "worker.h"
+
+/* Output above this makes lx_stream_send ask the producer to wait. */
+#define STREAM_HIGH_WATER (256 * 1024)
 
 const char *lx_status_reason(int status) {
     switch (status) {
@@ -56,35 +72,37 @@ static size_t clamp_len(int n, size_t cap) {
     return (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-static void put(lx_req_t *r, const char *p, size_t len) {
-    lx_conn_t *c = r->conn;
-    char *b = lx_conn_obuf_reserve(c, len);
+static void put(lx_out_t *o, const char *p, size_t len) {
+    char *b = lx_out_reserve(o, len);
     if (b == NULL) return; /* out of memory: the response comes out short and the close tells */
     memcpy(b, p, len);
-    c->olen += len;
+    o->olen += len;
 }
 
-void lx_resp_start(lx_req_t *r, int status) {
-    lx_conn_t *c = r->conn;
-    lx_worker_t *w = c->w;
-    lx_worker_update_time(w);
+void lx_resp_init(lx_req_t *r, int status) {
+    r->resp.status = status;
+    r->resp.length = -1;
+    r->resp.block = NULL;
+    r->resp.block_len = 0;
+    r->resp.len = 0;
     r->status = status;
-    r->responded = 1;
-    if (c->expect == LX_EXPECT_WAITING) lx_conn_answer_expect(c, r, status);
-    c->resp_from = c->olen;
-    if (status == 200) {
-        /* The common case costs one copy of a string built once a second. */
-        put(r, w->head200, w->head200_len);
-        return;
-    }
-    char line[128];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nServer: " LX_SERVER "\r\nDate: %s\r\n",
-                     status, lx_status_reason(status), w->date);
-    put(r, line, clamp_len(n, sizeof(line)));
 }
 
 void lx_resp_header(lx_req_t *r, const char *line, size_t len) {
-    put(r, line, len);
+    lx_resp_t *rs = &r->resp;
+    if (len == 0) return;
+    if (rs->len + len > rs->cap) {
+        size_t cap = rs->cap ? rs->cap * 2 : 512;
+        while (cap < rs->len + len)
+            cap *= 2;
+        char *n = lx_arena_alloc(r->arena, cap);
+        if (n == NULL) return;
+        if (rs->len) memcpy(n, rs->lines, rs->len);
+        rs->lines = n;
+        rs->cap = cap;
+    }
+    memcpy(rs->lines + rs->len, line, len);
+    rs->len += len;
 }
 
 /* Formats header lines. vsnprintf's result is what the text would need, not
@@ -99,47 +117,127 @@ void lx_resp_headerf(lx_req_t *r, const char *fmt, ...) {
     int n = vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     if (n > 0 && (size_t)n < sizeof(line)) {
-        put(r, line, (size_t)n);
+        lx_resp_header(r, line, (size_t)n);
     } else if (n > 0) {
-        char *big = malloc((size_t)n + 1);
-        int m = big ? vsnprintf(big, (size_t)n + 1, fmt, again) : -1;
-        /* Out of memory: the response comes out short and the close tells. */
-        if (m == n) put(r, big, (size_t)n);
-        free(big);
+        char *big = lx_arena_alloc(r->arena, (size_t)n + 1);
+        if (big && vsnprintf(big, (size_t)n + 1, fmt, again) == n)
+            lx_resp_header(r, big, (size_t)n);
     }
     va_end(again);
 }
 
-void lx_resp_end_headers(lx_req_t *r) {
-    if (r->extra_len) put(r, r->extra, r->extra_len);
+/* A client waiting for 100 Continue whose request is answered without a
+ * reader asking for the body: a success keeps the connection, so the 100
+ * goes first and the body is read and dropped after the response; anything
+ * else is the last response on the connection, as the client may or may
+ * not send the body now and the next request's start is in doubt. */
+static void settle_expect(lx_sess_t *s, lx_req_t *r) {
+    if (s->expect != LX_EXPECT_WAITING) return;
+    if (r->resp.status >= 300 || r->resp.status < 200) {
+        s->expect = LX_EXPECT_ANSWERED;
+        r->keepalive = 0;
+    } else if (lx_sess_send_continue(s) < 0) {
+        r->keepalive = 0;
+    }
+}
+
+static size_t put_u64(char *b, uint64_t v) {
+    char t[24];
+    size_t n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        b[i] = t[n - 1 - i];
+    return n;
+}
+
+void lx_resp_send_headers(lx_req_t *r) {
+    lx_sess_t *s = lx_sess_of(r);
+    lx_resp_t *rs = &r->resp;
+    lx_out_t *o = &s->out;
+    lx_worker_t *w = r->w;
+    int st = rs->status;
+    if (rs->state != LX_RESP_NONE || r->aborted) return;
+    rs->state = LX_RESP_HEADERS;
+    settle_expect(s, r);
+    lx_worker_update_time(w);
+    size_t from = o->olen;
+    if (st == 200) {
+        /* The common case costs one copy of a string built once a second. */
+        put(o, w->head200, w->head200_len);
+    } else {
+        char line[128];
+        int n =
+            snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nServer: " LX_SERVER "\r\nDate: %s\r\n",
+                     st, lx_status_reason(st), w->date);
+        put(o, line, clamp_len(n, sizeof(line)));
+    }
+    rs->no_body = r->head || st < 200 || st == 204 || st == 304;
+    char cl[48];
+    size_t cl_len = 0;
+    if (st == 405) put(o, "Allow: GET, HEAD\r\n", 18); /* RFC 9110 15.5.6, error page too */
+    if (st < 200 || st == 204) {
+        /* No body, so no framing either. */
+    } else if (rs->length >= 0) {
+        if (st != 304) {
+            memcpy(cl, "Content-Length: ", 16);
+            cl_len = 16 + put_u64(cl + 16, (uint64_t)rs->length);
+            cl[cl_len++] = '\r';
+            cl[cl_len++] = '\n';
+        }
+    } else if (st != 304) {
+        if (r->http_minor >= 1) {
+            rs->chunked = !rs->no_body;
+            memcpy(cl, "Transfer-Encoding: chunked\r\n", 28);
+            cl_len = 28;
+        } else {
+            r->keepalive = 0; /* HTTP/1.0: the close ends the body */
+        }
+    }
+    if (rs->block_len) put(o, rs->block, rs->block_len);
+    if (cl_len) put(o, cl, cl_len);
+    if (rs->len) put(o, rs->lines, rs->len);
+    if (r->extra_len) put(o, r->extra, r->extra_len);
     if (!r->keepalive)
-        put(r, "Connection: close\r\n\r\n", 21);
+        put(o, "Connection: close\r\n\r\n", 21);
     else if (r->http_minor == 0)
-        put(r, "Connection: keep-alive\r\n\r\n", 26);
+        put(o, "Connection: keep-alive\r\n\r\n", 26);
     else
-        put(r, "\r\n", 2);
-    lx_conn_queue_obuf(r->conn, r->conn->resp_from);
+        put(o, "\r\n", 2);
+    lx_out_obuf(o, from);
 }
 
 void lx_resp_body_copy(lx_req_t *r, const char *p, size_t len) {
-    if (r->head || len == 0) return;
-    size_t from = r->conn->olen;
-    put(r, p, len);
-    lx_conn_queue_obuf(r->conn, from);
+    if (r->resp.no_body || len == 0 || r->aborted) return;
+    lx_out_t *o = &lx_sess_of(r)->out;
+    size_t from = o->olen;
+    put(o, p, len);
+    lx_out_obuf(o, from);
     r->body_bytes += len;
 }
 
-void lx_resp_error(lx_req_t *r, int status) {
-    lx_resp_error_with(r, status, NULL);
+void lx_resp_body_file(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
+    if (r->resp.no_body || len == 0 || r->aborted) return;
+    lx_out_t *o = &lx_sess_of(r)->out;
+    if (f->data)
+        lx_out_mem(o, f, f->data + off, (size_t)len);
+    else
+        lx_out_file(o, f, off, len);
+    r->body_bytes += len;
 }
 
-void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
-    /* Inside a handler an error page is served by running the handlers
-     * again for the page's path (request.c); elsewhere finish() does it. */
-    if (r->in_handlers && status >= 400 && lx_request_error_page(r, status)) {
-        r->reroute = 1;
-        return;
-    }
+void lx_resp_done(lx_req_t *r) {
+    if (r->aborted) return;
+    if (r->resp.state == LX_RESP_NONE) lx_resp_simple(r, 500, NULL); /* a handler's bug */
+    if (r->resp.state == LX_RESP_DONE) return;
+    r->resp.state = LX_RESP_DONE;
+    r->waiting = 0;
+    lx_sess_response_done(lx_sess_of(r));
+}
+
+void lx_resp_simple(lx_req_t *r, int status, const char *extra) {
     if (r->error_status && status != r->error_status) {
         /* The error page itself could not be served (missing, a directory,
          * unreadable): the client still gets the status the request earned,
@@ -153,30 +251,86 @@ void lx_resp_error_with(lx_req_t *r, int status, const char *extra) {
                      "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>"
                      "<body><h1>%d %s</h1><hr>" LX_SERVER "</body></html>\n",
                      status, reason, status, reason);
-    lx_resp_start(r, status);
-    if (status == 405) put(r, "Allow: GET, HEAD\r\n", 18);
-    if (extra) put(r, extra, strlen(extra));
-    if (r->site && r->site->headers_len) put(r, r->site->headers, r->site->headers_len);
+    lx_resp_init(r, status);
+    if (extra) lx_resp_header(r, extra, strlen(extra));
+    if (r->site && r->site->headers_len) lx_resp_header(r, r->site->headers, r->site->headers_len);
     if (status < 200 || status == 204 || status == 304) {
-        /* No body, so no Content-Length either (RFC 9110 8.6). */
-        lx_resp_end_headers(r);
+        lx_resp_send_headers(r);
         return;
     }
     if (status == 205) {
         /* 205 Reset Content: no content, said with a zero length so that a
          * keep-alive client need not wait for a close (RFC 9110 15.3.6). */
-        put(r, "Content-Length: 0\r\n", 19);
-        lx_resp_end_headers(r);
+        r->resp.length = 0;
+        lx_resp_send_headers(r);
         return;
     }
     size_t blen = clamp_len(n, sizeof(body));
-    lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %zu\r\n", blen);
-    lx_resp_end_headers(r);
+    r->resp.length = (int64_t)blen;
+    lx_resp_header(r, "Content-Type: text/html; charset=utf-8\r\n", 40);
+    lx_resp_send_headers(r);
     lx_resp_body_copy(r, body, blen);
 }
 
-void lx_resp_done(lx_req_t *r) {
-    lx_conn_t *c = r->conn;
-    if (r->gen->srv.access_log.path) lx_access_log(c->w, r);
-    lx_conn_request_done(c);
+/* ---- streamed bodies ----------------------------------------------------- */
+
+void lx_stream_start(lx_req_t *r, const lx_producer_t *p) {
+    r->resp.length = -1;
+    lx_resp_send_headers(r);
+    if (r->aborted) return;
+    if (r->resp.no_body) {
+        lx_resp_done(r); /* HEAD: the headers are all of it */
+        return;
+    }
+    r->resp.producer = p;
+    r->resp.state = LX_RESP_STREAMING;
+    r->waiting = 0;
+    lx_sess_output(lx_sess_of(r));
+}
+
+/* Writes a piece (as one chunk when chunked) at dst: returns its length. */
+static size_t frame_piece(char *dst, const char *p, size_t n, int chunked) {
+    size_t h = 0;
+    if (chunked) h = (size_t)snprintf(dst, 20, "%zx\r\n", n);
+    memcpy(dst + h, p, n);
+    if (chunked) memcpy(dst + h + n, "\r\n", 2);
+    return h + n + (chunked ? 2 : 0);
+}
+
+int lx_stream_send(lx_req_t *r, const char *p, size_t len) {
+    if (r->aborted || r->resp.state != LX_RESP_STREAMING) return 0;
+    lx_sess_t *s = lx_sess_of(r);
+    lx_out_t *o = &s->out;
+    int chunked = r->resp.chunked;
+    /* Room for a chunk's size line and its closing CRLF. */
+    size_t frame = chunked ? 20 : 0, room = LX_OUT_BUF - frame;
+    r->body_bytes += len;
+    while (len) {
+        size_t n = len < room ? len : room;
+        /* Small pieces share a buffer (and a queue entry), each its own
+         * chunk; a buffer is given to a write only once it is queued. */
+        char *dst = lx_out_last_room(o, n + frame);
+        if (dst) {
+            lx_out_grow_last(o, frame_piece(dst, p, n, chunked));
+        } else {
+            char *buf = lx_pool_get(&s->w->obufs);
+            if (buf == NULL) {
+                lx_conn_close(s->c);
+                return -ENOMEM;
+            }
+            lx_out_buf(o, buf, buf, frame_piece(buf, p, n, chunked));
+        }
+        p += n;
+        len -= n;
+    }
+    lx_sess_output(s);
+    return o->queued > STREAM_HIGH_WATER || o->n > LX_OUT_MAX / 2 ? -EAGAIN : 0;
+}
+
+void lx_stream_end(lx_req_t *r) {
+    if (r->aborted || r->resp.state != LX_RESP_STREAMING) return;
+    if (r->resp.chunked) lx_out_mem(&lx_sess_of(r)->out, NULL, "0\r\n\r\n", 5);
+    r->resp.producer = NULL;
+    r->resp.state = LX_RESP_HEADERS; /* lx_resp_done marks it complete */
+    lx_resp_done(r);
 }

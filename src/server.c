@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "policy/policy.h"
+#include "handlers/handler.h"
 #include "worker.h"
 
 /* One listen address and its socket in each loop. */
@@ -421,7 +421,7 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
                s->access_log.path, strerror(-r));
         return r;
     }
-    if ((r = lx_policy_build(gen, file, prefix, srv.nworkers, err, sizeof(err))) < 0) {
+    if ((r = lx_handlers_gen_init(gen, file, prefix, srv.nworkers, err, sizeof(err))) < 0) {
         lx_log(LX_LOG_EMERG, "%s", err);
         return r;
     }
@@ -495,7 +495,7 @@ int lx_server_reload(void) {
     size_t nslots = 0;
     if (r == 0) {
         keep_restart_only(g);
-        r = lx_policy_build(g, srv.file, srv.prefix, srv.nworkers, err, sizeof(err));
+        r = lx_handlers_gen_init(g, srv.file, srv.prefix, srv.nworkers, err, sizeof(err));
         if (r == 0) r = build_slots(g, srv.nworkers, &slots, &nslots, err, sizeof(err));
         if (r < 0) lx_gen_unref(g);
     }

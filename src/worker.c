@@ -13,11 +13,14 @@
 
 #include "conn.h"
 #include "dispatch/rules.h"
+#include "handlers/handler.h"
+#include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
 
-/* Connections taken per readiness event before other work gets a turn. */
-#define ACCEPT_BATCH 64
+/* Read buffers fit a request head under the generation's limits (conn.c
+ * RBUF_SLACK). */
+#define RBUF_SIZE(s) ((s)->max_header_bytes + 4096)
 
 static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
@@ -34,56 +37,48 @@ void lx_worker_set_time(lx_worker_t *w, time_t t) {
              months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-static void on_accept(uv_poll_t *p, int status, int events);
+/* Connections are accepted with libuv (uv_listen on each loop's own
+ * SO_REUSEPORT socket, uv_accept into the connection's uv_tcp_t). libuv
+ * takes every connection waiting in the queue, one callback each. */
+static void on_connection(uv_stream_t *st, int status);
 
 static void listen_start(lx_worker_t *w) {
     if (w->listening || w->stop) return;
-    for (size_t i = 0; i < w->nlisteners; i++)
-        uv_poll_start(&w->listeners[i]->poll, UV_READABLE, on_accept);
     w->listening = 1;
-}
-
-static void listen_pause(lx_worker_t *w) {
-    if (!w->listening) return;
-    for (size_t i = 0; i < w->nlisteners; i++)
-        uv_poll_stop(&w->listeners[i]->poll);
-    w->listening = 0;
-}
-
-/* Accepts up to max connections from the listener's queue; returns once it
- * is empty, the loop is full, or max are taken. */
-static void accept_some(lx_worker_t *w, lx_listener_t *l, int max) {
-    for (int i = 0; i < max; i++) {
-        if (w->nconns >= w->max_conns) {
-            /* Leave the rest in the kernel's queue until a slot frees. */
-            listen_pause(w);
-            return;
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        lx_listener_t *l = w->listeners[i];
+        if (l->pending) {
+            /* libuv holds one accepted connection and waits for us to
+             * take it before it accepts more. */
+            l->pending = 0;
+            lx_conn_accept(w, (uv_stream_t *)&l->tcp);
         }
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof(ss);
-        int fd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE) {
-                lx_log_error("accept: %s; pausing accepts for a second", strerror(errno));
-                listen_pause(w);
-            }
-            return;
-        }
-        lx_conn_accept(w, fd, (struct sockaddr *)&ss);
     }
 }
 
-static void on_accept(uv_poll_t *p, int status, int events) {
-    lx_listener_t *l = container_of(p, lx_listener_t, poll);
-    lx_worker_t *w = p->data;
-    (void)events;
-    if (status < 0) return;
-    accept_some(w, l, ACCEPT_BATCH);
+/* Leaves connections in the kernel's queue until a slot frees: libuv stops
+ * watching a listener whose accepted connection we do not take. */
+static void listen_pause(lx_worker_t *w) {
+    w->listening = 0;
+}
+
+static void on_connection(uv_stream_t *st, int status) {
+    lx_listener_t *l = container_of((uv_tcp_t *)st, lx_listener_t, tcp);
+    lx_worker_t *w = st->loop->data;
+    if (status < 0) {
+        lx_log_error("accept: %s", uv_strerror(status));
+        return;
+    }
+    if (!w->listening || w->nconns >= w->max_conns) {
+        listen_pause(w);
+        l->pending = 1;
+        return;
+    }
+    lx_conn_accept(w, st);
 }
 
 static void close_listener(lx_listener_t *l) {
-    uv_close((uv_handle_t *)&l->poll, (uv_close_cb)free);
-    close(l->fd);
+    uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
 }
 
 static void close_listeners(lx_worker_t *w) {
@@ -96,19 +91,40 @@ static void close_listeners(lx_worker_t *w) {
 static lx_listener_t *new_listener(lx_worker_t *w, int fd) {
     lx_listener_t *l = calloc(1, sizeof(*l));
     if (l == NULL) return NULL;
-    if (uv_poll_init(&w->loop, &l->poll, fd) < 0) {
-        free(l);
+    uv_tcp_init(&w->loop, &l->tcp);
+    if (uv_tcp_open(&l->tcp, fd) < 0 ||
+        uv_listen((uv_stream_t *)&l->tcp, w->gen->srv.backlog, on_connection) < 0) {
+        /* The handle owns no fd yet if open failed; close it either way. */
+        uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
         return NULL;
     }
     l->fd = fd;
-    l->poll.data = w;
     return l;
+}
+
+/* Serves what waits in a dropped listener's queue before it is closed:
+ * clients that connected while the address was still ours. */
+static void accept_rest(lx_worker_t *w, lx_listener_t *l) {
+    if (l->pending && w->nconns < w->max_conns) {
+        l->pending = 0;
+        lx_conn_accept(w, (uv_stream_t *)&l->tcp);
+    }
+    /* As many as the (new) limit has room for; the rest are reset by the
+     * close, as a full loop's would be. */
+    while (w->nconns < w->max_conns) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        lx_conn_open(w, fd, (struct sockaddr *)&ss);
+    }
 }
 
 static void finish(lx_worker_t *w) {
     if (w->alog_fd >= 0 && w->alog_len) lx_access_log_flush(w);
     if (!uv_is_closing((uv_handle_t *)&w->tick)) {
         uv_close((uv_handle_t *)&w->tick, NULL);
+        lx_dlq_close(&w->dlq);
         /* The main thread may still ask this loop to stop (a second SIGTERM
          * just as the drain ended) or hand it a reload; uv_async_send on a
          * closed handle writes to the loop's closed eventfd and libuv
@@ -128,6 +144,13 @@ void lx_worker_conn_closed(lx_worker_t *w) {
     if (!w->listening && w->nconns < w->max_conns) listen_start(w);
 }
 
+static void stop_one(lx_conn_t *c, void *arg) {
+    if (*(int *)arg == 2)
+        lx_conn_close(c);
+    else
+        lx_conn_drain(c);
+}
+
 static void begin_stop(lx_worker_t *w, int how) {
     if (how <= w->stop) return;
     int first = w->stop == 0;
@@ -136,13 +159,7 @@ static void begin_stop(lx_worker_t *w, int how) {
         close_listeners(w);
         w->drain_deadline = uv_now(&w->loop) + w->gen->srv.drain_timeout;
     }
-    for (lx_conn_t *c = w->conns, *next; c; c = next) {
-        next = c->next;
-        if (how == 2)
-            lx_conn_close(c);
-        else
-            lx_conn_drain(c);
-    }
+    lx_conn_each(w, stop_one, &how);
     if (w->nconns == 0) finish(w);
 }
 
@@ -191,7 +208,7 @@ static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
     size_t n = 0;
     for (size_t j = 0; j < nfds; j++) {
         if (nl[j] == NULL && (nl[j] = new_listener(w, fds[j])) == NULL) {
-            lx_log_error("worker %d: cannot poll a new listener", w->index);
+            lx_log_error("worker %d: cannot listen on a new socket", w->index);
             close(fds[j]);
             continue;
         }
@@ -206,7 +223,7 @@ static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
      * comes after the new set is in place, as a connection that ends at
      * once (lx_worker_conn_closed) starts polling whatever set is there. */
     for (size_t i = 0; i < ndropped; i++) {
-        accept_some(w, dropped[i], INT_MAX);
+        accept_rest(w, dropped[i]);
         close_listener(dropped[i]);
     }
     free(dropped);
@@ -225,6 +242,7 @@ static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
     if (w->max_conns == 0) w->max_conns = 1;
     swap_listeners(w, m->fds, m->nfds);
     free(m->fds);
+    lx_pool_resize(&w->rbufs, RBUF_SIZE(&m->gen->srv));
     /* Cached files carry the old sites' headers: start afresh. Requests
      * still running under the old generation keep only the loads they wait
      * for, until the generation drains (lx_worker_gen_release). */
@@ -294,6 +312,10 @@ void lx_worker_publish(lx_worker_t *w, lx_gen_t *gen, int *fds, size_t nfds) {
     uv_mutex_unlock(&w->mailbox_lock);
 }
 
+static void close_if_gen(lx_conn_t *c, void *g) {
+    if (lx_conn_gen(c) == g) lx_conn_close(c);
+}
+
 /* A generation replaced by a reload may live drain_timeout longer; then
  * the requests still holding it (a client trickling a body, say) are cut. */
 static void expire_retired(lx_worker_t *w) {
@@ -309,11 +331,7 @@ static void expire_retired(lx_worker_t *w) {
                     "closing them",
                     w->index, (unsigned long long)g->id, rt->users, rt->users == 1 ? "" : "s");
         size_t before = w->nretired;
-        for (lx_conn_t *c = w->conns, *next; c && w->nretired == before; c = next) {
-            next = c->next;
-            if (c->gen_held && c->req.gen == g)
-                lx_conn_close(c); /* releases g; the last release drops the entry */
-        }
+        lx_conn_each(w, close_if_gen, g); /* the last release drops the entry */
         if (w->nretired == before)
             i++; /* users we could not find (cannot happen): keep the entry */
     }
@@ -336,10 +354,26 @@ static void thread_main(void *arg) {
     lx_filecache_free(w->cache);
     w->cache = NULL;
     uv_run(&w->loop, UV_RUN_NOWAIT);
+    lx_worker_free_conns(w);
     if (uv_loop_close(&w->loop) != 0)
         lx_log_warn("worker %d: loop closed with handles open", w->index);
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
     if (w->exited) uv_async_send(w->exited);
+}
+
+int lx_worker_init_conns(lx_worker_t *w) {
+    w->loop.data = w;
+    lx_dlq_init(&w->dlq, &w->loop, lx_conn_on_deadline);
+    lx_pool_init(&w->rbufs, RBUF_SIZE(&w->gen->srv), 256);
+    lx_pool_init(&w->obufs, LX_OUT_BUF, 64);
+    return lx_handlers_loop_init(w);
+}
+
+void lx_worker_free_conns(lx_worker_t *w) {
+    lx_handlers_loop_free(w);
+    lx_sess_pool_free(w);
+    lx_pool_free(&w->rbufs);
+    lx_pool_free(&w->obufs);
 }
 
 int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds,
@@ -360,6 +394,7 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     if (w->match_data == NULL) return -ENOMEM;
     w->listeners = calloc(nfds ? nfds : 1, sizeof(*w->listeners));
     if (w->cache == NULL || w->listeners == NULL) return -ENOMEM;
+    if ((r = lx_worker_init_conns(w)) < 0) return r;
     for (size_t i = 0; i < nfds; i++) {
         if ((w->listeners[i] = new_listener(w, fds[i])) == NULL) return -ENOMEM;
         w->nlisteners++;

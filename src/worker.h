@@ -6,14 +6,17 @@
 #include <uv.h>
 
 #include "config/config.h"
+#include "deadline.h"
 #include "http/date.h"
+#include "io/pool.h"
 
 typedef struct lx_conn_s lx_conn_t;
 typedef struct lx_filecache_s lx_filecache_t;
 
 typedef struct {
-    uv_poll_t poll; /**< readable when a connection waits in the accept queue */
-    int fd;         /**< the SO_REUSEPORT socket of this loop */
+    uv_tcp_t tcp; /**< the SO_REUSEPORT socket of this loop, listening */
+    int fd;       /**< its descriptor */
+    int pending;  /**< libuv holds an accepted connection we had no room for */
 } lx_listener_t;
 
 /* A generation replaced by a reload, kept while requests still use it. */
@@ -50,8 +53,13 @@ typedef struct lx_worker_s {
     lx_listener_t **listeners;       /**< one per listen address (uv handles do not move) */
     size_t nlisteners;               /**< entries in listeners */
     int listening;                   /**< listeners are being polled */
-    lx_conn_t *conns;                /**< all open connections (doubly linked) */
-    uint32_t nconns;                 /**< entries in conns */
+    uint32_t nconns;                 /**< open connections (lx_conn_each walks them) */
+    lx_dlq_t dlq;                    /**< the connections' deadlines */
+    lx_pool_t rbufs;                 /**< read buffers, max_header_bytes + slack */
+    lx_pool_t obufs;                 /**< output buffers of LX_OUT_BUF bytes */
+    struct lx_sess_s *free_sess;     /**< sessions kept for reuse */
+    unsigned nfree_sess;             /**< entries in free_sess */
+    void *hstate[8];                 /**< handlers' per-loop state (handlers/chain.c) */
     uint32_t max_conns;              /**< this loop's share of max_connections */
     lx_filecache_t *cache;           /**< this loop's file cache */
     void *match_data;                /**< pcre2_match_data for this loop's regex matches */
@@ -103,9 +111,9 @@ static inline void lx_worker_update_time(lx_worker_t *w) {
 /* A connection of w closed (conn.c): resumes accepting, or ends a stop. */
 void lx_worker_conn_closed(lx_worker_t *w);
 
-/* Access log (accesslog.c): appends the request's line to the loop's buffer. */
-struct lx_req_s;
-void lx_access_log(lx_worker_t *w, const struct lx_req_s *r);
-void lx_access_log_flush(lx_worker_t *w);
+/* Sets up what a loop's connections share (pools, deadline queue); for
+ * lx_worker_start and for harnesses that run a loop themselves. */
+int lx_worker_init_conns(lx_worker_t *w);
+void lx_worker_free_conns(lx_worker_t *w);
 
 #endif

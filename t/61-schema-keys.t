@@ -286,6 +286,10 @@ my %PROOF = (
     'vhost.redirect'      => { set => 'redirect = { { "^/r$", "/x" } }', path => '/r' },
     'vhost.policy'        => { set => 'policy = function(r) return 418 end', path => '/index.html' },
     'vhost.error_pages'   => { set => 'error_pages = { [404] = "/e404.html" }', path => '/missing' },
+    # Only luxd-test has the test handler: the normal binary refuses the
+    # key (t/79), luxd-test accepts it, and t/74..t/78 prove what it does.
+    'vhost.test_handler'    => { test_only => vh("\n  test_handler = true,\n"), line => 2 },
+    'location.test_handler' => { test_only => loc("\n  test_handler = true,\n"), line => 2 },
     'vhost.fallback'      => { refused => vh("\n  fallback = \"app\",\n"), line => 2 },
     'vhost.proxy'         => { refused => vh("\n  proxy = \"app\",\n"), line => 2 },
     'location.fallback'   => { refused => loc("\n  fallback = \"app\",\n"), line => 2 },
@@ -325,6 +329,15 @@ for my $key (sort keys %schema) {
         next;
     }
     subtest $key => sub {
+        if ($p->{test_only}) {
+            my ($rc, $out) = Luxd::check_config($p->{test_only});
+            is $rc, 1, "$key: luxd -t refuses it";
+            like $out, qr/luxd\.lua:$p->{line}: .*\Q$name\E.* exists only in luxd-test/, "$key: at file:line";
+            local $ENV{LUXD_BIN} = ($ENV{LUXD_BIN} || 'build/luxd') . '-test';
+            ($rc, $out) = Luxd::check_config($p->{test_only});
+            is $rc, 0, "$key: luxd-test accepts it" or diag $out;
+            return;
+        }
         if ($p->{refused}) {
             my ($rc, $out) = Luxd::check_config($p->{refused});
             is $rc, 1, "$key: luxd -t refuses it";

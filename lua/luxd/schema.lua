@@ -369,7 +369,7 @@ end
 S.VHOST_ORDER = {
   "aliases", "default", "root", "index", "etag", "last_modified", "cache_control",
   "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
-  "fallback", "proxy", "policy", "error_pages",
+  "fallback", "proxy", "policy", "error_pages", "test_handler",
 }
 
 local function check_alias(ctx, key, v, what)
@@ -463,6 +463,16 @@ local function check_follow_symlinks(ctx, key, v, what)
   V.fail(ctx, key, fmt('%s must be true, false or "owner", got %s', what, V.show(v)))
 end
 
+-- test_handler = true: the handler luxd's own tests stream and wait with
+-- (t/handlers/test_handler.c), linked into luxd-test only.
+local function check_test_handler(ctx, key, v, what)
+  if not rawget(_G, "LUXD_TEST_HANDLERS") then
+    V.fail(ctx, key, fmt("%s exists only in luxd-test, the build `make test` runs its tests " ..
+                         "with; remove it", what))
+  end
+  return T.boolean()(ctx, key, v, what)
+end
+
 local VHOST_KEYS = {
   aliases = T.array(check_alias, { single = true }),
   default = T.boolean(),
@@ -482,6 +492,7 @@ local VHOST_KEYS = {
   proxy = not_built,
   policy = T.func(),
   error_pages = check_error_pages,
+  test_handler = check_test_handler,
 }
 
 -- The keys a location may set: all of a vhost's but its names, and but the

@@ -46,6 +46,11 @@ typedef struct lx_site_s {
     const char **error_page;          /**< the page (a path in the site) for each */
     uint32_t policy;                  /**< policy slot (1..), 0: none */
     size_t nerror_pages;              /**< entries in both */
+    unsigned test_handler : 1;        /**< test_handler = true (luxd-test only) */
+    /* The handlers that answer, in order: filled by handlers/chain.c when
+     * the generation is made, so config/ never names a handler. */
+    const struct lx_handler_s *chain[8];
+    uint8_t nchain; /**< entries in chain */
 } lx_site_t;
 
 /* location "/prefix/" { ... }: the longest matching prefix wins. */
@@ -124,26 +129,31 @@ typedef struct {
 } lx_host_slot_t;
 
 typedef struct lx_gen_s {
-    uint64_t id;                 /**< generation number, 1 for the first; never reused */
-    int refs;                    /**< atomic: loops and requests holding it */
-    lx_arena_t arena;            /**< owns everything below */
-    const char *file;            /**< main config file */
-    lx_server_conf_t srv;        /**< server {} */
-    lx_mime_t *mime;             /**< built-in table plus mime {} */
-    lx_vhost_t *vhosts;          /**< in declaration order */
-    size_t nvhosts;              /**< entries in vhosts */
-    lx_host_slot_t *hosts;       /**< exact names and wildcard suffixes */
-    size_t hosts_mask;           /**< slots - 1 (a power of two) */
-    lx_vhost_t *default_vhost;   /**< or NULL */
-    lx_vhost_t mass_vhost;       /**< settings for vhost_dir hosts */
-    uint32_t npolicies;          /**< policy slots in use */
-    struct lx_policy_vm_s **vms; /**< one Lua state per loop running the policies */
-    int nvms;                    /**< entries in vms */
-    const char **warnings;       /**< "file:line: ..." the loader let pass but reports */
-    size_t nwarnings;            /**< entries in warnings */
-    lx_ruleset_t **rulesets;     /**< every rule set, to free them */
-    size_t nrulesets;            /**< entries in rulesets */
+    uint64_t id;                      /**< generation number, 1 for the first; never reused */
+    int refs;                         /**< atomic: loops and requests holding it */
+    lx_arena_t arena;                 /**< owns everything below */
+    const char *file;                 /**< main config file */
+    lx_server_conf_t srv;             /**< server {} */
+    lx_mime_t *mime;                  /**< built-in table plus mime {} */
+    lx_vhost_t *vhosts;               /**< in declaration order */
+    size_t nvhosts;                   /**< entries in vhosts */
+    lx_host_slot_t *hosts;            /**< exact names and wildcard suffixes */
+    size_t hosts_mask;                /**< slots - 1 (a power of two) */
+    lx_vhost_t *default_vhost;        /**< or NULL */
+    lx_vhost_t mass_vhost;            /**< settings for vhost_dir hosts */
+    uint32_t npolicies;               /**< policy slots in use */
+    struct lx_policy_vm_s **vms;      /**< one Lua state per loop running the policies */
+    int nvms;                         /**< entries in vms */
+    const char **warnings;            /**< "file:line: ..." the loader let pass but reports */
+    size_t nwarnings;                 /**< entries in warnings */
+    void (*fini)(struct lx_gen_s *g); /**< what the handlers built for it, freed last */
+    lx_ruleset_t **rulesets;          /**< every rule set, to free them */
+    size_t nrulesets;                 /**< entries in rulesets */
 } lx_gen_t;
+
+/* Set when the binary has the test handler (luxd-test): the key
+ * test_handler is accepted then. */
+extern int lx_config_test_handlers;
 
 /* Runs the config file in a fresh Lua state and compiles it. On success
  * returns 0 and a generation with one reference; on failure returns a negative

@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 
-#include "../policy/policy.h"
 #include "llhttp.h"
 
 void lx_gen_ref(lx_gen_t *g) {
@@ -14,7 +13,7 @@ void lx_gen_ref(lx_gen_t *g) {
 void lx_gen_unref(lx_gen_t *g) {
     if (g == NULL || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     lx_mime_free(g->mime);
-    lx_policy_free(g);
+    if (g->fini) g->fini(g);
     for (size_t i = 0; i < g->nrulesets; i++)
         lx_ruleset_free(g->rulesets[i]);
     free(g->rulesets);

@@ -232,6 +232,8 @@ static uint32_t next_site_id(loader_t *ld) {
     return ++ld->site_ids;
 }
 
+int lx_config_test_handlers;
+
 static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     lua_State *L = ld->L;
     site->id = next_site_id(ld);
@@ -271,6 +273,7 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     site->last_modified = (unsigned)get_bool(ld, idx, "last_modified", site->last_modified);
     site->gzip_static = (unsigned)get_bool(ld, idx, "gzip_static", site->gzip_static);
     site->dir_listing = (unsigned)get_bool(ld, idx, "dir_listing", site->dir_listing);
+    site->test_handler = (unsigned)get_bool(ld, idx, "test_handler", site->test_handler);
     /* follow_symlinks = true | false | "owner"; a location inherits its
      * vhost's. The default (the zero value, set by calloc) is "owner", as
      * nginx's disable_symlinks if_not_owner: a link is followed only when it
@@ -749,6 +752,10 @@ int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err,
     install_modules(L);
     /* require("luxd.config").load(path, host): Lua errors come back as
      * "file:line: message" strings, ready for the operator. */
+    /* Only luxd-test has the test handler; schema.lua refuses its key
+     * elsewhere. */
+    lua_pushboolean(L, lx_config_test_handlers);
+    lua_setglobal(L, "LUXD_TEST_HANDLERS");
     lua_getglobal(L, "require");
     lua_pushliteral(L, "luxd.config");
     int lua_failed = lua_pcall(L, 1, 1, 0);

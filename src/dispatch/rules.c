@@ -196,7 +196,8 @@ static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
                 break;
         if (i == r->nsuffix) return 0;
     }
-    if (r->has_from && !lx_cidrset_has(&r->from, c->addr)) return 0;
+    if (r->has_from && !lx_cidrset_has(&r->from, c->addr_of ? c->addr_of(c->ud) : c->addr))
+        return 0;
     if (r->re) {
         int m = pcre2_jit_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
         if (m == PCRE2_ERROR_JIT_BADOPTION)

@@ -50,6 +50,10 @@ typedef struct {
     lx_addr_t addr;       /**< client address */
     pcre2_match_data *md; /**< per-loop; holds the captures of a regex match */
     uint32_t ncap;        /**< ovector pairs the last match set; 0: no regex matched */
+    /* When set, addr is not known yet and this finds it (the connection
+     * asks the kernel once, and only for a rule that has `from`). */
+    lx_addr_t (*addr_of)(void *ud);
+    void *ud; /**< for addr_of */
 } lx_match_ctx_t;
 
 /* Builds the index after rules[] is filled. Returns 0 or -ENOMEM. */

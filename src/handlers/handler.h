@@ -1,25 +1,45 @@
-/* The handler vtable: what answers a request once vhost, rules and location
- * are settled. Handlers are tried in the order of the array in request.c,
- * as lighttpd's modules answer GO_ON/FINISHED/WAIT. */
+/* The handler interface: what answers a request once vhost, rules and
+ * location are settled. Each site has a chain of handlers, built when a
+ * generation is made (handlers/chain.c); handle() answers LX_DONE,
+ * LX_DECLINED (the next one tries), LX_ASYNC (it waits, and is run again
+ * where it stopped: at this handler, not the chain's first) or an HTTP
+ * status that request.c's finish turns into a page. */
 #ifndef LX_HANDLER_H
 #define LX_HANDLER_H
 
 #include "../request.h"
 
-typedef enum {
-    LX_DECLINED, /**< not mine: try the next handler */
-    LX_DONE,     /**< a complete response is queued */
-    LX_ASYNC,    /**< waiting on the thread pool; the handler runs again on resume */
-    LX_ERROR,    /**< failed before queuing anything: answer 500 */
-} lx_rc_t;
-
-typedef struct {
-    const char *name;               /**< for logs and -T */
-    int (*create)(lx_gen_t *g);     /**< per generation set-up, or NULL */
-    void (*destroy)(lx_gen_t *g);   /**< undoes create, or NULL */
-    lx_rc_t (*handle)(lx_req_t *r); /**< answers, declines or waits */
+typedef struct lx_handler_s {
+    const char *name; /**< for logs */
+    /* Per generation, in the main thread, before it is published: builds
+     * what the handler needs for it (policies: one Lua state per loop).
+     * Returns 0, or a negative errno with err written. NULL: nothing. */
+    int (*gen_init)(lx_gen_t *g, const char *file, const char *prefix, int nloops, char *err,
+                    size_t errlen);
+    void (*gen_free)(lx_gen_t *g); /**< undoes gen_init; NULL: nothing */
+    /* Per loop, in the loop's thread: state kept in w->hstate[id]. */
+    int (*loop_init)(lx_worker_t *w, void **state);
+    void (*loop_free)(lx_worker_t *w, void *state);
+    int (*handle)(lx_req_t *r); /**< answers, declines, waits, or returns a status */
 } lx_handler_t;
 
+/* The handlers luxd knows, in the order a chain tries them. */
+extern const lx_handler_t lx_policy_handler;
+extern const lx_handler_t lx_test_handler __attribute__((weak)); /* luxd-test only */
 extern const lx_handler_t lx_static_handler;
+extern const lx_handler_t lx_listing_handler;
+
+#define LX_HANDLERS_MAX 8
+/* All of them, for per-generation and per-loop set-up. */
+extern const lx_handler_t *const lx_handlers[];
+extern const size_t lx_nhandlers;
+
+/* Builds every site's chain of g and runs the handlers' gen_init. */
+int lx_handlers_gen_init(lx_gen_t *g, const char *file, const char *prefix, int nloops, char *err,
+                         size_t errlen);
+int lx_handlers_loop_init(lx_worker_t *w);
+void lx_handlers_loop_free(lx_worker_t *w);
+/* Whether this binary has the test handler (luxd-test). */
+int lx_handlers_have_test(void);
 
 #endif

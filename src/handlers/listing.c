@@ -7,14 +7,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../conn.h"
+#include "../worker.h"
+#include "handler.h"
 #include "../http/date.h"
 #include "../io/open_beneath.h"
-#include "listing.h"
 
 typedef struct {
     uv_work_t work;
-    lx_conn_t *c;
+    lx_req_t *r;
     char *dir;              /* file system path, ends in '/' */
     size_t root_len;        /* bytes of dir that are the document root */
     lx_symlinks_t symlinks; /* the site's follow_symlinks */
@@ -165,33 +165,36 @@ static void job_free(job_t *j) {
 
 static void job_done(uv_work_t *w, int status) {
     job_t *j = container_of(w, job_t, work);
-    lx_conn_t *c = j->c;
+    lx_req_t *r = j->r;
     if (status < 0 && j->err == 0) j->err = status;
-    if (c->closed)
-        job_free(j); /* nobody will read it; resume only drops the reference */
-    else
-        c->req.handler_data = j; /* the handler's next run takes it */
-    lx_conn_resume(c);
+    if (r->aborted) {
+        job_free(j); /* nobody will read it */
+        lx_req_release(r);
+        return;
+    }
+    r->handler_data = j; /* the handler's next run takes it */
+    lx_req_wake(r, 0);
 }
 
-lx_rc_t lx_listing(lx_req_t *r, const char *dir, size_t len) {
+static int listing_handle(lx_req_t *r) {
     job_t *j = r->handler_data;
+    if (r->decoded_len == 0 || r->decoded[r->decoded_len - 1] != '/' || !r->site->dir_listing ||
+        r->root == NULL || r->error_status)
+        return LX_DECLINED;
     if (j != NULL) {
         /* Second run, after the thread pool built the page. */
         r->handler_data = NULL;
-        if (j->err)
-            lx_resp_error(r, j->err == -ENOENT || j->err == -ENOTDIR ? 404
-                             : j->err == -EACCES                     ? 403
-                                                                     : 500);
-        else {
-            lx_resp_start(r, 200);
-            lx_resp_headerf(r, "Content-Type: text/html; charset=utf-8\r\nContent-Length: %zu\r\n",
-                            j->len);
+        int err = j->err;
+        if (err == 0) {
+            lx_resp_init(r, 200);
+            r->resp.length = (int64_t)j->len;
+            lx_resp_header(r, "Content-Type: text/html; charset=utf-8\r\n", 40);
             lx_resp_header(r, r->site->headers, r->site->headers_len);
-            lx_resp_end_headers(r);
+            lx_resp_send_headers(r);
             lx_resp_body_copy(r, j->html, j->len);
         }
         job_free(j);
+        if (err) return err == -ENOENT || err == -ENOTDIR ? 404 : err == -EACCES ? 403 : 500;
         return LX_DONE;
     }
     j = calloc(1, sizeof(*j));
@@ -199,19 +202,28 @@ lx_rc_t lx_listing(lx_req_t *r, const char *dir, size_t len) {
         j->root_len = r->root_len;
         j->symlinks = r->site->follow_symlinks;
     }
-    if (j == NULL || (j->dir = strndup(dir, len)) == NULL ||
+    size_t n = r->root_len + r->decoded_len;
+    if (j == NULL || (j->dir = malloc(n + 1)) == NULL ||
         (j->title = strndup(r->decoded, r->decoded_len)) == NULL) {
         if (j) free(j->dir);
         free(j);
-        return LX_ERROR;
+        return 500;
     }
-    j->c = r->conn;
-    if (uv_queue_work(&r->conn->w->loop, &j->work, job_work, job_done) < 0) {
+    memcpy(j->dir, r->root, r->root_len);
+    memcpy(j->dir + r->root_len, r->decoded, r->decoded_len);
+    j->dir[n] = '\0';
+    j->r = r;
+    if (uv_queue_work(&r->w->loop, &j->work, job_work, job_done) < 0) {
         free(j->dir);
         free(j->title);
         free(j);
-        return LX_ERROR;
+        return 500;
     }
-    r->conn->pending++;
+    lx_req_hold(r);
     return LX_ASYNC;
 }
+
+const lx_handler_t lx_listing_handler = {
+    .name = "listing",
+    .handle = listing_handle,
+};

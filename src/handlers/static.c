@@ -4,14 +4,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../conn.h"
 #include "../http/date.h"
 #include "../http/path.h"
 #include "../http/range.h"
 #include "../io/filecache.h"
 #include "../lx.h"
+#include "../worker.h"
 #include "handler.h"
-#include "listing.h"
+
+void lx_static_wake(lx_waiter_t *w, int status);
 #include "llhttp.h"
 
 /* Fetches root + path (+ ".gz" variant suffix) from the cache. Returns 0 with *f set, or
@@ -26,8 +27,10 @@ static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix,
     memcpy(full + r->root_len, path, len);
     if (slen) memcpy(full + r->root_len + len, suffix, slen);
     full[n] = '\0';
-    return lx_filecache_get(r->conn->w->cache, r->gen, s, full, n, r->root_len, slen != 0, r->conn,
-                            f);
+    r->wait.cb = lx_static_wake;
+    int rc = lx_filecache_get(r->w->cache, r->gen, s, full, n, r->root_len, slen != 0, &r->wait, f);
+    if (rc == -EAGAIN) lx_req_hold(r); /* the cache calls back: static_wake */
+    return rc;
 }
 
 /* Is `tag` in the comma-separated If-None-Match list? Weak comparison
@@ -107,12 +110,7 @@ static int accepts_gzip(lx_str_t ae) {
 }
 
 static void queue_body(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
-    if (r->head || len == 0) return;
-    if (f->data)
-        lx_conn_queue_mem(r->conn, f, f->data + off, (size_t)len);
-    else
-        lx_conn_queue_file(r->conn, f, off, len);
-    r->body_bytes += len;
+    lx_resp_body_file(r, f, off, len);
 }
 
 /* Headers shared by 206 and 304: validators and the site's own headers. */
@@ -156,25 +154,24 @@ static uint64_t multipart_length(const lx_file_t *f, const lx_range_t *rg, int n
 }
 
 static void serve_single_range(lx_req_t *r, lx_file_t *f, const lx_range_t *rg) {
-    lx_resp_start(r, 206);
-    lx_resp_headerf(r,
-                    "Content-Type: %s\r\nContent-Length: %" PRIu64
-                    "\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n",
-                    f->ctype, rg->last - rg->first + 1, rg->first, rg->last, f->size);
+    lx_resp_init(r, 206);
+    r->resp.length = (int64_t)(rg->last - rg->first + 1);
+    lx_resp_headerf(
+        r, "Content-Type: %s\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n",
+        f->ctype, rg->first, rg->last, f->size);
     validators(r, f);
-    lx_resp_end_headers(r);
+    lx_resp_send_headers(r);
     queue_body(r, f, rg->first, rg->last - rg->first + 1);
 }
 
 static void serve_multipart(lx_req_t *r, lx_file_t *f, const lx_range_t *rg, int n,
                             uint64_t total) {
-    lx_resp_start(r, 206);
-    lx_resp_headerf(
-        r, "Content-Type: multipart/byteranges; boundary=%s\r\nContent-Length: %" PRIu64 "\r\n",
-        BOUNDARY, total);
+    lx_resp_init(r, 206);
+    r->resp.length = (int64_t)total;
+    lx_resp_headerf(r, "Content-Type: multipart/byteranges; boundary=%s\r\n", BOUNDARY);
     validators(r, f);
-    lx_resp_end_headers(r);
-    if (r->head) return;
+    lx_resp_send_headers(r);
+    if (r->resp.no_body) return;
     size_t ctype_len = strlen(f->ctype);
     char line[96];
     for (int i = 0; i < n; i++) {
@@ -203,25 +200,25 @@ static int serve_ranges(lx_req_t *r, lx_file_t *f, lx_range_t *rg, int n) {
     return 1;
 }
 
-static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
+static int serve(lx_req_t *r, lx_file_t *f) {
     if (r->error_status) {
         /* An error page: its own status, no validators or ranges apply.
          * It may still be the page's .gz sibling, and the client must be
          * told so, or it shows the compressed bytes as the page. */
-        lx_resp_start(r, r->error_status);
-        lx_resp_headerf(r, "Content-Type: %s\r\nContent-Length: %llu\r\n", f->ctype,
-                        (unsigned long long)f->size);
+        lx_resp_init(r, r->error_status);
+        r->resp.length = (int64_t)f->size;
+        lx_resp_headerf(r, "Content-Type: %s\r\n", f->ctype);
         if (r->site->gzip_static) lx_resp_header(r, "Vary: Accept-Encoding\r\n", 23);
         if (f->site_id & 1) lx_resp_header(r, "Content-Encoding: gzip\r\n", 24);
         lx_resp_header(r, r->site->headers, r->site->headers_len);
-        lx_resp_end_headers(r);
+        lx_resp_send_headers(r);
         queue_body(r, f, 0, f->size);
         return LX_DONE;
     }
     if (not_modified(r, f)) {
-        lx_resp_start(r, 304);
+        lx_resp_init(r, 304);
         validators(r, f);
-        lx_resp_end_headers(r);
+        lx_resp_send_headers(r);
         return LX_DONE;
     }
     lx_str_t range = r->known[LX_H_RANGE];
@@ -231,15 +228,18 @@ static lx_rc_t serve(lx_req_t *r, lx_file_t *f) {
         if (n == -ERANGE) {
             char cr[64];
             snprintf(cr, sizeof(cr), "Content-Range: bytes */%" PRIu64 "\r\n", f->size);
-            lx_resp_error_with(r, 416, cr);
+            lx_resp_simple(r, 416, cr);
             return LX_DONE;
         }
         if (n > 0 && serve_ranges(r, f, rg, n)) return LX_DONE;
     }
-    /* The common case: one copy of the pre-built headers. */
-    lx_resp_start(r, 200);
-    lx_resp_header(r, f->hdr, f->hdr_len);
-    lx_resp_end_headers(r);
+    /* The common case: the pre-built headers, borrowed (one copy, into the
+     * output). */
+    lx_resp_init(r, 200);
+    r->resp.block = f->hdr;
+    r->resp.block_len = f->hdr_len;
+    r->resp.length = (int64_t)f->size;
+    lx_resp_send_headers(r);
     queue_body(r, f, 0, f->size);
     return LX_DONE;
 }
@@ -255,14 +255,14 @@ static int error_status(int err) {
 }
 
 /* Serves a regular file entry, or its .gz sibling when the client takes it. */
-static lx_rc_t serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t len) {
+static int serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t len) {
     if (r->site->gzip_static && accepts_gzip(r->known[LX_H_ACCEPT_ENCODING])) {
         lx_file_t *gz;
         int rc = lookup(r, path, len, ".gz", &gz);
         if (rc == -EAGAIN) return LX_ASYNC;
         if (rc == 0) {
             if (gz->err == 0 && !gz->is_dir) {
-                lx_rc_t res = serve(r, gz);
+                int res = serve(r, gz);
                 lx_file_unref(gz);
                 return res;
             }
@@ -272,28 +272,28 @@ static lx_rc_t serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t le
     return serve(r, f);
 }
 
-static lx_rc_t static_handle(lx_req_t *r) {
+static int static_handle(lx_req_t *r) {
     const lx_site_t *s = r->site;
     if (r->root == NULL) return LX_DECLINED;
-    if (r->method != HTTP_GET && r->method != HTTP_HEAD && !r->error_status) {
-        lx_resp_error(r, 405);
-        return LX_DONE;
-    }
+    /* A body nobody reads is dropped before the answer, so that one over
+     * max_body_bytes still gets its 413. */
+    if (lx_body_discard(r) == LX_ASYNC) return LX_ASYNC;
+    if (r->method != HTTP_GET && r->method != HTTP_HEAD && !r->error_status) return 405;
     const char *path = r->decoded;
     size_t len = r->decoded_len;
     lx_file_t *f;
-    lx_rc_t res = LX_DONE;
+    int res = LX_DONE;
     int rc;
 
     if (path[len - 1] == '/') {
         for (size_t i = 0; i < s->nindex; i++) {
             char *ipath = lx_arena_alloc(r->arena, len + strlen(s->index[i]) + 1);
-            if (ipath == NULL) return LX_ERROR;
+            if (ipath == NULL) return 500;
             memcpy(ipath, path, len);
             strcpy(ipath + len, s->index[i]);
             size_t ilen = len + strlen(s->index[i]);
             if ((rc = lookup(r, ipath, ilen, NULL, &f)) == -EAGAIN) return LX_ASYNC;
-            if (rc < 0) return LX_ERROR;
+            if (rc < 0) return 500;
             if (f->err == 0 && !f->is_dir) {
                 res = serve_file(r, f, ipath, ilen);
                 lx_file_unref(f);
@@ -303,23 +303,20 @@ static lx_rc_t static_handle(lx_req_t *r) {
         }
         /* No index: the directory itself decides between 403 and 404. */
         if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN) return LX_ASYNC;
-        if (rc < 0) return LX_ERROR;
-        /* A listing is no error page: it would answer 200 for a request
-         * that earned a 404 or 403. Such a page falls to the built-in one. */
-        if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) {
-            res = lx_listing(r, f->path, f->path_len);
-            lx_file_unref(f);
-            return res;
-        }
-        lx_resp_error(r, f->err ? error_status(f->err) : f->is_dir ? 403 : 404);
+        if (rc < 0) return 500;
+        /* A directory without an index: the listing handler's, if the
+         * chain has one. A listing is no error page: it would answer 200
+         * for a request that earned a 404 or 403. */
+        res = f->err ? error_status(f->err) : f->is_dir ? 403 : 404;
+        if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) res = LX_DECLINED;
         lx_file_unref(f);
-        return LX_DONE;
+        return res;
     }
 
     if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN) return LX_ASYNC;
-    if (rc < 0) return LX_ERROR;
+    if (rc < 0) return 500;
     if (f->err) {
-        lx_resp_error(r, error_status(f->err));
+        res = error_status(f->err);
     } else if (f->is_dir) {
         /* "/dir" -> "/dir/": the path being served (after any rewrite),
          * encoded again, with the query. */
@@ -327,17 +324,17 @@ static lx_rc_t static_handle(lx_req_t *r) {
         char *loc = lx_arena_alloc(r->arena, n);
         if (loc == NULL) {
             lx_file_unref(f);
-            return LX_ERROR;
+            return 500;
         }
         memcpy(loc, "Location: ", 10);
         int e = lx_path_encode(path, len, loc + 10, n - 10);
         if (e < 0) {
             lx_file_unref(f);
-            return LX_ERROR;
+            return 500;
         }
         snprintf(loc + 10 + e, n - 10 - (size_t)e, "/%s%.*s\r\n", r->query.len ? "?" : "",
                  (int)r->query.len, r->query.p);
-        lx_resp_error_with(r, 301, loc);
+        lx_resp_simple(r, 301, loc);
     } else {
         res = serve_file(r, f, path, len);
     }
@@ -349,3 +346,8 @@ const lx_handler_t lx_static_handler = {
     .name = "static",
     .handle = static_handle,
 };
+
+/* The file cache calls back when a load this request waits for is done. */
+void lx_static_wake(lx_waiter_t *w, int status) {
+    lx_req_wake(container_of(w, lx_req_t, wait), status);
+}

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../conn.h"
+#include "accesslog.h"
 #include "../log.h"
 #include "../worker.h"
 #include "llhttp.h"
@@ -79,7 +79,8 @@ static void put_num(sink_t *s, uint64_t v) {
 }
 
 /* One variable of a template ("$status"); returns the bytes consumed. */
-static size_t put_var(sink_t *s, lx_worker_t *w, const lx_req_t *r, const char *v) {
+static size_t put_var(sink_t *s, lx_worker_t *w, lx_req_t *r, const char *v) {
+    char peer[48];
     static const char *const names[] = {
         "remote_addr",  "time_local",      "request", "status", "body_bytes_sent",
         "http_referer", "http_user_agent", "host",    "uri"};
@@ -87,7 +88,10 @@ static size_t put_var(sink_t *s, lx_worker_t *w, const lx_req_t *r, const char *
         size_t n = strlen(names[i]);
         if (strncmp(v, names[i], n) != 0) continue;
         switch (i) {
-        case 0: put(s, r->conn->peer, strlen(r->conn->peer)); break;
+        case 0:
+            lx_req_peer(r, peer);
+            put(s, peer, strlen(peer));
+            break;
         case 1: put(s, w->clf_time, strlen(w->clf_time)); break;
         case 2: put_request(s, r, 0); break;
         case 3: put_num(s, (uint64_t)r->status); break;
@@ -103,7 +107,9 @@ static size_t put_var(sink_t *s, lx_worker_t *w, const lx_req_t *r, const char *
     return 0;
 }
 
-void lx_access_log(lx_worker_t *w, const lx_req_t *r) {
+void lx_access_log(lx_worker_t *w, lx_req_t *r) {
+    char peer[48];
+    lx_req_peer(r, peer);
     const lx_server_conf_t *srv = &r->gen->srv;
     const char *fmt = srv->access_log.format;
     size_t cap = w->alog_cap;
@@ -115,7 +121,7 @@ void lx_access_log(lx_worker_t *w, const lx_req_t *r) {
     lx_worker_update_time(w);
     sink_t s = {w->alog + w->alog_len, w->alog + w->alog_len + need - 1};
     if (strcmp(fmt, "combined") == 0 || strcmp(fmt, "common") == 0) {
-        put(&s, r->conn->peer, strlen(r->conn->peer));
+        put(&s, peer, strlen(peer));
         put(&s, " - - [", 6);
         put(&s, w->clf_time, strlen(w->clf_time));
         put(&s, "] \"", 3);
@@ -133,7 +139,7 @@ void lx_access_log(lx_worker_t *w, const lx_req_t *r) {
         }
     } else if (strcmp(fmt, "json") == 0) {
         put(&s, "{\"remote_addr\":\"", 16);
-        put(&s, r->conn->peer, strlen(r->conn->peer));
+        put(&s, peer, strlen(peer));
         put(&s, "\",\"time\":\"", 10);
         put(&s, w->clf_time, strlen(w->clf_time));
         put(&s, "\",\"request\":\"", 13);

@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../conn.h"
 #include "../http/date.h"
 #include "../log.h"
 #include "../lx.h"
@@ -51,7 +50,6 @@ static void file_free(lx_file_t *f) {
     free(f->data);
     free(f->hdr);
     free(f->path);
-    free(f->waiters);
     free(f);
 }
 
@@ -178,9 +176,10 @@ static void build_headers(lx_file_t *f) {
      * length used below is always what was written. */
     const char *enc = gz ? "Content-Encoding: gzip\r\n" : "";
     const char *vary = s->gzip_static ? "Vary: Accept-Encoding\r\n" : "";
-#define HDR_FMT "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s%s%s%s%s%s%s%s"
+    /* No Content-Length: the serializer writes the framing (response.c). */
+#define HDR_FMT "Content-Type: %s\r\n%s%s%s%s%s%s%s%s%s"
 #define HDR_ARGS                                                                                   \
-    f->ctype, f->size, f->last_modified[0] ? "Last-Modified: " : "", f->last_modified,             \
+    f->ctype, f->last_modified[0] ? "Last-Modified: " : "", f->last_modified,                      \
         f->last_modified[0] ? "\r\n" : "", f->etag[0] ? "ETag: " : "", f->etag,                    \
         f->etag[0] ? "\r\n" : "", "Accept-Ranges: bytes\r\n", enc, vary
     int n = snprintf(NULL, 0, HDR_FMT, HDR_ARGS);
@@ -263,13 +262,13 @@ static void load_done(uv_work_t *w, int status) {
         f->data = NULL;
     }
     /* Resume waiters after the state is final; each may queue f. */
-    lx_conn_t **waiters = f->waiters;
-    size_t n = f->nwaiters;
+    lx_waiter_t *wt = f->waiters;
     f->waiters = NULL;
-    f->nwaiters = f->capwaiters = 0;
-    for (size_t i = 0; i < n; i++)
-        lx_conn_resume(waiters[i]);
-    free(waiters);
+    while (wt) {
+        lx_waiter_t *next = wt->next;
+        wt->cb(wt, 0);
+        wt = next;
+    }
     if (!f->stale) trim(fc);
     lx_file_unref(f); /* the load's reference */
 }
@@ -287,21 +286,14 @@ static int still_valid(const lx_file_t *f) {
            st.st_mtim.tv_nsec == f->mtime.tv_nsec;
 }
 
-static int add_waiter(lx_file_t *f, lx_conn_t *c) {
-    if (f->nwaiters == f->capwaiters) {
-        size_t cap = f->capwaiters ? f->capwaiters * 2 : 4;
-        lx_conn_t **w = realloc(f->waiters, cap * sizeof(*w));
-        if (w == NULL) return -ENOMEM;
-        f->waiters = w;
-        f->capwaiters = cap;
-    }
-    f->waiters[f->nwaiters++] = c;
-    c->pending++;
+static int add_waiter(lx_file_t *f, lx_waiter_t *w) {
+    w->next = f->waiters;
+    f->waiters = w;
     return -EAGAIN;
 }
 
 int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, const char *path,
-                     size_t len, size_t root_len, int gz, lx_conn_t *waiter, lx_file_t **out) {
+                     size_t len, size_t root_len, int gz, lx_waiter_t *waiter, lx_file_t **out) {
     uint32_t site_id = site->id * 2 + (uint32_t)gz;
     uint64_t h = lx_hash(path, len, site_id);
     lx_file_t *f = fc->buckets[h & (fc->nbuckets - 1)];

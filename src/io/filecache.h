@@ -11,8 +11,8 @@
 #include <uv.h>
 
 #include "../config/config.h"
+#include "waiter.h"
 
-typedef struct lx_conn_s lx_conn_t;
 typedef struct lx_filecache_s lx_filecache_t;
 
 /* Files up to this size are held in memory. */
@@ -38,24 +38,23 @@ typedef struct lx_file_s {
      * location of its own: as a bit field next to them, the load's
      * read-modify-write of the shared word could undo a concurrent
      * "stale = 1" from a reload (ThreadSanitizer reports the race). */
-    unsigned char is_dir;        /**< a directory */
-    unsigned loading : 1;        /**< a thread-pool load is in flight */
-    unsigned stale : 1;          /**< removed from the hash; freed at last unref */
-    int fd;                      /**< open file for large files, else -1 */
-    uint64_t size;               /**< bytes */
-    struct timespec mtime;       /**< modification time */
-    dev_t dev;                   /**< device, to notice replacement */
-    ino_t ino;                   /**< inode, to notice replacement */
-    char *data;                  /**< contents of a small file, or NULL */
-    const char *ctype;           /**< Content-Type */
-    char etag[48];               /**< quoted strong ETag, "" when off */
-    char last_modified[32];      /**< HTTP date, "" when off */
-    char *hdr;                   /**< pre-built 200 headers (no status line, no Date) */
-    size_t hdr_len;              /**< bytes in hdr */
-    uint64_t checked;            /**< loop ms of the last stat */
-    lx_conn_t **waiters;         /**< connections waiting for the load */
-    size_t nwaiters, capwaiters; /**< used and allocated */
-    uv_work_t work;              /**< the thread-pool load */
+    unsigned char is_dir;   /**< a directory */
+    unsigned loading : 1;   /**< a thread-pool load is in flight */
+    unsigned stale : 1;     /**< removed from the hash; freed at last unref */
+    int fd;                 /**< open file for large files, else -1 */
+    uint64_t size;          /**< bytes */
+    struct timespec mtime;  /**< modification time */
+    dev_t dev;              /**< device, to notice replacement */
+    ino_t ino;              /**< inode, to notice replacement */
+    char *data;             /**< contents of a small file, or NULL */
+    const char *ctype;      /**< Content-Type */
+    char etag[48];          /**< quoted strong ETag, "" when off */
+    char last_modified[32]; /**< HTTP date, "" when off */
+    char *hdr;              /**< pre-built 200 headers (no status line, no Date) */
+    size_t hdr_len;         /**< bytes in hdr */
+    uint64_t checked;       /**< loop ms of the last stat */
+    lx_waiter_t *waiters;   /**< waiting for the load, called when it is done */
+    uv_work_t work;         /**< the thread-pool load */
 } lx_file_t;
 
 lx_filecache_t *lx_filecache_new(uv_loop_t *loop);
@@ -77,9 +76,10 @@ void lx_filecache_drop_gen(lx_filecache_t *fc, const lx_gen_t *gen);
  * gzip_static variant of the path without ".gz", served with its type and
  * Content-Encoding. Returns 0 with *out set (a
  * reference the caller must lx_file_unref) when the entry is ready (maybe a negative one: check
- * err), or -EAGAIN when it is being loaded: `c` is resumed when it is. */
+ * err), or -EAGAIN when it is being loaded: waiter's callback is called
+ * when it is (the caller then looks the path up again). */
 int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, const char *path,
-                     size_t len, size_t root_len, int gz, lx_conn_t *waiter, lx_file_t **out);
+                     size_t len, size_t root_len, int gz, lx_waiter_t *waiter, lx_file_t **out);
 
 void lx_file_ref(lx_file_t *f);
 void lx_file_unref(lx_file_t *f);

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../conn.h"
+#include "../handlers/handler.h"
+#include "../worker.h"
 #include "../log.h"
 #include "llhttp.h"
 
@@ -183,7 +184,7 @@ static int r_redirect(lua_State *L) {
     memcpy(hdr, "Location: ", 10);
     memcpy(hdr + 10, url, n);
     memcpy(hdr + 10 + n, "\r\n", 3);
-    lx_resp_error_with(r, status, hdr);
+    lx_resp_simple(r, status, hdr);
     vm->answered = 1;
     return 0;
 }
@@ -206,12 +207,13 @@ static int r_respond(lua_State *L) {
     if (bodiless && n > 0) return luaL_error(L, "r:respond: a %d response has no body", status);
     once_only(L, vm);
     if (body == NULL || bodiless) {
-        lx_resp_error(r, status);
+        lx_resp_simple(r, status, NULL);
     } else {
-        lx_resp_start(r, status);
-        lx_resp_headerf(r, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n", n);
+        lx_resp_init(r, status);
+        r->resp.length = (int64_t)n;
+        lx_resp_header(r, "Content-Type: text/plain; charset=utf-8\r\n", 41);
         lx_resp_header(r, r->site->headers, r->site->headers_len);
-        lx_resp_end_headers(r);
+        lx_resp_send_headers(r);
         lx_resp_body_copy(r, body, n);
     }
     vm->answered = 1;
@@ -296,7 +298,8 @@ static int req_index(lua_State *L) {
         break;
     case 11:
         if (memcmp(k, "remote_addr", 11) == 0) {
-            lua_pushstring(L, r->conn->peer);
+            char peer[48];
+            lua_pushstring(L, lx_req_peer(r, peer));
             return 1;
         }
         break;
@@ -707,7 +710,7 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     lx_gen_t *g = r->gen;
     if (loop >= g->nvms || slot == 0 || slot > g->vms[loop]->n) {
         lx_log_error("vhost \"%s\": policy slot %u missing; failing closed", r->vhost->name, slot);
-        lx_resp_error(r, 500);
+        lx_resp_simple(r, 500, NULL);
         return -1;
     }
     lx_policy_vm_t *vm = g->vms[loop];
@@ -741,7 +744,7 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
                      where);
         lua_settop(L, 0);
         if (rc == LUA_ERRMEM) lua_gc(L, LUA_GCCOLLECT, 0);
-        if (!r->responded) lx_resp_error(r, 500);
+        if (r->resp.state == LX_RESP_NONE) lx_resp_simple(r, 500, NULL);
         return -1;
     }
     int status = 0;
@@ -762,3 +765,20 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     if (vm->answered) return -1;
     return status;
 }
+
+/* The policy as the first handler of its site's chain. Error pages are an
+ * internal redirect of a request the policy has seen already: it does not
+ * run again for them. */
+static int policy_handle(lx_req_t *r) {
+    if (r->error_status || r->site->policy == 0) return LX_DECLINED;
+    int status = lx_policy_run(r, r->w->index, r->site->policy);
+    if (status < 0) return LX_DONE; /* it answered, or failed closed with a 500 */
+    return status > 0 ? status : LX_DECLINED;
+}
+
+const lx_handler_t lx_policy_handler = {
+    .name = "policy",
+    .gen_init = lx_policy_build,
+    .gen_free = lx_policy_free,
+    .handle = policy_handle,
+};

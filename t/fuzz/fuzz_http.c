@@ -51,6 +51,7 @@
 #include "config/config.h"
 #include "llhttp.h"
 #include "conn.h"
+#include "handlers/handler.h"
 #include "io/filecache.h"
 #include "log.h"
 #include "policy/policy.h"
@@ -236,7 +237,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     lx_gen_t *g;
     char err[2048];
     if (lx_config_load(file, dir, 1, &g, err, sizeof(err)) < 0 ||
-        lx_policy_build(g, file, dir, 1, err, sizeof(err)) < 0) {
+        lx_handlers_gen_init(g, file, dir, 1, err, sizeof(err)) < 0) {
         fprintf(stderr, "fuzz_http: config: %s\n", err);
         exit(1);
     }
@@ -256,6 +257,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     W.listeners = calloc(1, sizeof(*W.listeners));
     W.listening = 1;
     uv_mutex_init(&W.mailbox_lock);
+    if (lx_worker_init_conns(&W) < 0) abort();
     lx_worker_set_time(&W, time(NULL));
     return 0;
 }
@@ -268,7 +270,7 @@ static void reload(void) {
     lx_gen_t *g;
     char err[2048];
     if (lx_config_load(cfg_file, dir, ++gen_id, &g, err, sizeof(err)) < 0 ||
-        lx_policy_build(g, cfg_file, dir, 1, err, sizeof(err)) < 0) {
+        lx_handlers_gen_init(g, cfg_file, dir, 1, err, sizeof(err)) < 0) {
         fprintf(stderr, "fuzz_http: reload: %s\n", err);
         abort();
     }
@@ -672,12 +674,24 @@ static int drain(int fd) {
     }
 }
 
+static void found(lx_conn_t *c, void *arg) {
+    *(lx_conn_t **)arg = c;
+}
+
+/* The one connection of the harness, or NULL once it is closed. */
+static lx_conn_t *the_conn(void) {
+    lx_conn_t *c = NULL;
+    lx_conn_each(&W, found, &c);
+    return c;
+}
+
 /* What tells whether the loop did anything. */
 static size_t state(void) {
-    lx_conn_t *c = W.conns;
+    lx_conn_t *c = the_conn();
     if (c == NULL) return 0;
-    return olen * 31 + c->rlen * 7 + c->rpos * 13 + c->out_n * 17 + c->olen * 3 + c->closing +
-           c->nreq * 101;
+    const lx_sess_t *s = c->tcp.data;
+    size_t sv = s ? s->rlen * 7 + s->rpos * 13 + s->out.n * 17 + s->out.olen * 3 : 0;
+    return olen * 31 + sv + c->state + c->nreq * 101;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -696,7 +710,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(40000)};
     peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     lx_worker_update_time(&W);
-    lx_conn_accept(&W, sv[0], (struct sockaddr *)&peer);
+    lx_conn_open(&W, sv[0], (struct sockaddr *)&peer);
     size_t sent = 0;
     int shut = 0, server_closed = 0, idle = 0;
     while (!server_closed) {
@@ -717,14 +731,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t before = state();
         server_closed = drain(sv[1]);
         if (server_closed) break;
-        lx_conn_t *c = W.conns;
-        if (c && (c->waiting || c->pending)) {
+        lx_conn_t *c = the_conn();
+        const lx_sess_t *cs = c ? c->tcp.data : NULL;
+        if (cs && (cs->req.waiting || cs->req.pending || cs->out.writing)) {
             uv_run(&W.loop, UV_RUN_ONCE); /* a thread-pool job wakes the loop */
             idle = 0;
             continue;
         }
         uv_run(&W.loop, UV_RUN_NOWAIT);
-        if (state() == before && shut && !W.conns) {
+        if (state() == before && shut && !the_conn()) {
             /* Closed, but the socket has not told us yet. */
             server_closed = drain(sv[1]);
             break;

@@ -23,7 +23,7 @@ package Luxd;
 # keys given as `server => {...}` (a key with an undef value is left out; a
 # scalar ref is written as raw Lua, e.g. access_log => \'false').
 #
-# API: new(config, files, server, workers, no_start) / start / stop(signal,
+# API: new(config, files, server, workers, no_start, test_handlers) / start / stop(signal,
 # timeout) / signal / wait_exit / alive; port dir pid url error_log access_log
 # stderr_log file write_file; write_config write_file_atomic reload_status_file
 # reload_status reload(timeout, poll) reload_error wait_log(re, timeout, poll)
@@ -33,6 +33,12 @@ package Luxd;
 # close); get/head; curl; run_cases; request(); parse_one(); parse_responses();
 # check_response(); check_config(); run_luxd(). Set LUXD_KEEP=1 to keep the
 # temp dirs, LUXD_BIN to test another binary.
+#
+# test_handlers => 1 runs bin() . '-test' (build/luxd-test, or e.g.
+# build/asan/luxd-test under LUXD_BIN=build/asan/luxd) instead of bin(): luxd
+# plus the handler for tests only, which answers under a location with
+# `test_handler = true` (t/74 onwards). Everything else is the same;
+# check_config and run_luxd always run the normal binary.
 
 use strict;
 use warnings;
@@ -127,8 +133,9 @@ sub _default_config { qq{vhost "localhost" { default = true, root = "\$DIR/www",
 sub new {
     my ($class, %o) = @_;
     my $self = bless {
-        workers => $o{workers} // 1,
-        timeout => $o{start_timeout} // 10,
+        workers       => $o{workers} // 1,
+        timeout       => $o{start_timeout} // 10,
+        test_handlers => $o{test_handlers} ? 1 : 0,
     }, $class;
     $self->{dir} = tempdir('luxd-XXXXXX', TMPDIR => 1, CLEANUP => !$ENV{LUXD_KEEP});
     $self->{dir} = abs_path($self->{dir});
@@ -172,7 +179,13 @@ sub new {
 sub start {
     my ($self) = @_;
     my $bin = bin();
-    croak "luxd binary $bin is missing or not executable" unless -x $bin;
+    $bin .= '-test' if $self->{test_handlers};
+    unless (-x $bin) {
+        # A failed test, not only a die: prove then names the missing binary.
+        Test::More::ok(0, "luxd binary $bin exists") if $self->{test_handlers};
+        croak "luxd binary $bin is missing or not executable"
+          . ($self->{test_handlers} ? ' (test_handlers => 1 needs the test build of luxd)' : '');
+    }
     my $log = "$self->{dir}/stderr.log";
     $ENV{UBSAN_OPTIONS} //= 'print_stacktrace=1';
     my $pid = fork // die "fork: $!";

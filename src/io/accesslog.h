@@ -1,0 +1,13 @@
+/* The access log: one line per request, at the end of its response, into
+ * the loop's buffer, written out when it fills, once a second, or at once
+ * when access_log_buffer = 0. */
+#ifndef LX_ACCESSLOG_H
+#define LX_ACCESSLOG_H
+
+#include "../request.h"
+#include "../worker.h"
+
+void lx_access_log(lx_worker_t *w, lx_req_t *r);
+void lx_access_log_flush(lx_worker_t *w);
+
+#endif

@@ -1,0 +1,382 @@
+/* The output queue and its writer (out.h says how bytes go out). */
+#include "out.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "io/filecache.h"
+#include "log.h"
+
+/* Bytes sendfile moves per call: large enough to amortise the syscall, small
+ * enough that one big download does not starve the loop's other clients. */
+#define SENDFILE_CHUNK (512 * 1024)
+#define MAX_IOV        16
+
+void lx_out_init(lx_out_t *o) {
+    memset(o, 0, sizeof(*o));
+}
+
+static void piece_release(lx_out_t *o, lx_piece_t *p, lx_sess_t *s) {
+    if (p->file) lx_file_unref(p->file);
+    if (p->kind == LX_PIECE_BUF) lx_pool_put(&s->w->obufs, p->buf, LX_OUT_BUF);
+    p->file = NULL;
+    (void)o;
+}
+
+void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
+    while (o->n) {
+        piece_release(o, &o->q[o->head], s);
+        o->head = (o->head + 1) % LX_OUT_MAX;
+        o->n--;
+    }
+    o->head = 0;
+    o->olen = 0;
+    o->queued = 0;
+    o->failed = 0;
+}
+
+void lx_out_free(lx_out_t *o) {
+    free(o->obuf);
+    o->obuf = NULL;
+    o->ocap = 0;
+}
+
+char *lx_out_reserve(lx_out_t *o, size_t n) {
+    if (o->olen + n > o->ocap) {
+        size_t cap = o->ocap ? o->ocap : 1024;
+        while (cap < o->olen + n)
+            cap *= 2;
+        /* obuf moves: no uv_write may hold a pointer into it. */
+        if (o->writing) {
+            o->failed = 1;
+            return NULL;
+        }
+        char *b = realloc(o->obuf, cap);
+        if (b == NULL) {
+            o->failed = 1;
+            return NULL;
+        }
+        o->obuf = b;
+        o->ocap = cap;
+    }
+    return o->obuf + o->olen;
+}
+
+static lx_piece_t *push(lx_out_t *o, lx_piece_kind_t kind, uint64_t len) {
+    if (o->n == LX_OUT_MAX) {
+        o->failed = 1; /* cannot happen with the bounds of the handlers; be safe */
+        return NULL;
+    }
+    lx_piece_t *p = &o->q[(o->head + o->n) % LX_OUT_MAX];
+    o->n++;
+    memset(p, 0, sizeof(*p));
+    p->kind = (uint8_t)kind;
+    p->len = len;
+    o->queued += len;
+    return p;
+}
+
+void lx_out_obuf(lx_out_t *o, size_t from) {
+    if (o->olen == from) return;
+    /* Extend the previous obuf piece when it ends where this one starts. */
+    if (o->n) {
+        lx_piece_t *last = &o->q[(o->head + o->n - 1) % LX_OUT_MAX];
+        if (last->kind == LX_PIECE_OBUF && last->off + last->len == from && !o->writing) {
+            last->len += o->olen - from;
+            o->queued += o->olen - from;
+            return;
+        }
+    }
+    lx_piece_t *p = push(o, LX_PIECE_OBUF, o->olen - from);
+    if (p) p->off = from;
+}
+
+void lx_out_mem(lx_out_t *o, lx_file_t *f, const char *ptr, size_t len) {
+    if (len == 0) return;
+    lx_piece_t *p = push(o, LX_PIECE_MEM, len);
+    if (p == NULL) return;
+    p->ptr = (char *)ptr;
+    p->file = f;
+    if (f) lx_file_ref(f);
+}
+
+void lx_out_file(lx_out_t *o, lx_file_t *f, uint64_t off, uint64_t len) {
+    if (len == 0) return;
+    lx_piece_t *p = push(o, LX_PIECE_FILE, len);
+    if (p == NULL) return;
+    p->file = f;
+    lx_file_ref(f);
+    p->off = off;
+}
+
+void lx_out_buf(lx_out_t *o, char *buf, char *ptr, size_t len) {
+    lx_piece_t *p = push(o, LX_PIECE_BUF, len);
+    if (p == NULL) {
+        free(buf);
+        return;
+    }
+    p->buf = buf;
+    p->ptr = ptr;
+}
+
+char *lx_out_last_room(lx_out_t *o, size_t n) {
+    if (o->n == 0 || (o->writing && o->n - 1 < o->wpieces)) return NULL;
+    lx_piece_t *p = &o->q[(o->head + o->n - 1) % LX_OUT_MAX];
+    if (p->kind != LX_PIECE_BUF) return NULL;
+    char *end = p->ptr + p->len;
+    return (size_t)(p->buf + LX_OUT_BUF - end) >= n ? end : NULL;
+}
+
+void lx_out_grow_last(lx_out_t *o, size_t n) {
+    o->q[(o->head + o->n - 1) % LX_OUT_MAX].len += n;
+    o->queued += n;
+}
+
+static void consume(lx_sess_t *s, uint64_t n) {
+    lx_out_t *o = &s->out;
+    o->queued -= n;
+    while (n && o->n) {
+        lx_piece_t *p = &o->q[o->head];
+        uint64_t take = n < p->len ? n : p->len;
+        p->len -= take;
+        p->off += take;
+        if (p->ptr) p->ptr += take;
+        n -= take;
+        if (p->len == 0) {
+            piece_release(o, p, s);
+            o->head = (o->head + 1) % LX_OUT_MAX;
+            o->n--;
+        }
+    }
+    if (o->n == 0) {
+        o->head = 0;
+        o->olen = 0;
+    }
+}
+
+static uv_stream_t *stream_of(lx_sess_t *s) {
+    return (uv_stream_t *)&s->c->tcp;
+}
+
+/* ---- the asynchronous parts: uv_write and thread-pool reads ------------- */
+
+static void on_write(uv_write_t *req, int status) {
+    lx_out_t *o = container_of(req, lx_out_t, wreq);
+    lx_sess_t *s = container_of(o, lx_sess_t, out);
+    o->writing = 0;
+    if (status == 0) consume(s, o->wlen);
+    o->wlen = 0;
+    lx_sess_written(s, status);
+}
+
+/* Queues pieces [0, npieces) of iov (the queue's first pieces, whose first
+ * `done` bytes the socket took already) with uv_write. */
+static int write_rest(lx_sess_t *s, uv_buf_t *bufs, int nbufs, size_t done) {
+    lx_out_t *o = &s->out;
+    size_t total = 0;
+    int i = 0;
+    while (i < nbufs && done >= bufs[i].len)
+        done -= bufs[i++].len;
+    if (i < nbufs) {
+        bufs[i].base += done;
+        bufs[i].len -= done;
+    }
+    for (int k = i; k < nbufs; k++)
+        total += bufs[k].len;
+    int r = uv_write(&o->wreq, stream_of(s), bufs + i, (unsigned)(nbufs - i), on_write);
+    if (r < 0) return r;
+    o->writing = 1;
+    o->wpieces = (unsigned)(nbufs - i);
+    o->wlen = total;
+    return -EAGAIN;
+}
+
+static void read_work(uv_work_t *w) {
+    lx_out_t *o = container_of(w, lx_out_t, work);
+    ssize_t r = pread(o->work_file->fd, o->work_buf, (size_t)o->work_len, (off_t)o->work_off);
+    o->work_got = r < 0 ? -errno : r;
+}
+
+static void read_done(uv_work_t *w, int status) {
+    lx_out_t *o = container_of(w, lx_out_t, work);
+    lx_sess_t *s = container_of(o, lx_sess_t, out);
+    o->file_io = 0;
+    s->req.pending--;
+    lx_file_unref(o->work_file);
+    o->work_file = NULL;
+    char *buf = o->work_buf;
+    o->work_buf = NULL;
+    lx_log_debug("read-ahead done at %llu (%zd bytes)", (unsigned long long)o->work_off,
+                 o->work_got);
+    if (s->c == NULL || status < 0 || o->work_got <= 0 || o->n == 0 ||
+        o->q[o->head].kind != LX_PIECE_FILE || o->q[o->head].off != o->work_off) {
+        /* The connection is gone, or the file shrank (a short read makes the
+         * announced length a lie: close). */
+        lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
+        lx_sess_written(s, s->c == NULL || status < 0 ? -ECANCELED : -EIO);
+        return;
+    }
+    /* The bytes leave the file piece for a buffer piece in front of it. */
+    size_t got = (size_t)o->work_got;
+    consume(s, got);
+    o->head = (o->head + LX_OUT_MAX - 1) % LX_OUT_MAX;
+    o->n++;
+    lx_piece_t *p = &o->q[o->head];
+    memset(p, 0, sizeof(*p));
+    p->kind = LX_PIECE_BUF;
+    p->buf = p->ptr = buf;
+    p->len = got;
+    o->queued += got;
+    lx_sess_written(s, 0);
+}
+
+/* Reads up to LX_OUT_BUF bytes of the head file piece into a pooled buffer:
+ * at once when the page cache has them (cached: 1), else on the thread
+ * pool. Returns 0 when a buffer piece now heads the queue, -EAGAIN when the
+ * read is on the thread pool, another negative errno on failure. */
+static int file_to_buffer(lx_sess_t *s, int cached) {
+    lx_out_t *o = &s->out;
+    lx_piece_t *p = &o->q[o->head];
+    size_t n = p->len < LX_OUT_BUF ? (size_t)p->len : LX_OUT_BUF;
+    char *buf = lx_pool_get(&s->w->obufs);
+    if (buf == NULL) return -ENOMEM;
+    if (cached) {
+        struct iovec iov = {buf, n};
+        ssize_t r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, RWF_NOWAIT);
+        if (r > 0) {
+            consume(s, (uint64_t)r);
+            o->head = (o->head + LX_OUT_MAX - 1) % LX_OUT_MAX;
+            o->n++;
+            lx_piece_t *b = &o->q[o->head];
+            memset(b, 0, sizeof(*b));
+            b->kind = LX_PIECE_BUF;
+            b->buf = b->ptr = buf;
+            b->len = (uint64_t)r;
+            o->queued += (uint64_t)r;
+            return 0;
+        }
+        if (r == 0) {
+            lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
+            return -EIO; /* the file shrank under us: the length is a lie now */
+        }
+        if (errno != EAGAIN) {
+            int e = -errno;
+            lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
+            return e;
+        }
+    }
+    o->work_file = p->file;
+    lx_file_ref(p->file);
+    o->work_buf = buf;
+    o->work_off = p->off;
+    o->work_len = n;
+    int r = uv_queue_work(&s->w->loop, &o->work, read_work, read_done);
+    if (r < 0) {
+        lx_file_unref(o->work_file);
+        o->work_file = NULL;
+        o->work_buf = NULL;
+        lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
+        return r;
+    }
+    o->file_io = 1;
+    s->req.pending++;
+    lx_log_debug("read-ahead of %zu bytes at %llu queued", n, (unsigned long long)p->off);
+    return -EAGAIN;
+}
+
+/* Whether the page cache holds the first and last byte of a range: a miss
+ * would make sendfile wait for the disk. */
+static int in_page_cache(int fd, uint64_t off, uint64_t len) {
+    char b;
+    struct iovec iov = {&b, 1};
+    if (preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0 && errno == EAGAIN) return 0;
+    if (len > 1 && preadv2(fd, &iov, 1, (off_t)(off + len - 1), RWF_NOWAIT) < 0 && errno == EAGAIN)
+        return 0;
+    return 1;
+}
+
+int lx_out_flush(lx_sess_t *s) {
+    lx_out_t *o = &s->out;
+    if (o->writing || o->file_io) return -EAGAIN; /* its callback flushes again */
+    uv_stream_t *st = stream_of(s);
+    int fd = st->io_watcher.fd;
+    while (o->n) {
+        lx_piece_t *p = &o->q[o->head];
+        if (p->kind == LX_PIECE_FILE) {
+            size_t n = p->len < SENDFILE_CHUNK ? (size_t)p->len : SENDFILE_CHUNK;
+            if (!in_page_cache(p->file->fd, p->off, n)) {
+                int r = file_to_buffer(s, 0);
+                if (r < 0) return r;
+                continue;
+            }
+            off_t off = (off_t)p->off;
+            ssize_t r = sendfile(fd, p->file->fd, &off, n);
+            if (r > 0) {
+                consume(s, (uint64_t)r);
+                continue;
+            }
+            if (r == 0) return -EIO; /* the file shrank under us: the length is a lie now */
+            if (errno != EAGAIN) return -errno;
+            /* The socket is full. libuv waits for writability only for a
+             * uv_write, so the next piece of the file goes as one. */
+            if ((r = file_to_buffer(s, 1)) < 0) return (int)r;
+            continue;
+        }
+        uv_buf_t bufs[MAX_IOV];
+        int nb = 0;
+        size_t total = 0;
+        int before_file = 0;
+        if (p->kind == LX_PIECE_BUF) {
+            /* Pooled buffers (streamed pieces, file pieces read because
+             * the socket was full) go by uv_write: libuv waits for the
+             * socket, and its callback, from the loop, asks for more, so a
+             * fast client of a long stream does not keep the loop to itself. */
+            for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
+                lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
+                if (q->kind != LX_PIECE_BUF) break;
+                bufs[nb].base = q->ptr;
+                bufs[nb++].len = (size_t)q->len;
+            }
+            return write_rest(s, bufs, nb, 0);
+        }
+        for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
+            lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
+            if (q->kind == LX_PIECE_FILE) {
+                before_file = 1;
+                break;
+            }
+            if (q->kind == LX_PIECE_BUF) break;
+            bufs[nb].base = q->kind == LX_PIECE_OBUF ? o->obuf + q->off : q->ptr;
+            bufs[nb].len = (size_t)q->len;
+            total += (size_t)q->len;
+            nb++;
+        }
+        ssize_t r;
+        if (before_file && uv_stream_get_write_queue_size(st) == 0) {
+            /* Headers before a file: what uv_try_write does (a writev while
+             * libuv's queue is empty), with MSG_MORE so that they leave in
+             * one segment with the file's first bytes. */
+            struct msghdr mh = {.msg_iov = (struct iovec *)bufs, .msg_iovlen = (size_t)nb};
+            r = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_MORE);
+            if (r < 0) r = errno == EAGAIN ? 0 : -errno;
+        } else {
+            r = uv_try_write(st, bufs, (unsigned)nb);
+            if (r == UV_EAGAIN) r = 0;
+        }
+        if (r < 0) return (int)r;
+        if ((size_t)r < total) {
+            int e = write_rest(s, bufs, nb, (size_t)r);
+            /* What the socket took is out; the rest is in flight. */
+            consume(s, (uint64_t)r);
+            return e;
+        }
+        consume(s, (uint64_t)r);
+    }
+    return 0;
+}
