@@ -110,7 +110,12 @@ static lx_sess_t *sess_get(lx_conn_t *c) {
     s->in_parse = 0;
     s->depth = 0;
     s->end_pending = s->free_pending = 0;
-    memset(&s->req, 0, sizeof(s->req));
+    /* request_begin clears the request; until then only what a close
+     * looks at (sess_detach) must say "nothing in flight". */
+    s->req.pending = 0;
+    s->req.body_cb = NULL;
+    s->req.resp.state = LX_RESP_NONE;
+    s->req.resp.producer = NULL;
     llhttp_init(&s->parser, HTTP_REQUEST, &lx_h1_settings);
     /* luxd decides keep-alive once, from the header section (r->keepalive),
      * and never parses past a request it answers with Connection: close.
@@ -877,10 +882,10 @@ static void request_end(lx_sess_t *s) {
     lx_out_reset(&s->out, s);
     c->state = LX_CONN_IDLE;
     if (s->rpos == s->rlen) s->rpos = s->rlen = 0;
-    /* Nothing was read while the response was going out: the rest of a
-     * pipelined request may be waiting unread in the socket, so its
-     * header_timeout starts now. */
-    set_deadline(c, LX_DL_HEADER, s->w->gen->srv.header_timeout);
+    /* A pipelined request waits in the buffer: its header_timeout starts
+     * now, not at its first byte (a long response was ahead of it). With
+     * nothing buffered, conn_parse sets the idle deadline instead. */
+    if (s->rpos < s->rlen) set_deadline(c, LX_DL_HEADER, s->w->gen->srv.header_timeout);
     conn_parse(c);
 }
 
