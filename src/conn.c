@@ -248,9 +248,7 @@ void lx_conn_close(lx_conn_t *c) {
     (void)s;
     sess_detach(c);
     w->nconns--;
-    int fd = c->tcp.io_watcher.fd;
-    uv_close((uv_handle_t *)&c->tcp, on_closed); /* closes fd now */
-    lx_tsan_fd_closed(fd);
+    uv_close((uv_handle_t *)&c->tcp, on_closed);
     lx_worker_conn_closed(w);
 }
 

@@ -18,27 +18,6 @@
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 #endif
 
-/* libuv closes the descriptors of the handles it closes with a raw
- * syscall(SYS_close) when it was not itself built with ThreadSanitizer
- * (Debian's is not), so TSan never sees those closes and reports the next
- * use of the reused number (a file the thread pool opens) as a race. luxd
- * tells it, just after uv_close (which closes the descriptor at once). */
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define LX_TSAN 1
-#endif
-#endif
-#ifdef LX_TSAN
-void __sanitizer_syscall_pre_impl_close(long fd);
-static inline void lx_tsan_fd_closed(int fd) {
-    if (fd >= 0) __sanitizer_syscall_pre_impl_close(fd);
-}
-#else
-static inline void lx_tsan_fd_closed(int fd) {
-    (void)fd;
-}
-#endif
-
 #define LX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A borrowed byte range: requests point into the connection's read buffer

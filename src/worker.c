@@ -78,9 +78,7 @@ static void on_connection(uv_stream_t *st, int status) {
 }
 
 static void close_listener(lx_listener_t *l) {
-    int fd = l->tcp.io_watcher.fd;
-    uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free); /* closes fd now */
-    lx_tsan_fd_closed(fd);
+    uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
 }
 
 static void close_listeners(lx_worker_t *w) {
