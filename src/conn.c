@@ -450,8 +450,13 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         lx_conn_close(c);
         return;
     }
-    if (s && s->req.body_state != LX_BODY_NONE && s->req.body_state != LX_BODY_DONE) {
-        /* The rest of this request's body will never come. */
+    /* The rest of this request's body will never come, when the parser has
+     * taken every byte buffered. A body nobody asked for yet (UNREAD), or
+     * one whose reader paused, may be whole in the buffer: the request is
+     * complete and is answered; conn_parse_run closes once parsing runs out
+     * of bytes with the body still short. */
+    if (s && (s->req.body_state == LX_BODY_READING || s->req.body_state == LX_BODY_DISCARD) &&
+        s->rpos == s->rlen && !s->body_paused) {
         lx_conn_close(c);
         return;
     }
