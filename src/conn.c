@@ -802,6 +802,19 @@ static void conn_flush(lx_sess_t *s) {
      * the next request. */
     c->state = LX_CONN_BODY;
     req->body_state = LX_BODY_DISCARD;
+    /* A reader that answered without asking for the rest (a piece left
+     * it paused) is done with the body: it lets go, and the parser goes on
+     * dropping, or nothing would parse again. */
+    s->body_paused = 0;
+    if (req->body_cb) {
+        lx_body_cb cb = req->body_cb;
+        req->body_cb = NULL;
+        lx_sess_enter(s);
+        cb(req, NULL, 0, -ECANCELED);
+        lx_sess_leave(s);
+        /* s may be gone if the reader closed; c lives until on_closed. */
+        if (c->state == LX_CONN_CLOSED) return;
+    }
     set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
     conn_parse(c);
 }
