@@ -126,7 +126,11 @@ static int do_stream(lx_req_t *r) {
 static void body_delay_done(uv_timer_t *t) {
     tstate_t *st = container_of(t, tstate_t, timer);
     st->timing = 0;
-    if (st->dead || lx_req_release(st->r)) {
+    /* The hold is given back whether or not the reader was let go: a dead
+     * reader's request still counts it, and its session would never be
+     * freed. */
+    int gone = lx_req_release(st->r);
+    if (st->dead || gone) {
         state_free(st);
         return;
     }
