@@ -180,8 +180,11 @@ void lx_sess_enter(lx_sess_t *s) {
 void lx_sess_leave(lx_sess_t *s) {
     if (--s->depth) return;
     if (s->free_pending) {
+        /* Whatever ran since the connection let go may have held the
+         * request again (a job queued by a handler that had not seen the
+         * close): the last callback frees it then. */
         s->free_pending = 0;
-        sess_free(s);
+        if (s->req.pending == 0 && !s->out.writing) sess_free(s);
         return;
     }
     if (s->end_pending) {
