@@ -185,8 +185,11 @@ void lx_sess_enter(lx_sess_t *s) {
 void lx_sess_leave(lx_sess_t *s) {
     if (--s->depth) return;
     if (s->free_pending) {
+        /* Whatever ran since the connection let go may have held the
+         * request again (a job queued by a handler that had not seen the
+         * close): the last callback frees it then. */
         s->free_pending = 0;
-        sess_free(s);
+        if (s->req.pending == 0 && !s->out.writing) sess_free(s);
         return;
     }
     if (s->end_pending) {
@@ -455,8 +458,13 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         lx_conn_close(c);
         return;
     }
-    if (s && s->req.body_state != LX_BODY_NONE && s->req.body_state != LX_BODY_DONE) {
-        /* The rest of this request's body will never come. */
+    /* The rest of this request's body will never come, when the parser has
+     * taken every byte buffered. A body nobody asked for yet (UNREAD), or
+     * one whose reader paused, may be whole in the buffer: the request is
+     * complete and is answered; conn_parse_run closes once parsing runs out
+     * of bytes with the body still short. */
+    if (s && (s->req.body_state == LX_BODY_READING || s->req.body_state == LX_BODY_DISCARD) &&
+        s->rpos == s->rlen && !s->body_paused) {
         lx_conn_close(c);
         return;
     }
@@ -802,6 +810,19 @@ static void conn_flush(lx_sess_t *s) {
      * the next request. */
     c->state = LX_CONN_BODY;
     req->body_state = LX_BODY_DISCARD;
+    /* A reader that answered without asking for the rest (a piece left
+     * it paused) is done with the body: it lets go, and the parser goes on
+     * dropping, or nothing would parse again. */
+    s->body_paused = 0;
+    if (req->body_cb) {
+        lx_body_cb cb = req->body_cb;
+        req->body_cb = NULL;
+        lx_sess_enter(s);
+        cb(req, NULL, 0, -ECANCELED);
+        lx_sess_leave(s);
+        /* s may be gone if the reader closed; c lives until on_closed. */
+        if (c->state == LX_CONN_CLOSED) return;
+    }
     set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
     conn_parse(c);
 }

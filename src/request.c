@@ -232,6 +232,9 @@ static void run_chain(lx_req_t *r) {
  * gets the built-in page of the first status (static.c, response.c). */
 void lx_request_finish(lx_req_t *r, int status) {
     if (r->aborted) return;
+    /* A 1xx is interim: sent as the answer, the client would wait on for
+     * the final response and take the next request's for it. */
+    if (status < 200 || status > 599) status = 500;
     if (r->resp.state != LX_RESP_NONE) {
         /* A handler answered, then failed: nothing else can be said. */
         lx_resp_done(r);
@@ -394,8 +397,13 @@ void lx_request_resume(lx_req_t *r) {
 void lx_req_wake(lx_req_t *r, int status) {
     if (lx_req_release(r)) return;
     if (status < 0 && r->resp.state == LX_RESP_NONE) {
+        /* Like lx_request_resume: an error page's handlers may end the
+         * request, which must wait until they have returned. */
+        lx_sess_t *s = lx_sess_of(r);
         r->waiting = 0;
+        lx_sess_enter(s);
         lx_request_finish(r, 500);
+        lx_sess_leave(s);
         return;
     }
     lx_request_resume(r);

@@ -43,8 +43,8 @@ typedef struct {
 #define LX_MAX_HEADERS 100
 
 /* What a handler's handle() answers: one of these, or an HTTP status
- * (100..599) that finish() turns into the site's error page or the
- * built-in one. */
+ * (200..599) that finish() turns into the site's error page or the
+ * built-in one (a 1xx, which is no final answer, becomes 500). */
 enum {
     LX_DONE = 0,      /**< a response is under way (complete, or streaming) */
     LX_DECLINED = -1, /**< not mine: the next handler of the chain */

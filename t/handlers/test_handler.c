@@ -7,6 +7,8 @@
  *                           P bytes a piece, the next when the output drains
  *   body?delay_ms=D         reads the request body as a stream, waiting D ms
  *                           after each piece; answers "bytes=N fnv=H"
+ *   body?early=1            answers "early" after the first piece of the body,
+ *                           without asking for more (the core drops the rest)
  *   async?ms=M              waits M ms on the thread pool (LX_ASYNC), then
  *                           answers "async entered=E resumed=R"
  *   status?code=N           returns status N
@@ -31,6 +33,7 @@ typedef struct {
     uint64_t fnv;      /* body: FNV-1a of them */
     unsigned delay_ms; /* body */
     unsigned ms;       /* async */
+    int early;         /* body: answer at the first piece */
     int entered, resumed;
     int timer_open; /* the timer handle is initialised */
     int timing;     /* a delay is running (the request is held) */
@@ -123,7 +126,11 @@ static int do_stream(lx_req_t *r) {
 static void body_delay_done(uv_timer_t *t) {
     tstate_t *st = container_of(t, tstate_t, timer);
     st->timing = 0;
-    if (st->dead || lx_req_release(st->r)) {
+    /* The hold is given back whether or not the reader was let go: a dead
+     * reader's request still counts it, and its session would never be
+     * freed. */
+    int gone = lx_req_release(st->r);
+    if (st->dead || gone) {
         state_free(st);
         return;
     }
@@ -155,6 +162,12 @@ static void body_piece(lx_req_t *r, const char *p, size_t len, int status) {
         st->fnv *= 0x100000001b3ULL;
     }
     st->bytes += len;
+    if (st->early) {
+        /* The reader stays registered: the core tells it (status < 0)
+         * when it lets go of the body, and st is freed then. */
+        answer_text(r, "early\n");
+        return;
+    }
     if (st->delay_ms == 0) {
         lx_body_more(r);
         return;
@@ -174,6 +187,7 @@ static int do_body(lx_req_t *r) {
     st->r = r;
     st->fnv = 0xcbf29ce484222325ULL;
     st->delay_ms = (unsigned)query_num(r, "delay_ms", 0);
+    st->early = query_num(r, "early", 0) != 0;
     r->handler_data = st;
     int rc = lx_body_read(r, body_piece);
     if (rc) return rc;
