@@ -255,11 +255,10 @@ void lx_conn_close(lx_conn_t *c) {
     lx_worker_conn_closed(w);
 }
 
-static int conn_setup(lx_worker_t *w, lx_conn_t *c) {
+static void conn_setup(lx_worker_t *w, lx_conn_t *c) {
     c->tcp.data = NULL;
     c->state = LX_CONN_IDLE;
     w->nconns++;
-    return 0;
 }
 
 static void conn_start(lx_conn_t *c);
@@ -485,11 +484,7 @@ static void conn_start(lx_conn_t *c) {
     }
     ssize_t n = recv(c->tcp.io_watcher.fd, b, w->rbufs.size, 0);
     if (n > 0) {
-        got_bytes(c, b, (size_t)n);
-        if (c->state != LX_CONN_CLOSED && !c->reading && c->state != LX_CONN_LINGER) {
-            lx_sess_t *s = sess(c);
-            if (s == NULL || s->rlen < s->rcap) want_read(c, 1);
-        }
+        got_bytes(c, b, (size_t)n); /* conn_parse decides whether to read on */
         return;
     }
     lx_pool_put(&w->rbufs, b, w->rbufs.size);
@@ -893,7 +888,9 @@ static void request_end(lx_sess_t *s) {
     if (r->gen->srv.access_log.path) lx_access_log(s->w, r);
     release_gen(s);
     int unread = !s->message_done || s->rpos != s->rlen;
-    if (!r->keepalive || c->draining || s->w->stop || (c->eof && !unread)) {
+    /* A response that came out short (out of memory or queue entries in
+     * out.c) said a length it did not send: the connection cannot go on. */
+    if (!r->keepalive || s->out.failed || c->draining || s->w->stop || (c->eof && !unread)) {
         if (unread && !c->eof)
             linger(c);
         else

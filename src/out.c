@@ -22,16 +22,15 @@ void lx_out_init(lx_out_t *o) {
     memset(o, 0, sizeof(*o));
 }
 
-static void piece_release(lx_out_t *o, lx_piece_t *p, lx_sess_t *s) {
+static void piece_release(lx_piece_t *p, lx_sess_t *s) {
     if (p->file) lx_file_unref(p->file);
     if (p->kind == LX_PIECE_BUF) lx_pool_put(&s->w->obufs, p->buf, LX_OUT_BUF);
     p->file = NULL;
-    (void)o;
 }
 
 void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
     while (o->n) {
-        piece_release(o, &o->q[o->head], s);
+        piece_release(&o->q[o->head], s);
         o->head = (o->head + 1) % LX_OUT_MAX;
         o->n--;
     }
@@ -52,12 +51,19 @@ char *lx_out_reserve(lx_out_t *o, size_t n) {
         size_t cap = o->ocap ? o->ocap : 1024;
         while (cap < o->olen + n)
             cap *= 2;
-        /* obuf moves: no uv_write may hold a pointer into it. */
-        if (o->writing) {
-            o->failed = 1;
-            return NULL;
+        char *b;
+        if (o->writing && o->obuf_old == NULL) {
+            /* A uv_write points into obuf (100 Continue, or headers, still
+             * in flight): it moves to a copy, and the old one is freed when
+             * the write is done (on_write). One write is in flight at a
+             * time, so a second growth meanwhile may realloc the copy. */
+            if ((b = malloc(cap)) != NULL) {
+                memcpy(b, o->obuf, o->olen);
+                o->obuf_old = o->obuf;
+            }
+        } else {
+            b = realloc(o->obuf, cap);
         }
-        char *b = realloc(o->obuf, cap);
         if (b == NULL) {
             o->failed = 1;
             return NULL;
@@ -149,7 +155,7 @@ static void consume(lx_sess_t *s, uint64_t n) {
         if (p->ptr) p->ptr += take;
         n -= take;
         if (p->len == 0) {
-            piece_release(o, p, s);
+            piece_release(p, s);
             o->head = (o->head + 1) % LX_OUT_MAX;
             o->n--;
         }
@@ -170,6 +176,8 @@ static void on_write(uv_write_t *req, int status) {
     lx_out_t *o = container_of(req, lx_out_t, wreq);
     lx_sess_t *s = container_of(o, lx_sess_t, out);
     o->writing = 0;
+    free(o->obuf_old);
+    o->obuf_old = NULL;
     if (status == 0) consume(s, o->wlen);
     o->wlen = 0;
     lx_sess_written(s, status);

@@ -40,6 +40,7 @@ typedef struct {
     lx_piece_t q[LX_OUT_MAX];    /**< queued output, a ring */
     unsigned head, n;            /**< first entry, entries */
     char *obuf;                  /**< header and small-body bytes */
+    char *obuf_old;              /**< the obuf a uv_write still reads, freed when it is done */
     size_t olen, ocap;           /**< used and allocated */
     uint64_t queued;             /**< bytes in the queue */
     uv_write_t wreq;             /**< the uv_write in flight */
@@ -60,8 +61,9 @@ void lx_out_init(lx_out_t *o);
 void lx_out_reset(lx_out_t *o, lx_sess_t *s);
 void lx_out_free(lx_out_t *o);
 
-/* Room for n bytes at obuf + olen, or NULL. Only while nothing of obuf is
- * in a uv_write (the queue's bytes are out before a response begins). */
+/* Room for n bytes at obuf + olen, or NULL when out of memory. While a
+ * uv_write reads obuf, a larger one is a copy and the old one is kept until
+ * the write is done. */
 char *lx_out_reserve(lx_out_t *o, size_t n);
 /* Queues obuf[from, olen). */
 void lx_out_obuf(lx_out_t *o, size_t from);

@@ -242,7 +242,6 @@ void lx_request_finish(lx_req_t *r, int status) {
     }
     if (status >= 400 && lx_request_error_page(r, status)) {
         r->method = HTTP_GET;
-        r->head = r->head; /* a HEAD stays headers-only */
         r->handler = 0;
         r->handler_data = NULL;
         run_chain(r);
