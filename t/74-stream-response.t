@@ -15,7 +15,7 @@ use Time::HiRes qw(time sleep);
 use IO::Select;
 use lib 't/lib';
 use Luxd;
-use Luxd::Stream qw(pattern rss_kb read_chunked);
+use Luxd::Stream qw(pattern rss_kb read_chunked test_server);
 
 # Under ASan every freed piece would sit in the quarantine (256 MB by
 # default) and the RSS would grow for a server that does keep it flat. A
@@ -29,16 +29,7 @@ my $RATE = 8 * 1024 * 1024;      # bytes a second the slow client reads: about 1
 my $RSS_LIMIT_KB = 16 * 1024;    # growth allowed during the download
 my $H = "Host: localhost\r\n";
 
-my $s = Luxd->new(
-    test_handlers => 1,
-    config => <<'EOF_CONF',
-vhost "localhost" {
-  default = true,
-  root = "$DIR/www",
-  location "/t/" { test_handler = true },
-}
-EOF_CONF
-    files  => { 'www/a.txt' => "aaa\n" },
+my $s = test_server(
     server => { send_timeout => 30, keepalive_timeout => 30 },
 );
 

@@ -10,19 +10,9 @@ use warnings;
 use Test::More;
 use lib 't/lib';
 use Luxd;
-use Luxd::Stream qw(pattern);
+use Luxd::Stream qw(pattern test_server);
 
-my $s = Luxd->new(
-    test_handlers => 1,
-    config => <<'EOF_CONF',
-vhost "localhost" {
-  default = true,
-  root = "$DIR/www",
-  location "/t/" { test_handler = true },
-}
-EOF_CONF
-    files => { 'www/a.txt' => "aaa\n" },
-);
+my $s = test_server();
 
 sub get10 {
     my ($query, @headers) = @_;

@@ -17,7 +17,7 @@ use Socket qw(SOL_SOCKET SO_SNDBUF IPPROTO_TCP TCP_NODELAY);
 use Errno qw(EAGAIN EWOULDBLOCK EINTR);
 use lib 't/lib';
 use Luxd;
-use Luxd::Stream qw(fnv1a64 body_bytes);
+use Luxd::Stream qw(fnv1a64 body_bytes test_server);
 
 my $MAX = 8_000_000;    # max_body_bytes
 my $H = "Host: localhost\r\n";
@@ -26,16 +26,8 @@ my $H = "Host: localhost\r\n";
 is(fnv1a64(''), 'cbf29ce484222325', 'FNV-1a 64 of ""');
 is(fnv1a64('foobar'), '85944171f73967e8', 'FNV-1a 64 of "foobar"');
 
-my $s = Luxd->new(
-    test_handlers => 1,
-    config => <<'EOF_CONF',
-vhost "localhost" {
-  default = true,
-  root = "$DIR/www",
-  location "/t/" { test_handler = true },
-}
-EOF_CONF
-    files  => { 'www/a.txt' => "aaa\n", 'www/index.html' => "home\n" },
+my $s = test_server(
+    files  => { 'www/index.html' => "home\n" },
     server => { max_body_bytes => $MAX, body_timeout => 30, keepalive_timeout => 30 },
 );
 

@@ -10,19 +10,10 @@ use Test::More;
 use Socket qw(SHUT_WR);
 use lib 't/lib';
 use Luxd;
+use Luxd::Stream qw(test_server);
 
 my $H = "Host: localhost\r\n";
-my $s = Luxd->new(
-    test_handlers => 1,
-    config => <<'EOF_CONF',
-vhost "localhost" {
-  default = true,
-  root = "$DIR/www",
-  location "/t/" { test_handler = true },
-}
-EOF_CONF
-    files => { 'www/a.txt' => "aaa\n" },
-);
+my $s = test_server();
 
 sub post { my ($path, $body) = @_; "POST $path HTTP/1.1\r\n${H}Content-Length: " . length($body) . "\r\n\r\n$body" }
 

@@ -11,18 +11,10 @@ use Test::More;
 use Time::HiRes qw(time);
 use lib 't/lib';
 use Luxd;
+use Luxd::Stream qw(test_server);
 
 my $H = "Host: localhost\r\n";
-my $s = Luxd->new(
-    test_handlers => 1,
-    config => <<'EOF_CONF',
-vhost "localhost" {
-  default = true,
-  root = "$DIR/www",
-  location "/t/" { test_handler = true },
-}
-EOF_CONF
-    files  => { 'www/a.txt' => "aaa\n" },
+my $s = test_server(
     server => { body_timeout => 4 },
 );
 

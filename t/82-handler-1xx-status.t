@@ -7,19 +7,10 @@ use warnings;
 use Test::More;
 use lib 't/lib';
 use Luxd;
+use Luxd::Stream qw(test_server);
 
 my $H = "Host: localhost\r\n";
-my $s = Luxd->new(
-    test_handlers => 1,
-    config => <<'EOF_CONF',
-vhost "localhost" {
-  default = true,
-  root = "$DIR/www",
-  location "/t/" { test_handler = true },
-}
-EOF_CONF
-    files => { 'www/a.txt' => "aaa\n" },
-);
+my $s = test_server();
 
 for my $code (100, 101, 199) {
     my $c = $s->connect;

@@ -28,12 +28,31 @@ use strict;
 use warnings;
 use Time::HiRes qw(time);
 use Exporter 'import';
-our @EXPORT_OK = qw(pattern fnv1a64 body_bytes rss_kb read_chunked);
+our @EXPORT_OK = qw(pattern fnv1a64 body_bytes rss_kb read_chunked test_server $TEST_CONFIG);
 
 my $ALPHA = join '', 'a' .. 'z';
 # Long enough for any slice compared at once (see Chunked::_data).
 my $PAT = $ALPHA x (int(262144 / 26) + 2);
 my $SLICE = 262144;
+
+# The site the test-handler tests share: the default vhost serving $DIR/www
+# (with a.txt), and the test handler (t/handlers/test_handler.c) under /t/.
+our $TEST_CONFIG = <<'EOF_CONF';
+vhost "localhost" {
+  default = true,
+  root = "$DIR/www",
+  location "/t/" { test_handler = true },
+}
+EOF_CONF
+
+# Starts luxd-test with that site; files and server keys as Luxd->new's,
+# the files added to www/a.txt.
+sub test_server {
+    my (%o) = @_;
+    my $files = delete $o{files} || {};
+    return Luxd->new(test_handlers => 1, config => $TEST_CONFIG,
+                     files => { 'www/a.txt' => "aaa\n", %$files }, %o);
+}
 
 sub pattern {
     my ($n, $from) = @_;
