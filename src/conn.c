@@ -726,6 +726,10 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
             }
             s->rpos = pos;
             llhttp_resume(&s->parser);
+            /* A reader holds a piece: luxd reads nothing from the client
+             * until it asks for more, so the client's body_timeout waits
+             * too (lx_sess_body_resume starts it again). */
+            if (s->body_paused && c->dl_kind == LX_DL_BODY) set_deadline(c, LX_DL_NONE, 0);
             if (s->message_done && s->req.body_state != LX_BODY_NONE &&
                 s->req.body_state != LX_BODY_DONE) {
                 body_complete(s);
