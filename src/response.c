@@ -80,6 +80,10 @@ static void put(lx_out_t *o, const char *p, size_t len) {
 }
 
 void lx_resp_init(lx_req_t *r, int status) {
+    /* An error page keeps the status the request earned, whichever handler
+     * serves it (the static one, the test handler, a backend): a page that
+     * answers with success must not turn a 404 into a 200. */
+    if (r->error_status && status >= 200 && status < 300) status = r->error_status;
     r->resp.status = status;
     r->resp.length = -1;
     r->resp.block = NULL;
