@@ -236,7 +236,10 @@ void lx_request_finish(lx_req_t *r, int status) {
      * the final response and take the next request's for it. */
     if (status < 200 || status > 599) status = 500;
     if (r->resp.state != LX_RESP_NONE) {
-        /* A handler answered, then failed: nothing else can be said. */
+        /* A handler answered, then failed: nothing else can be said, and a
+         * body cut short (a stream without its last chunk) leaves the
+         * framing in doubt, so the connection ends with it. */
+        if (r->resp.state == LX_RESP_STREAMING) r->keepalive = 0;
         lx_resp_done(r);
         return;
     }
