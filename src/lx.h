@@ -27,6 +27,12 @@ typedef struct {
     size_t len;    /**< number of bytes */
 } lx_str_t;
 
+/* A header field: a request's as parsed, or one a config sets. */
+typedef struct {
+    lx_str_t name;  /**< as sent */
+    lx_str_t value; /**< without surrounding whitespace */
+} lx_header_t;
+
 #define LX_STR(s) ((lx_str_t){(s), sizeof(s) - 1})
 
 static inline int lx_str_eq(lx_str_t a, const char *b, size_t blen) {

@@ -35,11 +35,6 @@ enum {
     LX_H_KNOWN
 };
 
-typedef struct {
-    lx_str_t name;  /**< as sent */
-    lx_str_t value; /**< without surrounding whitespace */
-} lx_header_t;
-
 #define LX_MAX_HEADERS 100
 
 /* What a handler's handle() answers: one of these, or an HTTP status

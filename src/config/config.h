@@ -24,6 +24,37 @@ typedef enum {
     LX_SYMLINKS_REFUSE,    /**< false: none; a path through a link is 403 */
 } lx_symlinks_t;
 
+/* One server of an upstream. A name that resolves to several addresses is
+ * one entry per address (nginx does the same), all with the weight given. */
+typedef struct {
+    char text[128];      /**< as written ("app.internal:8080", "unix:/run/app.sock") */
+    char addr_text[112]; /**< the address, for $upstream_addr ("127.0.0.1:8081", "[::1]:80",
+                            "unix:/p") */
+    struct sockaddr_storage addr; /**< AF_INET, AF_INET6 or AF_UNIX */
+    socklen_t addrlen;            /**< length of addr */
+    uint32_t weight;              /**< share of round robin, 1.. (default 1) */
+    const char *file;             /**< where it was written */
+    int line;
+} lx_upstream_server_t;
+
+/* upstream "name" { ... }: servers a request is handed to, and how. */
+typedef struct lx_upstream_s {
+    const char *name;              /**< as written */
+    uint32_t index;                /**< in g->upstreams */
+    lx_upstream_server_t *servers; /**< resolved at load, in the order written */
+    size_t nservers;               /**< entries in servers (>= 1) */
+    uint32_t keepalive;            /**< idle connections kept per loop and server; 0: none */
+    uint32_t keepalive_timeout;    /**< ms an idle connection is kept */
+    uint32_t connect_timeout;      /**< ms for connect(2) */
+    uint32_t read_timeout;         /**< ms between two reads of the response */
+    uint32_t send_timeout;         /**< ms between two writes of the request */
+    uint32_t max_fails;      /**< failures within fail_timeout that mark a server down; 0: never */
+    uint32_t fail_timeout;   /**< ms: the window for max_fails, and how long a server stays down */
+    size_t max_header_bytes; /**< response status line plus headers */
+    const char *file;        /**< where it was declared */
+    int line;
+} lx_upstream_t;
+
 /* Serving settings of a vhost or of one of its locations. A location starts as
  * a copy of its vhost's site and overrides the keys it names. */
 typedef struct lx_site_s {
@@ -47,6 +78,12 @@ typedef struct lx_site_s {
     uint32_t policy;                  /**< policy slot (1..), 0: none */
     size_t nerror_pages;              /**< entries in both */
     unsigned test_handler : 1;        /**< test_handler = true (luxd-test only) */
+    const lx_upstream_t *proxy;       /**< proxy = "name": every request goes there, or NULL */
+    const lx_upstream_t *fallback;    /**< fallback = "name": what no file answers, or NULL */
+    const char *proxy_host;           /**< Host sent to the upstream; NULL: the client's */
+    const lx_header_t *proxy_headers; /**< proxy_headers: set (or, value "", remove) these */
+    size_t nproxy_headers;            /**< entries in proxy_headers */
+    unsigned proxy_via : 1;           /**< send "Via: 1.1 luxd" to the upstream (default on) */
     /* The handlers that answer, in order: filled by handlers/chain.c when
      * the generation is made, so config/ never names a handler. */
     const struct lx_handler_s *chain[8];
@@ -146,6 +183,9 @@ typedef struct lx_gen_s {
     int nvms;                         /**< entries in vms */
     const char **warnings;            /**< "file:line: ..." the loader let pass but reports */
     size_t nwarnings;                 /**< entries in warnings */
+    lx_upstream_t *upstreams;         /**< in declaration order */
+    size_t nupstreams;                /**< entries in upstreams */
+    void *proxy;                      /**< the proxy handler's per-loop health and rotation */
     void (*fini)(struct lx_gen_s *g); /**< what the handlers built for it, freed last */
     lx_ruleset_t **rulesets;          /**< every rule set, to free them */
     size_t nrulesets;                 /**< entries in rulesets */
@@ -179,6 +219,9 @@ lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len);
 
 /* The location of vh whose prefix is the longest match of path, or NULL. */
 const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, size_t len);
+
+/* The upstream named name, or NULL. */
+const lx_upstream_t *lx_gen_upstream(const lx_gen_t *g, const char *name, size_t len);
 
 /* Prints the compiled tables (luxd -T). */
 void lx_gen_dump(const lx_gen_t *g, FILE *out);

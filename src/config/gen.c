@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "llhttp.h"
 
@@ -162,4 +163,11 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
     if (s->vhost_dir)
         fprintf(out, "vhost_dir %s: any other plain host name -> %s/HOST/\n", s->vhost_dir,
                 s->vhost_dir);
+}
+
+const lx_upstream_t *lx_gen_upstream(const lx_gen_t *g, const char *name, size_t len) {
+    for (size_t i = 0; i < g->nupstreams; i++)
+        if (strlen(g->upstreams[i].name) == len && memcmp(g->upstreams[i].name, name, len) == 0)
+            return &g->upstreams[i];
+    return NULL;
 }
