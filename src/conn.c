@@ -218,7 +218,20 @@ static void sess_detach(lx_conn_t *c) {
         s->req.resp.producer = NULL;
         p->stop(&s->req);
     }
+    if (s->req.on_abort) {
+        void (*cb)(lx_req_t *) = s->req.on_abort;
+        s->req.on_abort = NULL;
+        cb(&s->req);
+    }
     sess_maybe_free(s);
+}
+
+void lx_req_enter(lx_req_t *r) {
+    lx_sess_enter(lx_sess_of(r));
+}
+
+void lx_req_leave(lx_req_t *r) {
+    lx_sess_leave(lx_sess_of(r));
 }
 
 void lx_req_hold(lx_req_t *r) {

@@ -92,13 +92,6 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     return 0;
 }
 
-/* RFC 9110 5.6.2 tchar as a 256-bit set: visible ASCII but the delimiters
- * "(),/:;<=>?@[\]{} and DQUOTE. One shift and mask per byte. */
-static int is_tchar(unsigned char ch) {
-    static const uint64_t set[4] = {0x03ff6cfa00000000ULL, 0x57ffffffc7fffffeULL, 0, 0};
-    return (set[ch >> 6] >> (ch & 63)) & 1;
-}
-
 /* Names of the headers the request path looks at, lower case. */
 static const struct {
     const char *name;
@@ -173,7 +166,7 @@ static int on_header_value_complete(llhttp_t *p) {
      * request smuggling starts. */
     if (h->name.len == 0) return -1;
     for (size_t i = 0; i < h->name.len; i++)
-        if (!is_tchar((unsigned char)h->name.p[i])) return -1;
+        if (!lx_is_tchar((unsigned char)h->name.p[i])) return -1;
     while (h->value.len &&
            (h->value.p[h->value.len - 1] == ' ' || h->value.p[h->value.len - 1] == '\t'))
         h->value.len--;

@@ -95,46 +95,50 @@ typedef struct {
 } lx_resp_t;
 
 struct lx_req_s {
-    lx_gen_t *gen;              /**< the generation it runs under, start to end */
-    lx_worker_t *w;             /**< the loop it runs on */
-    int method;                 /**< llhttp_method_t; GET for an error page's redirect */
-    int http_minor;             /**< 0 or 1 (major is always 1) */
-    lx_str_t target;            /**< request target as sent */
-    lx_str_t path;              /**< raw path part of target */
-    lx_str_t query;             /**< after '?', without it; len 0 if none */
-    lx_str_t known[LX_H_KNOWN]; /**< values of the headers above */
-    lx_header_t *headers;       /**< all headers, in order (arena) */
-    unsigned nheaders;          /**< entries in headers */
-    unsigned hosts;             /**< Host headers seen (more than one is a 400) */
-    char *decoded;              /**< normalised path (arena) */
-    size_t decoded_len;         /**< strlen(decoded) */
-    lx_vhost_t *vhost;          /**< chosen by Host */
-    const lx_site_t *site;      /**< vhost or location settings */
-    const char *root;           /**< document root: the site's, or vhost_dir/host */
-    size_t root_len;            /**< strlen(root) */
-    int error_status;           /**< serving the error page for this status, or 0 */
-    int status;                 /**< response status, for the log */
-    uint64_t body_bytes;        /**< response body bytes, for the log */
-    uint64_t content_length;    /**< request body length announced */
-    uint64_t body_read;         /**< request body bytes received */
-    lx_resp_t resp;             /**< the response */
-    uint8_t body_state;         /**< lx_body_state_t */
-    uint8_t handler;            /**< index in the site's chain of the handler that runs */
-    unsigned keepalive : 1;     /**< the connection stays open after this response */
-    unsigned head : 1;          /**< HEAD: headers only */
-    unsigned chunked : 1;       /**< the request body is chunked */
-    unsigned aborted : 1;       /**< the connection is gone: a waiter only lets go */
-    unsigned waiting : 1;       /**< the handler at `handler` answered LX_ASYNC */
-    unsigned waiting_body : 1;  /**< ... and waits for the body to be dropped */
-    lx_body_cb body_cb;         /**< the body's reader, or NULL */
-    lx_waiter_t wait;           /**< what an ASYNC handler waits with */
-    int pending;                /**< thread-pool jobs that will call back into the request */
-    lx_arena_t *arena;          /**< request memory, reset when the request ends */
-    void *handler_data;         /**< a handler's state across an LX_ASYNC wait */
-    lx_str_t host;              /**< Host without port, for policies */
-    char *extra;                /**< header lines a policy added (arena) */
-    size_t extra_len;           /**< bytes in extra */
-    size_t extra_cap;           /**< bytes allocated for extra */
+    lx_gen_t *gen;                 /**< the generation it runs under, start to end */
+    lx_worker_t *w;                /**< the loop it runs on */
+    int method;                    /**< llhttp_method_t; GET for an error page's redirect */
+    int http_minor;                /**< 0 or 1 (major is always 1) */
+    lx_str_t target;               /**< request target as sent */
+    lx_str_t path;                 /**< raw path part of target */
+    lx_str_t query;                /**< after '?', without it; len 0 if none */
+    lx_str_t known[LX_H_KNOWN];    /**< values of the headers above */
+    lx_header_t *headers;          /**< all headers, in order (arena) */
+    unsigned nheaders;             /**< entries in headers */
+    unsigned hosts;                /**< Host headers seen (more than one is a 400) */
+    char *decoded;                 /**< normalised path (arena) */
+    size_t decoded_len;            /**< strlen(decoded) */
+    lx_vhost_t *vhost;             /**< chosen by Host */
+    const lx_site_t *site;         /**< vhost or location settings */
+    const char *root;              /**< document root: the site's, or vhost_dir/host */
+    size_t root_len;               /**< strlen(root) */
+    int error_status;              /**< serving the error page for this status, or 0 */
+    int status;                    /**< response status, for the log */
+    uint64_t body_bytes;           /**< response body bytes, for the log */
+    uint64_t content_length;       /**< request body length announced */
+    uint64_t body_read;            /**< request body bytes received */
+    lx_resp_t resp;                /**< the response */
+    uint8_t body_state;            /**< lx_body_state_t */
+    uint8_t handler;               /**< index in the site's chain of the handler that runs */
+    unsigned keepalive : 1;        /**< the connection stays open after this response */
+    unsigned head : 1;             /**< HEAD: headers only */
+    unsigned chunked : 1;          /**< the request body is chunked */
+    unsigned aborted : 1;          /**< the connection is gone: a waiter only lets go */
+    unsigned waiting : 1;          /**< the handler at `handler` answered LX_ASYNC */
+    unsigned waiting_body : 1;     /**< ... and waits for the body to be dropped */
+    lx_body_cb body_cb;            /**< the body's reader, or NULL */
+    lx_waiter_t wait;              /**< what an ASYNC handler waits with */
+    int pending;                   /**< thread-pool jobs that will call back into the request */
+    lx_arena_t *arena;             /**< request memory, reset when the request ends */
+    void *handler_data;            /**< a handler's state across an LX_ASYNC wait */
+    lx_str_t host;                 /**< Host without port, for policies */
+    void (*on_abort)(lx_req_t *r); /**< told when the client is gone (then r is not touched) */
+    const char *upstream_addr;     /**< the upstream server that answered, for the log, or NULL */
+    int upstream_status;           /**< its status, for the log */
+    uint32_t upstream_ms;          /**< ms from handing over to the end of its response */
+    char *extra;                   /**< header lines a policy added (arena) */
+    size_t extra_len;              /**< bytes in extra */
+    size_t extra_cap;              /**< bytes allocated for extra */
 };
 
 /* Runs a request whose head is complete through vhost, path, rules and the
@@ -158,6 +162,12 @@ void lx_req_hold(lx_req_t *r);
 int lx_req_release(lx_req_t *r);
 void lx_req_wake(lx_req_t *r, int status);
 
+/* Around a callback into a handler from outside the core (an upstream
+ * connection's): a request that ends, or a connection that closes, inside
+ * it is finished once it returns (lx_sess_enter/leave). */
+void lx_req_enter(lx_req_t *r);
+void lx_req_leave(lx_req_t *r);
+
 /* The client's address (asked of the kernel once per connection, when
  * first needed), and as text ("-" when unknown) in buf of 48 bytes. */
 lx_addr_t lx_req_addr(lx_req_t *r);
@@ -175,15 +185,19 @@ void lx_resp_send_headers(lx_req_t *r);
 /* Body pieces of a response of known length (after lx_resp_send_headers). */
 void lx_resp_body_copy(lx_req_t *r, const char *p, size_t len);
 void lx_resp_body_file(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len);
+/* Sends r->resp (a 1xx status and its lines) as an interim response to an
+ * HTTP/1.1 client, before any final one, and clears it for the final. */
+void lx_resp_interim(lx_req_t *r);
 /* All of the response is queued. */
 void lx_resp_done(lx_req_t *r);
 /* A complete small answer: status, the site's headers, a short HTML body;
  * extra: more "Name: value\r\n" lines (Location, Content-Range), or NULL. */
 void lx_resp_simple(lx_req_t *r, int status, const char *extra);
 
-/* A streamed response of unknown length: the headers go out now (chunked
- * in HTTP/1.1, close-delimited in 1.0), then pieces as the producer sends
- * them, each copied. lx_stream_send returns 0, or -EAGAIN when the output
+/* A streamed response: the headers go out now, then pieces as the
+ * producer sends them, each copied. The length is r->resp.length if the
+ * handler set it (a backend's Content-Length), else unknown: chunked in
+ * HTTP/1.1, close-delimited in 1.0. lx_stream_send returns 0, or -EAGAIN when the output
  * is above the high-water mark (the piece is queued still; wait for
  * proceed). */
 void lx_stream_start(lx_req_t *r, const lx_producer_t *p);

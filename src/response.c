@@ -232,6 +232,23 @@ void lx_resp_body_file(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
     r->body_bytes += len;
 }
 
+void lx_resp_interim(lx_req_t *r) {
+    lx_sess_t *s = lx_sess_of(r);
+    lx_resp_t *rs = &r->resp;
+    lx_out_t *o = &s->out;
+    if (r->aborted || rs->state != LX_RESP_NONE || r->http_minor == 0) return;
+    char line[64];
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", rs->status,
+                     lx_status_reason(rs->status));
+    size_t from = o->olen;
+    put(o, line, clamp_len(n, sizeof(line)));
+    if (rs->len) put(o, rs->lines, rs->len);
+    put(o, "\r\n", 2);
+    lx_out_obuf(o, from);
+    rs->len = 0;
+    lx_sess_output(s);
+}
+
 void lx_resp_done(lx_req_t *r) {
     if (r->aborted) return;
     if (r->resp.state == LX_RESP_NONE) lx_resp_simple(r, 500, NULL); /* a handler's bug */
@@ -279,7 +296,6 @@ void lx_resp_simple(lx_req_t *r, int status, const char *extra) {
 /* ---- streamed bodies ----------------------------------------------------- */
 
 void lx_stream_start(lx_req_t *r, const lx_producer_t *p) {
-    r->resp.length = -1;
     lx_resp_send_headers(r);
     if (r->aborted) return;
     if (r->resp.no_body) {

@@ -6,6 +6,9 @@
  *   test    (test_handler, luxd-test) alone after the policy
  *   static  (always)                 files, index files, ranges
  *   listing (dir_listing)            a directory that has no index file
+ *   proxy   (fallback = "upstream")  what no file answers goes to the backend
+ *
+ * and for proxy = "upstream", policy then proxy alone.
  *
  * config/ records what a site asks for and never names a handler. */
 #include "handler.h"
@@ -16,7 +19,7 @@
 
 const lx_handler_t *const lx_handlers[] = {
     &lx_policy_handler, &lx_static_handler, &lx_listing_handler,
-    &lx_test_handler, /* weak: NULL unless linked (luxd-test) */
+    &lx_proxy_handler,  &lx_test_handler, /* weak: NULL unless linked (luxd-test) */
 };
 const size_t lx_nhandlers = LX_ARRAY_SIZE(lx_handlers);
 
@@ -31,8 +34,13 @@ static void build_chain(lx_site_t *s) {
         s->chain[s->nchain++] = &lx_test_handler;
         return;
     }
+    if (s->proxy) {
+        s->chain[s->nchain++] = &lx_proxy_handler;
+        return;
+    }
     s->chain[s->nchain++] = &lx_static_handler;
     if (s->dir_listing) s->chain[s->nchain++] = &lx_listing_handler;
+    if (s->fallback) s->chain[s->nchain++] = &lx_proxy_handler;
 }
 
 static void gen_fini(lx_gen_t *g) {

@@ -28,6 +28,11 @@ extern const lx_handler_t lx_policy_handler;
 extern const lx_handler_t lx_test_handler __attribute__((weak)); /* luxd-test only */
 extern const lx_handler_t lx_static_handler;
 extern const lx_handler_t lx_listing_handler;
+extern const lx_handler_t lx_proxy_handler;
+
+/* Hands r to upstream u (the proxy handler's handle, for a policy's
+ * r:proxy too): returns LX_ASYNC, or a status. */
+int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u);
 
 #define LX_HANDLERS_MAX 8
 /* All of them, for per-generation and per-loop set-up. */

@@ -272,7 +272,20 @@ static int serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t len) {
     return serve(r, f);
 }
 
+static int static_serve(lx_req_t *r);
+
+/* With fallback = "upstream", what no file answers is the backend's: a
+ * method other than GET and HEAD (before its body is dropped: the backend
+ * reads it), and a path no file is at. An error page is served from files
+ * only. */
 static int static_handle(lx_req_t *r) {
+    int fallback = r->site->fallback && !r->error_status;
+    if (fallback && r->method != HTTP_GET && r->method != HTTP_HEAD) return LX_DECLINED;
+    int rc = static_serve(r);
+    return fallback && rc == 404 ? LX_DECLINED : rc;
+}
+
+static int static_serve(lx_req_t *r) {
     const lx_site_t *s = r->site;
     if (r->root == NULL) return LX_DECLINED;
     /* A body nobody reads is dropped before the answer, so that one over

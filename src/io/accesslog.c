@@ -81,9 +81,18 @@ static void put_num(sink_t *s, uint64_t v) {
 /* One variable of a template ("$status"); returns the bytes consumed. */
 static size_t put_var(sink_t *s, lx_worker_t *w, lx_req_t *r, const char *v) {
     char peer[48];
-    static const char *const names[] = {
-        "remote_addr",  "time_local",      "request", "status", "body_bytes_sent",
-        "http_referer", "http_user_agent", "host",    "uri"};
+    static const char *const names[] = {"remote_addr",
+                                        "time_local",
+                                        "request",
+                                        "status",
+                                        "body_bytes_sent",
+                                        "http_referer",
+                                        "http_user_agent",
+                                        "host",
+                                        "uri",
+                                        "upstream_addr",
+                                        "upstream_status",
+                                        "upstream_response_time"};
     for (size_t i = 0; i < LX_ARRAY_SIZE(names); i++) {
         size_t n = strlen(names[i]);
         if (strncmp(v, names[i], n) != 0) continue;
@@ -100,6 +109,28 @@ static size_t put_var(sink_t *s, lx_worker_t *w, lx_req_t *r, const char *v) {
         case 6: put_field(s, r->known[LX_H_USER_AGENT], 0); break;
         case 7: put_field(s, r->known[LX_H_HOST], 0); break;
         case 8: put_field(s, r->path, 0); break;
+        case 9:
+            if (r->upstream_addr)
+                put(s, r->upstream_addr, strlen(r->upstream_addr));
+            else
+                put(s, "-", 1);
+            break;
+        case 10:
+            if (r->upstream_status)
+                put_num(s, (uint64_t)r->upstream_status);
+            else
+                put(s, "-", 1);
+            break;
+        case 11:
+            if (r->upstream_addr) {
+                char t[32];
+                int tn =
+                    snprintf(t, sizeof(t), "%u.%03u", r->upstream_ms / 1000, r->upstream_ms % 1000);
+                put(s, t, (size_t)tn);
+            } else {
+                put(s, "-", 1);
+            }
+            break;
         }
         return n;
     }

@@ -1,0 +1,817 @@
+/* The proxy handler: hands a request to an upstream and relays the answer.
+ *
+ * One request borrows one upstream connection (upstream/upconn.c): an idle
+ * one from its loop's pool, or a fresh connect to the next healthy server
+ * in weighted round robin. The request head is rewritten once (hop-by-hop
+ * fields out, X-Forwarded-*, Via, the site's proxy_headers in) and kept, so
+ * that the one retry allowed (a pooled connection the backend had closed)
+ * sends it again. The request body flows through the core's body stream:
+ * a piece is written, and the next asked for only when it is out, so a
+ * slow backend slows the client. The response is parsed strictly
+ * (upstream/h1resp.c) and streamed to the client; when the client's output
+ * is above its high-water mark, the backend is not read until `proceed`.
+ *
+ * Lifetime: the handler answers LX_ASYNC and drives itself from the
+ * connection's callbacks; it never holds the request. The core tells it
+ * when the client is gone (r->on_abort, or the producer's stop), and it
+ * then closes the upstream connection (a connection in the middle of a
+ * response is never pooled) and frees its state at once, so no callback
+ * of it can reach a dead request. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../log.h"
+#include "../upstream/h1resp.h"
+#include "../upstream/upconn.h"
+#include "../worker.h"
+#include "handler.h"
+
+/* A server's health and rotation, per loop (nginx keeps them per worker
+ * too unless told to share a zone). */
+typedef struct {
+    uint32_t fails;      /**< failures in the current window */
+    uint64_t fail_start; /**< loop ms the window began */
+    uint64_t down_until; /**< loop ms it is skipped until */
+    int64_t current;     /**< smooth weighted round robin's running weight */
+} px_peer_t;
+
+/* g->proxy: every loop's peers of every upstream. */
+typedef struct {
+    size_t total;   /**< servers of all upstreams */
+    size_t *offset; /**< of each upstream's first server */
+    px_peer_t *peers;
+} px_gen_t;
+
+/* Where the request body stands on its way to the upstream. */
+typedef enum {
+    PX_BODY_NONE,    /**< none, or not for this upstream (already dropped) */
+    PX_BODY_EXPECT,  /**< Expect: 100-continue went on; the backend's 100 starts it */
+    PX_BODY_PENDING, /**< to be read once the head is out */
+    PX_BODY_SENDING, /**< read from the client and written on */
+    PX_BODY_SENT,    /**< all of it is out */
+    PX_BODY_CUT,     /**< given up (the backend answered first): the connection is not reused */
+} px_body_t;
+
+typedef struct {
+    lx_req_t *r;
+    const lx_upstream_t *u;
+    px_peer_t *peers;        /**< this loop's, for u */
+    lx_uploop_t *ul;         /**< this loop's pools */
+    lx_upconn_t *uc;         /**< the connection, or NULL */
+    lx_h1resp_t resp;        /**< the response parser */
+    char *head;              /**< the request head as sent (malloc) */
+    size_t head_len;         /**< bytes in head */
+    uint64_t tried;          /**< servers tried (bit i: server i; past 64 not tracked) */
+    uint64_t started;        /**< loop ms the request was handed over */
+    int server;              /**< index of the server in use */
+    int last_status;         /**< what the failures so far add up to: 502 or 504 */
+    uint8_t body;            /**< px_body_t */
+    unsigned busy;           /**< our code is on the stack: a free waits */
+    unsigned head_out : 1;   /**< the head is written */
+    unsigned got_bytes : 1;  /**< a byte of the response came */
+    unsigned responding : 1; /**< the final response's head went to the client */
+    unsigned paused : 1;     /**< the client's output is full: the backend is not read */
+    unsigned retried : 1;    /**< the one retry on a fresh connection was made */
+    unsigned fresh : 1;      /**< the next connection is a new one, not a pooled one */
+    unsigned dead : 1;       /**< the client is gone: free when busy drops to 0 */
+    unsigned chunked : 1;    /**< the body goes on in chunked framing */
+    unsigned expect : 1;     /**< the head asks the backend for 100 Continue */
+} px_t;
+
+static int px_slot = -1; /* index of this handler in lx_handlers[]: w->hstate */
+
+static lx_uploop_t *loop_pools(lx_worker_t *w) {
+    if (px_slot < 0)
+        for (size_t i = 0; i < lx_nhandlers; i++)
+            if (lx_handlers[i] == &lx_proxy_handler) px_slot = (int)i;
+    return px_slot < 0 ? NULL : w->hstate[px_slot];
+}
+
+/* ---- per generation, per loop --------------------------------------- */
+
+static int px_gen_init(lx_gen_t *g, const char *file, const char *prefix, int nloops, char *err,
+                       size_t errlen) {
+    (void)file;
+    (void)prefix;
+    if (g->nupstreams == 0) return 0;
+    px_gen_t *pg = calloc(1, sizeof(*pg));
+    if (pg) pg->offset = calloc(g->nupstreams, sizeof(size_t));
+    for (size_t i = 0; pg && pg->offset && i < g->nupstreams; i++) {
+        pg->offset[i] = pg->total;
+        pg->total += g->upstreams[i].nservers;
+    }
+    if (pg && pg->offset)
+        pg->peers = calloc((size_t)(nloops ? nloops : 1) * pg->total, sizeof(px_peer_t));
+    if (pg == NULL || pg->offset == NULL || pg->peers == NULL) {
+        if (pg) free(pg->offset);
+        free(pg);
+        snprintf(err, errlen, "out of memory for upstream state");
+        return -ENOMEM;
+    }
+    g->proxy = pg;
+    return 0;
+}
+
+static void px_gen_free(lx_gen_t *g) {
+    px_gen_t *pg = g->proxy;
+    if (pg == NULL) return;
+    free(pg->peers);
+    free(pg->offset);
+    free(pg);
+    g->proxy = NULL;
+}
+
+static int px_loop_init(lx_worker_t *w, void **state) {
+    *state = lx_uploop_new(&w->loop);
+    return *state ? 0 : -ENOMEM;
+}
+
+static void px_loop_free(lx_worker_t *w, void *state) {
+    (void)w;
+    lx_uploop_free(state);
+}
+
+/* ---- servers: rotation and passive health --------------------------- */
+
+static int peer_usable(const px_peer_t *p, uint64_t now) {
+    return p->down_until <= now;
+}
+
+/* Smooth weighted round robin (as nginx's): each usable server gains its
+ * weight, the one with the most is chosen and loses the total. */
+static int pick(px_t *px, uint64_t now) {
+    const lx_upstream_t *u = px->u;
+    int best = -1;
+    int64_t total = 0;
+    for (size_t i = 0; i < u->nservers; i++) {
+        px_peer_t *p = &px->peers[i];
+        if (i < 64 && (px->tried >> i) & 1) continue;
+        if (!peer_usable(p, now)) continue;
+        p->current += u->servers[i].weight;
+        total += u->servers[i].weight;
+        if (best < 0 || p->current > px->peers[best].current) best = (int)i;
+    }
+    if (best >= 0) px->peers[best].current -= total;
+    return best;
+}
+
+static void peer_failed(px_t *px, uint64_t now) {
+    const lx_upstream_t *u = px->u;
+    px_peer_t *p = &px->peers[px->server];
+    if (u->max_fails == 0) return;
+    if (now - p->fail_start > u->fail_timeout) {
+        p->fail_start = now;
+        p->fails = 0;
+    }
+    if (++p->fails >= u->max_fails) {
+        p->down_until = now + u->fail_timeout;
+        p->fails = 0;
+        lx_log_warn("upstream %s: server %s marked down for %u ms", u->name,
+                    u->servers[px->server].addr_text, u->fail_timeout);
+    }
+}
+
+static void peer_ok(px_t *px) {
+    px_peer_t *p = &px->peers[px->server];
+    p->fails = 0;
+    p->down_until = 0;
+}
+
+/* ---- the request head ----------------------------------------------- */
+
+/* Fields that describe one connection, not the message (RFC 9110 7.6.1). */
+static int hop_by_hop(lx_str_t n) {
+    switch (n.len) {
+    case 2: return lx_str_ieq(n, "te", 2);
+    case 7: return lx_str_ieq(n, "trailer", 7) || lx_str_ieq(n, "upgrade", 7);
+    case 10: return lx_str_ieq(n, "connection", 10) || lx_str_ieq(n, "keep-alive", 10);
+    case 17: return lx_str_ieq(n, "transfer-encoding", 17);
+    default: return n.len > 6 && lx_str_ieq((lx_str_t){n.p, 6}, "proxy-", 6);
+    }
+}
+
+/* Whether the Connection field value lists name (RFC 9110 7.6.1: those
+ * fields are hop-by-hop too). */
+static int listed_in(lx_str_t conn, lx_str_t name) {
+    const char *p = conn.p, *end = conn.p + conn.len;
+    while (p && p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        const char *t = p;
+        while (p < end && *p != ',' && *p != ' ' && *p != '\t')
+            p++;
+        if ((size_t)(p - t) == name.len) {
+            size_t i = 0;
+            while (i < name.len && (t[i] | 0x20) == (name.p[i] | 0x20))
+                i++;
+            if (i == name.len) return 1;
+        }
+    }
+    return 0;
+}
+
+static int named_in(const lx_site_t *s, lx_str_t name) {
+    for (size_t i = 0; i < s->nproxy_headers; i++) {
+        lx_str_t h = s->proxy_headers[i].name;
+        if (h.len != name.len) continue;
+        size_t k = 0;
+        while (k < h.len && (h.p[k] | 0x20) == (name.p[k] | 0x20))
+            k++;
+        if (k == h.len) return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} buf_t;
+
+static void put(buf_t *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        while (cap < b->len + n)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (q == NULL) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+#define PUTS(b, s) put(b, s, sizeof(s) - 1)
+
+static void put_field(buf_t *b, lx_str_t name, lx_str_t value) {
+    put(b, name.p, name.len);
+    PUTS(b, ": ");
+    put(b, value.p, value.len);
+    PUTS(b, "\r\n");
+}
+
+/* The path luxd routed on, percent-encoded again where RFC 3986 wants it:
+ * the backend sees what chose the location, never a raw form that a
+ * different normalisation could read as another path. */
+static void put_path(buf_t *b, const char *p, size_t len) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                   (ch >= '0' && ch <= '9') || (ch && strchr("-._~!$&'()*+,;=:@/", ch));
+        if (keep) {
+            put(b, (const char *)&ch, 1);
+        } else {
+            char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+            put(b, e, 3);
+        }
+    }
+}
+
+static int build_head(px_t *px) {
+    lx_req_t *r = px->r;
+    const lx_site_t *s = r->site;
+    buf_t b = {0};
+    const char *m = llhttp_method_name((llhttp_method_t)r->method);
+    put(&b, m, strlen(m));
+    PUTS(&b, " ");
+    put_path(&b, r->decoded, r->decoded_len);
+    if (r->query.len) {
+        PUTS(&b, "?");
+        put(&b, r->query.p, r->query.len);
+    }
+    PUTS(&b, " HTTP/1.1\r\nHost: ");
+    lx_str_t host = r->known[LX_H_HOST];
+    if (s->proxy_host)
+        put(&b, s->proxy_host, strlen(s->proxy_host));
+    else if (host.len)
+        put(&b, host.p, host.len);
+    else
+        put(&b, px->u->name, strlen(px->u->name));
+    PUTS(&b, "\r\n");
+    lx_str_t conn = r->known[LX_H_CONNECTION];
+    lx_str_t xff = {0}, via = {0};
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        lx_str_t n = r->headers[i].name, v = r->headers[i].value;
+        if (hop_by_hop(n) || (conn.len && listed_in(conn, n))) continue;
+        switch (n.len) {
+        case 3:
+            if (lx_str_ieq(n, "via", 3)) {
+                via = v; /* one list, ours appended */
+                continue;
+            }
+            break;
+        case 4:
+            if (lx_str_ieq(n, "host", 4)) continue;
+            break;
+        case 6:
+            /* Expect is this hop's business: luxd asks for it itself. */
+            if (lx_str_ieq(n, "expect", 6)) continue;
+            break;
+        case 14:
+            if (lx_str_ieq(n, "content-length", 14)) continue;
+            break;
+        case 15:
+            if (lx_str_ieq(n, "x-forwarded-for", 15)) {
+                if (xff.len == 0) xff = v;
+                continue;
+            }
+            break;
+        case 16:
+            if (lx_str_ieq(n, "x-forwarded-host", 16)) continue;
+            break;
+        case 17:
+            if (lx_str_ieq(n, "x-forwarded-proto", 17)) continue;
+            break;
+        }
+        if (named_in(s, n)) continue;
+        put_field(&b, n, v);
+    }
+    char peer[48];
+    lx_req_peer(r, peer);
+    PUTS(&b, "X-Forwarded-For: ");
+    if (xff.len) {
+        put(&b, xff.p, xff.len);
+        PUTS(&b, ", ");
+    }
+    put(&b, peer, strlen(peer));
+    PUTS(&b, "\r\nX-Forwarded-Proto: http\r\n");
+    if (host.len) put_field(&b, LX_STR("X-Forwarded-Host"), host);
+    if (s->proxy_via) {
+        PUTS(&b, "Via: ");
+        if (via.len) {
+            put(&b, via.p, via.len);
+            PUTS(&b, ", ");
+        }
+        PUTS(&b, r->http_minor ? "1.1 luxd\r\n" : "1.0 luxd\r\n");
+    } else if (via.len) {
+        put_field(&b, LX_STR("Via"), via);
+    }
+    for (size_t i = 0; i < s->nproxy_headers; i++)
+        if (s->proxy_headers[i].value.len)
+            put_field(&b, s->proxy_headers[i].name, s->proxy_headers[i].value);
+    if (px->body != PX_BODY_NONE) {
+        if (r->chunked) {
+            PUTS(&b, "Transfer-Encoding: chunked\r\n");
+            px->chunked = 1;
+        } else {
+            char cl[48];
+            int n = snprintf(cl, sizeof(cl), "Content-Length: %llu\r\n",
+                             (unsigned long long)r->content_length);
+            put(&b, cl, (size_t)n);
+        }
+        if (r->known[LX_H_EXPECT].len) {
+            PUTS(&b, "Expect: 100-continue\r\n");
+            px->body = PX_BODY_EXPECT;
+            px->expect = 1;
+        }
+    }
+    if (px->u->keepalive == 0) PUTS(&b, "Connection: close\r\n");
+    PUTS(&b, "\r\n");
+    if (b.oom) {
+        free(b.p);
+        return -ENOMEM;
+    }
+    px->head = b.p;
+    px->head_len = b.len;
+    return 0;
+}
+
+/* ---- lifetime ------------------------------------------------------- */
+
+static void px_abort(lx_req_t *r);
+static const lx_upconn_ops_t px_ops;
+static const lx_h1resp_ops_t px_resp_ops;
+
+static void px_drop_conn(px_t *px) {
+    if (px->uc) lx_upconn_close(px->uc);
+    px->uc = NULL;
+}
+
+/* Lets go of the request (it is alive: the caller answers it next). */
+static void px_free(px_t *px) {
+    lx_req_t *r = px->r;
+    if (!px->dead) {
+        r->on_abort = NULL;
+        if (r->handler_data == px) r->handler_data = NULL;
+        r->upstream_ms = (uint32_t)(uv_now(&r->w->loop) - px->started);
+    }
+    px_drop_conn(px);
+    lx_h1resp_free(&px->resp);
+    free(px->head);
+    if (px->busy) {
+        px->dead = 1; /* freed by px_leave */
+        return;
+    }
+    free(px);
+}
+
+/* Around each of our callbacks: the request that ends inside one is
+ * finished after it (lx_req_enter), and px lives until it returns. */
+static void px_enter(px_t *px) {
+    px->busy++;
+    lx_req_enter(px->r);
+}
+
+static void px_leave(px_t *px) {
+    lx_req_t *r = px->r;
+    if (--px->busy == 0 && px->dead) free(px);
+    lx_req_leave(r);
+}
+
+static void px_fail(px_t *px, int status) {
+    lx_req_t *r = px->r;
+    px_free(px);
+    lx_request_finish(r, status);
+}
+
+/* ---- connecting and sending ----------------------------------------- */
+
+static void px_send_head(px_t *px);
+
+/* Starts on the next server (or, for the retry, a fresh connection to the
+ * same one); returns 0, or the status the request ends with. */
+static int px_next(px_t *px) {
+    uint64_t now = uv_now(&px->r->w->loop);
+    for (;;) {
+        int i = px->server;
+        if (!px->fresh) {
+            i = pick(px, now);
+            if (i < 0) return px->last_status;
+        }
+        px->server = i;
+        if (i < 64) px->tried |= 1ull << i;
+        const lx_upstream_server_t *srv = &px->u->servers[i];
+        px->r->upstream_addr = srv->addr_text;
+        lx_uppool_t *pool = lx_uppool_of(px->ul, srv);
+        if (pool == NULL) return 500;
+        lx_h1resp_free(&px->resp);
+        lx_h1resp_init(&px->resp, px->u->max_header_bytes, px->r->head, &px_resp_ops, px);
+        px->got_bytes = 0;
+        px->head_out = 0;
+        if (!px->fresh && (px->uc = lx_upconn_take(pool, &px_ops, px)) != NULL) {
+            px_send_head(px);
+            return 0;
+        }
+        px->fresh = 0;
+        int rc = lx_upconn_connect(pool, &px_ops, px, px->u->connect_timeout, &px->uc);
+        if (rc == 0) return 0;
+        px->uc = NULL;
+        lx_log_error("upstream %s: connect to %s: %s", px->u->name, srv->addr_text,
+                     uv_strerror(rc));
+        peer_failed(px, now);
+    }
+}
+
+static void px_start_body(px_t *px);
+
+/* The upstream connection failed (or said something we cannot relay). */
+static void px_error(px_t *px, int err, const char *why) {
+    lx_req_t *r = px->r;
+    const lx_upstream_server_t *srv = &px->u->servers[px->server];
+    int reused = px->uc && px->uc->nreq > 0;
+    px_drop_conn(px);
+    if (px->responding) {
+        /* The client has part of the answer: the body is cut, and the
+         * connection ends with it so that the client sees it was. */
+        lx_log_error("upstream %s: %s: %s after the response began", px->u->name, srv->addr_text,
+                     why ? why : uv_strerror(err));
+        r->keepalive = 0;
+        px_fail(px, 502);
+        return;
+    }
+    /* The idle-close race: a pooled connection the backend closed just as
+     * it was lent. Nothing of it reached the backend's application, so an
+     * idempotent request goes again once, on a new connection. */
+    int idempotent = r->method == HTTP_GET || r->method == HTTP_HEAD || r->method == HTTP_OPTIONS ||
+                     r->method == HTTP_PUT || r->method == HTTP_DELETE || r->method == HTTP_TRACE;
+    if (reused && !px->got_bytes && !px->retried && idempotent &&
+        (px->body == PX_BODY_NONE || px->body == PX_BODY_PENDING || px->body == PX_BODY_EXPECT) &&
+        (err == UV_EOF || err == UV_ECONNRESET || err == UV_EPIPE)) {
+        px->retried = 1;
+        px->fresh = 1;
+        if (px->body != PX_BODY_NONE) px->body = px->expect ? PX_BODY_EXPECT : PX_BODY_PENDING;
+        int rc = px_next(px);
+        if (rc) px_fail(px, rc);
+        return;
+    }
+    lx_log_error("upstream %s: %s: %s", px->u->name, srv->addr_text, why ? why : uv_strerror(err));
+    if (err == UV_ETIMEDOUT || err == UV_ECONNRESET || err == UV_EOF || err == UV_ECONNREFUSED)
+        peer_failed(px, uv_now(&r->w->loop));
+    px_fail(px, err == UV_ETIMEDOUT ? 504 : 502);
+}
+
+static void on_connected(lx_upconn_t *uc, int status) {
+    px_t *px = uc->data;
+    if (status == 0) {
+        px_enter(px);
+        px_send_head(px);
+        px_leave(px);
+        return;
+    }
+    const lx_upstream_server_t *srv = &px->u->servers[px->server];
+    lx_log_error("upstream %s: connect to %s: %s", px->u->name, srv->addr_text,
+                 uv_strerror(status));
+    if (px->uc) lx_upconn_close(px->uc); /* (a timed-out one is closed already) */
+    px->uc = NULL;
+    px->last_status = status == UV_ETIMEDOUT ? 504 : 502;
+    peer_failed(px, uv_now(&px->r->w->loop));
+    /* Nothing was sent: any request may go to the next server. */
+    px_enter(px);
+    int rc = px_next(px);
+    if (rc) px_fail(px, rc);
+    px_leave(px);
+}
+
+static void px_send_head(px_t *px) {
+    lx_upconn_deadline(px->uc, px->u->send_timeout);
+    if (lx_upconn_read(px->uc, 1) < 0) {
+        px_error(px, UV_EPIPE, NULL);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(px->head, (unsigned)px->head_len);
+    int rc = lx_upconn_write(px->uc, &b, 1);
+    if (rc < 0) {
+        px_error(px, rc, NULL);
+        return;
+    }
+    if (rc == 0) return; /* on_written goes on */
+    px->head_out = 1;
+    px_start_body(px);
+}
+
+static void px_body_cb(lx_req_t *r, const char *p, size_t len, int status);
+
+/* The head is out: the body follows (or waits for the backend's 100). */
+static void px_start_body(px_t *px) {
+    if (px->body == PX_BODY_EXPECT) {
+        /* As curl does, a backend that says nothing for a second is sent
+         * the body anyway (RFC 9110 10.1.1 allows it). */
+        lx_upconn_deadline(px->uc, 1000);
+        return;
+    }
+    if (px->body != PX_BODY_PENDING) {
+        lx_upconn_deadline(px->uc, px->u->read_timeout);
+        return;
+    }
+    px->body = PX_BODY_SENDING;
+    int rc = lx_body_read(px->r, px_body_cb);
+    if (rc > 0) px_fail(px, rc);
+}
+
+static void px_body_cb(lx_req_t *r, const char *p, size_t len, int status) {
+    px_t *px = r->handler_data;
+    if (px == NULL || px->body != PX_BODY_SENDING) return; /* we let go of the body */
+    if (status < 0) {
+        /* The core answers the request (the body broke a limit or the
+         * client went away): the upstream connection is not reusable. */
+        px_free(px);
+        return;
+    }
+    px_enter(px);
+    if (p == NULL) {
+        px->body = PX_BODY_SENT;
+        if (px->chunked) {
+            uv_buf_t b = uv_buf_init("0\r\n\r\n", 5);
+            int rc = lx_upconn_write(px->uc, &b, 1);
+            if (rc < 0) px_error(px, rc, NULL);
+        }
+        if (!px->dead && px->uc && !px->uc->writing)
+            lx_upconn_deadline(px->uc, px->u->read_timeout);
+        px_leave(px);
+        return;
+    }
+    char size[24];
+    uv_buf_t b[3];
+    unsigned n = 0;
+    if (px->chunked)
+        b[n++] = uv_buf_init(size, (unsigned)snprintf(size, sizeof(size), "%zx\r\n", len));
+    b[n++] = uv_buf_init((char *)p, (unsigned)len);
+    if (px->chunked) b[n++] = uv_buf_init("\r\n", 2);
+    lx_upconn_deadline(px->uc, px->u->send_timeout);
+    int rc = lx_upconn_write(px->uc, b, n);
+    if (rc < 0)
+        px_error(px, rc, NULL);
+    else if (rc == 1)
+        lx_body_more(r);
+    px_leave(px);
+}
+
+static void on_written(lx_upconn_t *uc, int status) {
+    px_t *px = uc->data;
+    px_enter(px);
+    if (status < 0) {
+        if (px->responding) {
+            /* The backend answered and stopped reading the body: the
+             * answer is relayed; the connection is not used again. */
+            px->body = PX_BODY_CUT;
+        } else {
+            px_error(px, status, NULL);
+        }
+    } else if (!px->head_out) {
+        px->head_out = 1;
+        px_start_body(px);
+    } else if (px->body == PX_BODY_SENDING) {
+        lx_upconn_deadline(uc, px->u->read_timeout);
+        lx_body_more(px->r);
+    } else {
+        lx_upconn_deadline(uc, px->u->read_timeout);
+    }
+    px_leave(px);
+}
+
+static void on_timeout(lx_upconn_t *uc) {
+    px_t *px = uc->data;
+    px_enter(px);
+    if (px->body == PX_BODY_EXPECT && !px->got_bytes) {
+        px->body = PX_BODY_PENDING;
+        px_start_body(px);
+    } else {
+        px_error(px, UV_ETIMEDOUT, NULL);
+    }
+    px_leave(px);
+}
+
+/* ---- the response --------------------------------------------------- */
+
+static void px_proceed(lx_req_t *r) {
+    px_t *px = r->handler_data;
+    if (px == NULL || px->uc == NULL) return;
+    px->paused = 0;
+    if (lx_upconn_read(px->uc, 1) < 0) px_error(px, UV_EPIPE, NULL);
+}
+
+static const lx_producer_t px_producer = {px_proceed, px_abort};
+
+/* The response's fields that go on to the client: none of this hop's, and
+ * not Date or Server, which the serializer writes for luxd. */
+static void relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
+    lx_str_t conn = lx_h1resp_get(p, "connection", 10);
+    for (unsigned i = 0; i < p->nheaders; i++) {
+        lx_str_t n = p->headers[i].name, v = p->headers[i].value;
+        if (hop_by_hop(n) || (conn.len && listed_in(conn, n))) continue;
+        if (lx_str_ieq(n, "content-length", 14) || lx_str_ieq(n, "date", 4) ||
+            lx_str_ieq(n, "server", 6))
+            continue;
+        lx_resp_headerf(r, "%.*s: %.*s\r\n", (int)n.len, n.p, (int)v.len, v.p);
+    }
+}
+
+static int on_resp_head(lx_h1resp_t *p) {
+    px_t *px = p->data;
+    lx_req_t *r = px->r;
+    if (p->status < 200) {
+        if (p->status == 100) {
+            /* The backend wants the body: now the client is asked for it
+             * (lx_body_read sends the client its 100). */
+            if (px->body == PX_BODY_EXPECT) {
+                px->body = PX_BODY_PENDING;
+                px_start_body(px);
+            }
+            return 0;
+        }
+        /* 103 Early Hints and others: passed on to a client that can take
+         * them (RFC 9110 15.2: never to HTTP/1.0). */
+        if (r->http_minor >= 1 && r->resp.state == LX_RESP_NONE) {
+            lx_resp_init(r, p->status);
+            relay_fields(r, p);
+            lx_resp_interim(r);
+        }
+        return 0;
+    }
+    peer_ok(px);
+    r->upstream_status = p->status;
+    if (px->body == PX_BODY_EXPECT || px->body == PX_BODY_PENDING) px->body = PX_BODY_CUT;
+    px->responding = 1;
+    lx_resp_init(r, p->status);
+    relay_fields(r, p);
+    if (r->site->headers_len) lx_resp_header(r, r->site->headers, r->site->headers_len);
+    r->resp.length = p->length;
+    lx_stream_start(r, &px_producer);
+    return 0;
+}
+
+static int on_resp_body(lx_h1resp_t *p, const char *at, size_t len) {
+    px_t *px = p->data;
+    if (px->dead) return -1;
+    if (lx_stream_send(px->r, at, len) == -EAGAIN) px->paused = 1;
+    return px->dead ? -1 : 0;
+}
+
+static const lx_h1resp_ops_t px_resp_ops = {on_resp_head, on_resp_body};
+
+/* The final response is complete: the connection goes back to its pool if
+ * nothing about it is in doubt. */
+static void px_done(px_t *px, int extra_bytes) {
+    lx_req_t *r = px->r;
+    lx_upconn_t *uc = px->uc;
+    px->uc = NULL;
+    int reuse = !extra_bytes && lx_h1resp_keepalive(&px->resp) &&
+                (px->body == PX_BODY_NONE || px->body == PX_BODY_SENT) && !uc->writing;
+    if (reuse) {
+        lx_upconn_read(uc, 0);
+        lx_upconn_deadline(uc, 0);
+        lx_upconn_put(uc, px->u->keepalive, px->u->keepalive_timeout);
+    } else {
+        lx_upconn_close(uc);
+    }
+    px_free(px);
+    lx_stream_end(r);
+}
+
+static void on_read(lx_upconn_t *uc, ssize_t nread, const char *buf) {
+    px_t *px = uc->data;
+    px_enter(px);
+    if (nread < 0) {
+        if (nread == UV_EOF && lx_h1resp_eof(&px->resp) == LX_H1R_DONE)
+            px_done(px, 1);
+        else
+            px_error(px, (int)nread, nread == UV_EOF ? px->resp.why : NULL);
+        px_leave(px);
+        return;
+    }
+    px->got_bytes = 1;
+    lx_upconn_deadline(uc, px->u->read_timeout);
+    size_t used;
+    lx_h1resp_rc_t rc = lx_h1resp_feed(&px->resp, buf, (size_t)nread, &used);
+    if (px->dead) {
+        px_leave(px);
+        return;
+    }
+    if (rc == LX_H1R_ERROR)
+        px_error(px, UV_EPROTO, px->resp.why);
+    else if (rc == LX_H1R_DONE)
+        px_done(px, used < (size_t)nread);
+    else if (px->paused && px->uc)
+        lx_upconn_read(px->uc, 0);
+    px_leave(px);
+}
+
+static const lx_upconn_ops_t px_ops = {on_connected, on_read, on_written, on_timeout};
+
+/* The client is gone (r->on_abort, or the producer's stop): nothing of
+ * the upstream connection is kept. r is not touched after this. */
+static void px_abort(lx_req_t *r) {
+    px_t *px = r->handler_data;
+    r->on_abort = NULL;
+    r->handler_data = NULL;
+    if (px == NULL) return;
+    px->dead = 1;
+    px_free(px);
+}
+
+/* ---- the handler ---------------------------------------------------- */
+
+int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u) {
+    lx_uploop_t *ul = loop_pools(r->w);
+    px_gen_t *pg = r->gen->proxy;
+    if (ul == NULL || pg == NULL) return 500;
+    px_t *px = calloc(1, sizeof(*px));
+    if (px == NULL) return 500;
+    px->r = r;
+    px->u = u;
+    px->ul = ul;
+    px->peers = &pg->peers[(size_t)r->w->index * pg->total + pg->offset[u->index]];
+    px->last_status = 502;
+    px->started = uv_now(&r->w->loop);
+    /* A body some handler already dropped is not the backend's. */
+    px->body = r->body_state == LX_BODY_UNREAD ? PX_BODY_PENDING : PX_BODY_NONE;
+    if (build_head(px) < 0) {
+        free(px);
+        return 500;
+    }
+    r->handler_data = px;
+    r->on_abort = px_abort;
+    px_enter(px);
+    int rc = px_next(px);
+    if (rc) {
+        lx_log_error("upstream %s: no server to send %.*s to", u->name, (int)r->target.len,
+                     r->target.p);
+        px_free(px);
+    }
+    px_leave(px);
+    if (rc) return rc;
+    return r->resp.state == LX_RESP_NONE ? LX_ASYNC : LX_DONE;
+}
+
+static int px_handle(lx_req_t *r) {
+    const lx_site_t *s = r->site;
+    const lx_upstream_t *u = s->proxy ? s->proxy : s->fallback;
+    if (u == NULL) return LX_DECLINED;
+    return lx_proxy_handoff(r, u);
+}
+
+const lx_handler_t lx_proxy_handler = {
+    .name = "proxy",
+    .gen_init = px_gen_init,
+    .gen_free = px_gen_free,
+    .loop_init = px_loop_init,
+    .loop_free = px_loop_free,
+    .handle = px_handle,
+};

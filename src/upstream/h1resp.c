@@ -1,0 +1,233 @@
+/* Strict HTTP/1 response parsing for upstreams (h1resp.h). */
+#include "h1resp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define P(x) ((lx_h1resp_t *)(x)->data)
+
+static int fail(lx_h1resp_t *p, const char *why) {
+    if (p->why == NULL) p->why = why;
+    return -1;
+}
+
+/* Counts head bytes against the limit (the 4 stand for ": " and CRLF). */
+static int count(lx_h1resp_t *p, size_t len) {
+    p->head_bytes += len;
+    if (p->head_bytes > p->max_head) return fail(p, "the response header is over max_header_bytes");
+    return 0;
+}
+
+static int save(lx_h1resp_t *p, const char *at, size_t len) {
+    if (p->hlen + len > p->hcap) {
+        size_t cap = p->hcap ? p->hcap : 2048;
+        while (cap < p->hlen + len)
+            cap *= 2;
+        char *b = realloc(p->hbuf, cap);
+        if (b == NULL) return fail(p, "out of memory");
+        p->hbuf = b;
+        p->hcap = cap;
+    }
+    memcpy(p->hbuf + p->hlen, at, len);
+    p->hlen += len;
+    return 0;
+}
+
+static int on_message_begin(llhttp_t *lp) {
+    lx_h1resp_t *p = P(lp);
+    p->hlen = 0;
+    p->nmarks = 0;
+    p->head_bytes = 0;
+    p->in = 0;
+    p->te = 0;
+    p->in_body = 0;
+    p->last_end = NULL;
+    return 0;
+}
+
+static int on_status(llhttp_t *lp, const char *at, size_t len) {
+    return count(P(lp), len);
+}
+
+static int on_header_field(llhttp_t *lp, const char *at, size_t len) {
+    lx_h1resp_t *p = P(lp);
+    if (p->in_body) return 0; /* trailer fields after a chunked body: dropped */
+    if (count(p, len + 4) < 0) return -1;
+    if (p->in != 1) {
+        if (p->nmarks == p->mcap) {
+            unsigned cap = p->mcap ? p->mcap * 2 : 32;
+            uint32_t *m = realloc(p->marks, cap * 4 * sizeof(uint32_t));
+            if (m == NULL) return fail(p, "out of memory");
+            p->marks = m;
+            p->mcap = cap;
+        }
+        uint32_t *m = &p->marks[4 * p->nmarks++];
+        m[0] = (uint32_t)p->hlen;
+        m[1] = m[2] = m[3] = 0;
+        p->in = 1;
+    }
+    p->marks[4 * (p->nmarks - 1) + 1] += (uint32_t)len;
+    p->last_end = at + len;
+    return save(p, at, len);
+}
+
+static int on_header_value(llhttp_t *lp, const char *at, size_t len) {
+    lx_h1resp_t *p = P(lp);
+    if (p->in_body) return 0;
+    if (p->nmarks == 0) return fail(p, "a header line without a name");
+    if (count(p, len) < 0) return -1;
+    uint32_t *m = &p->marks[4 * (p->nmarks - 1)];
+    if (p->in != 2) {
+        m[2] = (uint32_t)p->hlen;
+        p->in = 2;
+    } else if (at != p->last_end && at != p->feed_start) {
+        /* A second piece that does not continue the first in these bytes:
+         * llhttp took an obs-fold line (RFC 9112 5.2 lets us refuse). */
+        return fail(p, "an obs-fold header line");
+    }
+    m[3] += (uint32_t)len;
+    p->last_end = at + len;
+    return save(p, at, len);
+}
+
+static int on_header_value_complete(llhttp_t *lp) {
+    lx_h1resp_t *p = P(lp);
+    if (p->in_body) return 0;
+    p->in = 0;
+    if (p->nmarks == 0) return fail(p, "a header line without a name");
+    uint32_t *m = &p->marks[4 * (p->nmarks - 1)];
+    const char *name = p->hbuf + m[0];
+    if (m[1] == 0) return fail(p, "an empty header name");
+    /* llhttp lets "Name :" through; that is how response splitting and
+     * smuggling through a proxy start (RFC 9112 5.1). */
+    for (uint32_t i = 0; i < m[1]; i++)
+        if (!lx_is_tchar((unsigned char)name[i])) return fail(p, "a header name that is no token");
+    const char *v = p->hbuf + m[2];
+    for (uint32_t i = 0; i < m[3]; i++)
+        if (v[i] == '\r' || v[i] == '\n' || v[i] == '\0')
+            return fail(p, "a CR, LF or NUL inside a header value");
+    while (m[3] && (v[m[3] - 1] == ' ' || v[m[3] - 1] == '\t'))
+        m[3]--;
+    lx_str_t n = {name, m[1]};
+    if (lx_str_ieq(n, "transfer-encoding", 17)) {
+        /* Only a lone chunked is relayed: another coding would reach the
+         * client undecoded and unlabelled. */
+        if (p->te || !lx_str_ieq((lx_str_t){v, m[3]}, "chunked", 7))
+            return fail(p, "a transfer coding other than a lone chunked");
+        p->te = 1;
+    }
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *lp) {
+    lx_h1resp_t *p = P(lp);
+    if (lp->http_major != 1 || lp->http_minor > 1)
+        return fail(p, "a status line that is not HTTP/1.x");
+    p->status = lp->status_code;
+    if (p->status < 100 || p->status > 599) return fail(p, "a status outside 100..599");
+    if ((lp->flags & F_CONTENT_LENGTH) && (lp->flags & F_CHUNKED))
+        return fail(p, "both Content-Length and Transfer-Encoding");
+    p->length = (lp->flags & F_CONTENT_LENGTH) && !(lp->flags & F_CHUNKED)
+                    ? (int64_t)lp->content_length
+                    : -1;
+    lx_header_t *h = realloc(p->headers, (p->nmarks ? p->nmarks : 1) * sizeof(*h));
+    if (h == NULL) return fail(p, "out of memory");
+    p->headers = h;
+    for (unsigned i = 0; i < p->nmarks; i++) {
+        const uint32_t *m = &p->marks[4 * i];
+        h[i].name = (lx_str_t){p->hbuf + m[0], m[1]};
+        h[i].value = (lx_str_t){p->hbuf + m[2], m[3]};
+    }
+    p->nheaders = p->nmarks;
+    p->in_body = 1;
+    if (p->status == 101)
+        return fail(p, "101 Switching Protocols to a request that asked no upgrade");
+    if (p->ops->head(p) < 0) return fail(p, "refused by the proxy");
+    /* A response to HEAD has no body whatever its Content-Length says
+     * (RFC 9110 9.3.2); llhttp knows 1xx, 204 and 304 itself. */
+    return p->head_request && p->status >= 200 ? 1 : 0;
+}
+
+static int on_body(llhttp_t *lp, const char *at, size_t len) {
+    lx_h1resp_t *p = P(lp);
+    return p->ops->body(p, at, len) < 0 ? fail(p, "the body could not be relayed") : 0;
+}
+
+static int on_message_complete(llhttp_t *lp) {
+    lx_h1resp_t *p = P(lp);
+    if (p->status < 200) return 0; /* an interim response: the final one follows */
+    p->done = 1;
+    return HPE_PAUSED; /* what follows is not this response's */
+}
+
+static const llhttp_settings_t settings = {
+    .on_message_begin = on_message_begin,
+    .on_status = on_status,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+void lx_h1resp_init(lx_h1resp_t *p, size_t max_head, int head_request, const lx_h1resp_ops_t *ops,
+                    void *data) {
+    memset(p, 0, sizeof(*p));
+    llhttp_init(&p->parser, HTTP_RESPONSE, &settings);
+    p->parser.data = p;
+    p->ops = ops;
+    p->data = data;
+    p->max_head = max_head;
+    p->head_request = head_request != 0;
+    p->length = -1;
+}
+
+void lx_h1resp_free(lx_h1resp_t *p) {
+    free(p->hbuf);
+    free(p->marks);
+    free(p->headers);
+    p->hbuf = NULL;
+    p->marks = NULL;
+    p->headers = NULL;
+}
+
+lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_t *used) {
+    *used = 0;
+    if (p->done) return LX_H1R_DONE;
+    p->feed_start = buf;
+    llhttp_errno_t e = llhttp_execute(&p->parser, buf, len);
+    if (e == HPE_OK) {
+        *used = len;
+        return LX_H1R_MORE;
+    }
+    if (e == HPE_PAUSED && p->done) {
+        *used = (size_t)(llhttp_get_error_pos(&p->parser) - buf);
+        return LX_H1R_DONE;
+    }
+    if (p->why == NULL) p->why = llhttp_get_error_reason(&p->parser);
+    if (p->why == NULL) p->why = llhttp_errno_name(e);
+    return LX_H1R_ERROR;
+}
+
+lx_h1resp_rc_t lx_h1resp_eof(lx_h1resp_t *p) {
+    if (p->done) return LX_H1R_DONE;
+    /* llhttp ends a body that runs until the close, and refuses a close in
+     * the middle of anything else. */
+    llhttp_errno_t e = llhttp_finish(&p->parser);
+    if ((e == HPE_OK || e == HPE_PAUSED) && p->done) return LX_H1R_DONE;
+    p->why = p->head_bytes || p->parser.status_code
+                 ? "the upstream closed in the middle of the response"
+                 : "the upstream closed without a response";
+    return LX_H1R_ERROR;
+}
+
+int lx_h1resp_keepalive(const lx_h1resp_t *p) {
+    return p->done && llhttp_should_keep_alive(&p->parser);
+}
+
+lx_str_t lx_h1resp_get(const lx_h1resp_t *p, const char *lname, size_t len) {
+    for (unsigned i = 0; i < p->nheaders; i++)
+        if (lx_str_ieq(p->headers[i].name, lname, len)) return p->headers[i].value;
+    return (lx_str_t){NULL, 0};
+}

@@ -1,0 +1,283 @@
+/* Upstream connections and the per-loop pools of idle ones (upconn.h). */
+#include "upconn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "../lx.h"
+
+struct lx_uppool_s {
+    struct sockaddr_storage addr; /**< the server's address: the pool's key */
+    socklen_t addrlen;
+    lx_uploop_t *ul;
+    lx_upconn_t *idle; /**< most recently used first */
+    uint32_t nidle;
+    lx_uppool_t *next;
+};
+
+struct lx_uploop_s {
+    uv_loop_t *loop;
+    lx_uppool_t *pools;
+};
+
+lx_uploop_t *lx_uploop_new(uv_loop_t *loop) {
+    lx_uploop_t *ul = calloc(1, sizeof(*ul));
+    if (ul) ul->loop = loop;
+    return ul;
+}
+
+static void idle_unlink(lx_upconn_t *uc) {
+    lx_uppool_t *p = uc->pool;
+    if (uc->prev)
+        uc->prev->next = uc->next;
+    else
+        p->idle = uc->next;
+    if (uc->next) uc->next->prev = uc->prev;
+    uc->next = uc->prev = NULL;
+    p->nidle--;
+}
+
+void lx_uploop_free(lx_uploop_t *ul) {
+    if (ul == NULL) return;
+    for (lx_uppool_t *p = ul->pools; p; p = p->next)
+        while (p->idle)
+            lx_upconn_close(p->idle);
+    /* The close callbacks run on the loop; it has stopped serving, so one
+     * turn of it frees the connections before the pools go. */
+    uv_run(ul->loop, UV_RUN_NOWAIT);
+    lx_uppool_t *p = ul->pools;
+    while (p) {
+        lx_uppool_t *next = p->next;
+        free(p);
+        p = next;
+    }
+    free(ul);
+}
+
+lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s) {
+    for (lx_uppool_t *p = ul->pools; p; p = p->next)
+        if (p->addrlen == s->addrlen && memcmp(&p->addr, &s->addr, s->addrlen) == 0) return p;
+    lx_uppool_t *p = calloc(1, sizeof(*p));
+    if (p == NULL) return NULL;
+    memcpy(&p->addr, &s->addr, s->addrlen);
+    p->addrlen = s->addrlen;
+    p->ul = ul;
+    p->next = ul->pools;
+    ul->pools = p;
+    return p;
+}
+
+/* ---- lifetime ------------------------------------------------------- */
+
+static void on_handle_closed(uv_handle_t *h) {
+    lx_upconn_t *uc = h->data;
+    if (--uc->handles) return;
+    free(uc->wcopy);
+    free(uc);
+}
+
+void lx_upconn_close(lx_upconn_t *uc) {
+    if (uc->state == LX_UC_CLOSING) return;
+    if (uc->state == LX_UC_IDLE) idle_unlink(uc);
+    uc->state = LX_UC_CLOSING;
+    uc->ops = NULL;
+    uc->data = NULL;
+    uv_close(&uc->h.handle, on_handle_closed);
+    uv_close((uv_handle_t *)&uc->timer, on_handle_closed);
+}
+
+static void on_timer(uv_timer_t *t) {
+    lx_upconn_t *uc = container_of(t, lx_upconn_t, timer);
+    if (uc->state == LX_UC_IDLE) {
+        lx_upconn_close(uc); /* idle longer than keepalive_timeout */
+        return;
+    }
+    if (uc->ops && uc->ops->timeout) uc->ops->timeout(uc);
+}
+
+void lx_upconn_deadline(lx_upconn_t *uc, uint32_t ms) {
+    if (ms == 0)
+        uv_timer_stop(&uc->timer);
+    else
+        uv_timer_start(&uc->timer, on_timer, ms, 0);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+    lx_upconn_t *uc = h->data;
+    (void)hint;
+    *buf = uv_buf_init(uc->rbuf, sizeof(uc->rbuf));
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+    lx_upconn_t *uc = st->data;
+    if (nread == 0) return; /* EAGAIN */
+    if (uc->state == LX_UC_IDLE) {
+        /* A close, or bytes nobody asked for: either way the connection
+         * cannot carry another request. */
+        lx_upconn_close(uc);
+        return;
+    }
+    if (uc->ops) uc->ops->read(uc, nread, buf->base);
+}
+
+int lx_upconn_read(lx_upconn_t *uc, int on) {
+    if (on == uc->reading) return 0;
+    uc->reading = on != 0;
+    if (!on) return uv_read_stop(&uc->h.stream);
+    return uv_read_start(&uc->h.stream, on_alloc, on_read);
+}
+
+/* ---- lending -------------------------------------------------------- */
+
+static void lend(lx_upconn_t *uc, const lx_upconn_ops_t *ops, void *data) {
+    uc->ops = ops;
+    uc->data = data;
+    uc->state = LX_UC_ACTIVE;
+    uv_ref(&uc->h.handle);
+    uv_ref((uv_handle_t *)&uc->timer);
+}
+
+lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data) {
+    lx_upconn_t *uc = p->idle;
+    if (uc == NULL) return NULL;
+    idle_unlink(uc);
+    uv_timer_stop(&uc->timer);
+    lend(uc, ops, data);
+    return uc;
+}
+
+void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms) {
+    lx_uppool_t *p = uc->pool;
+    if (uc->state != LX_UC_ACTIVE || uc->writing || keepalive == 0 || p->nidle >= keepalive) {
+        lx_upconn_close(uc);
+        return;
+    }
+    uc->nreq++;
+    uc->ops = NULL;
+    uc->data = NULL;
+    uc->state = LX_UC_IDLE;
+    uc->next = p->idle;
+    uc->prev = NULL;
+    if (p->idle) p->idle->prev = uc;
+    p->idle = uc;
+    p->nidle++;
+    /* Read on while idle: the backend's close is seen when it happens. */
+    if (lx_upconn_read(uc, 1) < 0) {
+        lx_upconn_close(uc);
+        return;
+    }
+    uv_timer_start(&uc->timer, on_timer, idle_ms ? idle_ms : 1, 0);
+    uv_unref(&uc->h.handle);
+    uv_unref((uv_handle_t *)&uc->timer);
+}
+
+/* ---- connecting ----------------------------------------------------- */
+
+static void on_connect(uv_connect_t *req, int status) {
+    lx_upconn_t *uc = req->data;
+    if (uc->state == LX_UC_CLOSING) return;
+    uv_timer_stop(&uc->timer);
+    if (status == 0) {
+        uc->state = LX_UC_ACTIVE;
+        if (uc->h.handle.type == UV_TCP) uv_tcp_nodelay(&uc->h.tcp, 1);
+    }
+    uc->ops->connected(uc, status);
+}
+
+static void on_connect_timeout(uv_timer_t *t) {
+    lx_upconn_t *uc = container_of(t, lx_upconn_t, timer);
+    const lx_upconn_ops_t *ops = uc->ops;
+    /* The connect callback comes with UV_ECANCELED after the close and is
+     * ignored then. */
+    lx_upconn_close(uc);
+    ops->connected(uc, UV_ETIMEDOUT);
+}
+
+int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, uint32_t timeout_ms,
+                      lx_upconn_t **out) {
+    uv_loop_t *loop = p->ul->loop;
+    lx_upconn_t *uc = malloc(sizeof(*uc));
+    if (uc == NULL) return -ENOMEM;
+    memset(uc, 0, offsetof(lx_upconn_t, rbuf));
+    uc->pool = p;
+    uc->ops = ops;
+    uc->data = data;
+    uc->state = LX_UC_CONNECTING;
+    int r;
+    if (p->addr.ss_family == AF_UNIX)
+        r = uv_pipe_init(loop, &uc->h.pipe, 0);
+    else
+        r = uv_tcp_init(loop, &uc->h.tcp);
+    if (r < 0) {
+        free(uc);
+        return r;
+    }
+    uv_timer_init(loop, &uc->timer);
+    uc->h.handle.data = uc;
+    uc->timer.data = uc;
+    uc->creq.data = uc;
+    uc->handles = 2;
+    if (p->addr.ss_family == AF_UNIX) {
+        const struct sockaddr_un *sun = (const struct sockaddr_un *)&p->addr;
+        uv_pipe_connect(&uc->creq, &uc->h.pipe, sun->sun_path, on_connect);
+        r = 0;
+    } else {
+        r = uv_tcp_connect(&uc->creq, &uc->h.tcp, (const struct sockaddr *)&p->addr, on_connect);
+    }
+    if (r < 0) {
+        uc->ops = NULL;
+        lx_upconn_close(uc);
+        return r;
+    }
+    if (timeout_ms) uv_timer_start(&uc->timer, on_connect_timeout, timeout_ms, 0);
+    *out = uc;
+    return 0;
+}
+
+/* ---- writing -------------------------------------------------------- */
+
+static void on_write(uv_write_t *req, int status) {
+    lx_upconn_t *uc = container_of(req, lx_upconn_t, wreq);
+    uc->writing = 0;
+    free(uc->wcopy);
+    uc->wcopy = NULL;
+    if (uc->state == LX_UC_CLOSING) return;
+    if (uc->ops && uc->ops->written) uc->ops->written(uc, status);
+}
+
+int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
+    if (uc->writing) return -EBUSY;
+    size_t total = 0;
+    for (unsigned i = 0; i < nbufs; i++)
+        total += bufs[i].len;
+    int n = uv_try_write(&uc->h.stream, bufs, nbufs);
+    if (n == UV_EAGAIN) n = 0;
+    if (n < 0) return n;
+    if ((size_t)n == total) return 1;
+    /* The rest is copied: the caller's pieces are valid during the call
+     * only (a request body piece lives in the client's read buffer). */
+    size_t left = total - (size_t)n, at = 0, skip = (size_t)n;
+    char *copy = malloc(left);
+    if (copy == NULL) return -ENOMEM;
+    for (unsigned i = 0; i < nbufs; i++) {
+        size_t len = bufs[i].len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        memcpy(copy + at, bufs[i].base + skip, len - skip);
+        at += len - skip;
+        skip = 0;
+    }
+    uv_buf_t b = uv_buf_init(copy, (unsigned)left);
+    int r = uv_write(&uc->wreq, &uc->h.stream, &b, 1, on_write);
+    if (r < 0) {
+        free(copy);
+        return r;
+    }
+    uc->wcopy = copy;
+    uc->writing = 1;
+    return 0;
+}
