@@ -349,7 +349,10 @@ static int build_head(px_t *px) {
             put(&b, via.p, via.len);
             PUTS(&b, ", ");
         }
-        PUTS(&b, r->http_minor ? "1.1 luxd\r\n" : "1.0 luxd\r\n");
+        if (r->http_minor)
+            PUTS(&b, "1.1 luxd\r\n");
+        else
+            PUTS(&b, "1.0 luxd\r\n");
     } else if (via.len) {
         put_field(&b, LX_STR("Via"), via);
     }
