@@ -23,15 +23,16 @@
 
 struct lx_policy_vm_s {
     lua_State *L;
-    int *refs;       /* registry refs of the functions, by slot - 1 */
-    uint32_t n;      /* slots */
-    size_t mem;      /* bytes the state holds */
-    size_t limit;    /* bytes it may hold; 0 while the config loads */
-    uint64_t ticks;  /* hook calls left in this call */
-    uint64_t budget; /* hook calls per call */
-    lx_req_t *cur;   /* the request being run, NULL between calls */
-    int answered;    /* r:respond or r:redirect queued a response */
-    int req_ref;     /* the request object, made once */
+    int *refs;                    /* registry refs of the functions, by slot - 1 */
+    uint32_t n;                   /* slots */
+    size_t mem;                   /* bytes the state holds */
+    size_t limit;                 /* bytes it may hold; 0 while the config loads */
+    uint64_t ticks;               /* hook calls left in this call */
+    uint64_t budget;              /* hook calls per call */
+    lx_req_t *cur;                /* the request being run, NULL between calls */
+    int answered;                 /* r:respond or r:redirect queued a response */
+    const lx_upstream_t *handoff; /* r:proxy("name") asked for this upstream */
+    int req_ref;                  /* the request object, made once */
 };
 
 /* Lua's allocator with a ceiling: past it, LuaJIT raises "not enough memory"
@@ -220,6 +221,22 @@ static int r_respond(lua_State *L) {
     return 0;
 }
 
+/* r:proxy("name"): once the policy returns, the request goes to that
+ * upstream (return r:proxy("app") reads as what it does). A name no
+ * upstream has is an error of the policy, which fails closed. */
+static int r_proxy(lua_State *L) {
+    lx_req_t *r = current(L);
+    lx_policy_vm_t *vm = vm_of(L);
+    size_t n;
+    const char *name = luaL_checklstring(L, 2, &n);
+    const lx_upstream_t *u = lx_gen_upstream(r->gen, name, n);
+    if (u == NULL) return luaL_error(L, "r:proxy: no upstream is named \"%s\"", name);
+    once_only(L, vm);
+    vm->handoff = u;
+    vm->answered = 1;
+    return 0;
+}
+
 /* r.headers[name]: the first header of that name (any case). */
 static int headers_index(lua_State *L) {
     lx_req_t *r = current(L);
@@ -238,7 +255,7 @@ static int headers_index(lua_State *L) {
 
 /* r.<field>: computed from the C request on each access, so nothing per
  * request is allocated unless the policy asks. Upvalues: set_header,
- * redirect, respond, headers. */
+ * redirect, respond, headers, proxy. */
 static int req_index(lua_State *L) {
     lx_req_t *r = current(L);
     size_t n;
@@ -267,6 +284,10 @@ static int req_index(lua_State *L) {
             lua_pushlstring(L, r->query.p ? r->query.p : "", r->query.len);
             return 1;
         }
+        if (memcmp(k, "proxy", 5) == 0) {
+            lua_pushvalue(L, lua_upvalueindex(5));
+            return 1;
+        }
         break;
     case 6:
         if (memcmp(k, "method", 6) == 0) {
@@ -283,6 +304,7 @@ static int req_index(lua_State *L) {
             lua_pushvalue(L, lua_upvalueindex(3));
             return 1;
         }
+        break;
         break;
     case 8:
         if (memcmp(k, "redirect", 8) == 0) {
@@ -323,7 +345,8 @@ static void make_request_object(lua_State *L, lx_policy_vm_t *vm) {
     lua_pushcfunction(L, headers_index);
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
-    lua_pushcclosure(L, req_index, 4);
+    lua_pushcfunction(L, r_proxy);
+    lua_pushcclosure(L, req_index, 5);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, req_newindex);
     lua_setfield(L, -2, "__newindex");
@@ -706,7 +729,7 @@ void lx_policy_free(lx_gen_t *g) {
 
 /* ---- running ------------------------------------------------------------ */
 
-int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
+int lx_policy_run(lx_req_t *r, int loop, uint32_t slot, const lx_upstream_t **handoff) {
     lx_gen_t *g = r->gen;
     if (loop >= g->nvms || slot == 0 || slot > g->vms[loop]->n) {
         lx_log_error("vhost \"%s\": policy slot %u missing; failing closed", r->vhost->name, slot);
@@ -719,6 +742,7 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, vm->req_ref);
     vm->cur = r;
     vm->answered = 0;
+    vm->handoff = NULL;
     vm->ticks = vm->budget;
     int rc = lua_pcall(L, 1, 1, 0);
     vm->cur = NULL;
@@ -762,6 +786,10 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
         status = 500;
     }
     lua_settop(L, 0);
+    if (vm->handoff) {
+        *handoff = vm->handoff;
+        return -2;
+    }
     if (vm->answered) return -1;
     return status;
 }
@@ -771,8 +799,10 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot) {
  * run again for them. */
 static int policy_handle(lx_req_t *r) {
     if (r->error_status || r->site->policy == 0) return LX_DECLINED;
-    int status = lx_policy_run(r, r->w->index, r->site->policy);
-    if (status < 0) return LX_DONE; /* it answered, or failed closed with a 500 */
+    const lx_upstream_t *u = NULL;
+    int status = lx_policy_run(r, r->w->index, r->site->policy, &u);
+    if (status == -2) return lx_proxy_handoff(r, u); /* r:proxy("name") */
+    if (status < 0) return LX_DONE;                  /* it answered, or failed closed with a 500 */
     return status > 0 ? status : LX_DECLINED;
 }
 

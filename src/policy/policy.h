@@ -25,8 +25,9 @@ int lx_policy_build(lx_gen_t *g, const char *path, const char *prefix, int nloop
 void lx_policy_free(lx_gen_t *g);
 
 /* Runs the policy in `slot` for r in loop `loop`. Returns 0 to go on, a
- * status (200..599) to answer with, or -1 when the policy answered itself
- * (r:respond, r:redirect) or failed (a 500 is queued and the fault logged). */
-int lx_policy_run(lx_req_t *r, int loop, uint32_t slot);
+ * status (200..599) to answer with, -1 when the policy answered itself
+ * (r:respond, r:redirect) or failed (a 500 is queued and the fault logged),
+ * or -2 when it called r:proxy: *handoff is the upstream then. */
+int lx_policy_run(lx_req_t *r, int loop, uint32_t slot, const lx_upstream_t **handoff);
 
 #endif
