@@ -490,13 +490,16 @@ static void px_error(px_t *px, int err, const char *why) {
         return;
     }
     /* The idle-close race: a pooled connection the backend closed just as
-     * it was lent. Nothing of it reached the backend's application, so an
+     * it was lent (or that held stray bytes, which are no response to this
+     * request). Nothing of it reached the backend's application, so an
      * idempotent request goes again once, on a new connection. */
     int idempotent = r->method == HTTP_GET || r->method == HTTP_HEAD || r->method == HTTP_OPTIONS ||
                      r->method == HTTP_PUT || r->method == HTTP_DELETE || r->method == HTTP_TRACE;
-    if (reused && !px->got_bytes && !px->retried && idempotent &&
-        (px->body == PX_BODY_NONE || px->body == PX_BODY_PENDING || px->body == PX_BODY_EXPECT) &&
-        (err == UV_EOF || err == UV_ECONNRESET || err == UV_EPIPE)) {
+    int stale = err == UV_EOF || err == UV_ECONNRESET || err == UV_EPIPE
+                    ? !px->got_bytes
+                    : err == UV_EPROTO && px->resp.parser.status_code == 0;
+    if (reused && stale && !px->retried && idempotent &&
+        (px->body == PX_BODY_NONE || px->body == PX_BODY_PENDING || px->body == PX_BODY_EXPECT)) {
         px->retried = 1;
         px->fresh = 1;
         if (px->body != PX_BODY_NONE) px->body = px->expect ? PX_BODY_EXPECT : PX_BODY_PENDING;

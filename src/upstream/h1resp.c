@@ -11,13 +11,6 @@ static int fail(lx_h1resp_t *p, const char *why) {
     return -1;
 }
 
-/* Counts head bytes against the limit (the 4 stand for ": " and CRLF). */
-static int count(lx_h1resp_t *p, size_t len) {
-    p->head_bytes += len;
-    if (p->head_bytes > p->max_head) return fail(p, "the response header is over max_header_bytes");
-    return 0;
-}
-
 static int save(lx_h1resp_t *p, const char *at, size_t len) {
     if (p->hlen + len > p->hcap) {
         size_t cap = p->hcap ? p->hcap : 2048;
@@ -37,7 +30,6 @@ static int on_message_begin(llhttp_t *lp) {
     lx_h1resp_t *p = P(lp);
     p->hlen = 0;
     p->nmarks = 0;
-    p->head_bytes = 0;
     p->in = 0;
     p->te = 0;
     p->in_body = 0;
@@ -45,14 +37,9 @@ static int on_message_begin(llhttp_t *lp) {
     return 0;
 }
 
-static int on_status(llhttp_t *lp, const char *at, size_t len) {
-    return count(P(lp), len);
-}
-
 static int on_header_field(llhttp_t *lp, const char *at, size_t len) {
     lx_h1resp_t *p = P(lp);
     if (p->in_body) return 0; /* trailer fields after a chunked body: dropped */
-    if (count(p, len + 4) < 0) return -1;
     if (p->in != 1) {
         if (p->nmarks == p->mcap) {
             unsigned cap = p->mcap ? p->mcap * 2 : 32;
@@ -75,7 +62,6 @@ static int on_header_value(llhttp_t *lp, const char *at, size_t len) {
     lx_h1resp_t *p = P(lp);
     if (p->in_body) return 0;
     if (p->nmarks == 0) return fail(p, "a header line without a name");
-    if (count(p, len) < 0) return -1;
     uint32_t *m = &p->marks[4 * (p->nmarks - 1)];
     if (p->in != 2) {
         m[2] = (uint32_t)p->hlen;
@@ -143,9 +129,12 @@ static int on_headers_complete(llhttp_t *lp) {
     if (p->status == 101)
         return fail(p, "101 Switching Protocols to a request that asked no upgrade");
     if (p->ops->head(p) < 0) return fail(p, "refused by the proxy");
-    /* A response to HEAD has no body whatever its Content-Length says
-     * (RFC 9110 9.3.2); llhttp knows 1xx, 204 and 304 itself. */
-    return p->head_request && p->status >= 200 ? 1 : 0;
+    /* A response to HEAD, a 204 and a 304 have no body whatever their
+     * Content-Length says (RFC 9110 9.3.2, 15.3.5, 15.4.5). llhttp 8 reads
+     * a 304's announced length as a body: a backend that (rightly) sends
+     * none would stall the response until read_timeout. */
+    if (p->status >= 200 && (p->head_request || p->status == 204 || p->status == 304)) return 1;
+    return 0;
 }
 
 static int on_body(llhttp_t *lp, const char *at, size_t len) {
@@ -155,14 +144,19 @@ static int on_body(llhttp_t *lp, const char *at, size_t len) {
 
 static int on_message_complete(llhttp_t *lp) {
     lx_h1resp_t *p = P(lp);
-    if (p->status < 200) return 0; /* an interim response: the final one follows */
+    if (p->status < 200) {
+        /* An interim response: the final one's head follows. */
+        p->in_body = 0;
+        p->head_bytes = 0;
+        p->crlf = 0;
+        return 0;
+    }
     p->done = 1;
     return HPE_PAUSED; /* what follows is not this response's */
 }
 
 static const llhttp_settings_t settings = {
     .on_message_begin = on_message_begin,
-    .on_status = on_status,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
     .on_header_value_complete = on_header_value_complete,
@@ -192,22 +186,56 @@ void lx_h1resp_free(lx_h1resp_t *p) {
     p->headers = NULL;
 }
 
+/* How many of the n bytes at b belong to the head being read, up to and
+ * including its empty line (*end set when it is there). The head is
+ * measured here, byte for byte, so that max_header_bytes is exact and a
+ * head too big fails before llhttp copies any of it. */
+static size_t scan_head(lx_h1resp_t *p, const char *b, size_t n, int *end) {
+    static const char want[4] = {'\r', '\n', '\r', '\n'};
+    *end = 0;
+    for (size_t i = 0; i < n; i++) {
+        p->crlf = b[i] == want[p->crlf] ? p->crlf + 1 : b[i] == '\r' ? 1 : 0;
+        if (p->crlf == 4) {
+            *end = 1;
+            p->head_bytes += i + 1;
+            return i + 1;
+        }
+    }
+    p->head_bytes += n;
+    return n;
+}
+
 lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_t *used) {
     *used = 0;
     if (p->done) return LX_H1R_DONE;
-    p->feed_start = buf;
-    llhttp_errno_t e = llhttp_execute(&p->parser, buf, len);
-    if (e == HPE_OK) {
-        *used = len;
-        return LX_H1R_MORE;
+    size_t off = 0;
+    while (off < len) {
+        size_t n = len - off;
+        /* A head is given to llhttp up to its end only: what follows may
+         * be the head of the final response after a 1xx, measured anew. */
+        if (!p->in_body) {
+            int end;
+            n = scan_head(p, buf + off, n, &end);
+            if (p->head_bytes > p->max_head) {
+                p->why = "the response header is over max_header_bytes";
+                return LX_H1R_ERROR;
+            }
+        }
+        p->feed_start = buf + off;
+        llhttp_errno_t e = llhttp_execute(&p->parser, buf + off, n);
+        if (e == HPE_PAUSED && p->done) {
+            *used = (size_t)(llhttp_get_error_pos(&p->parser) - buf);
+            return LX_H1R_DONE;
+        }
+        if (e != HPE_OK) {
+            if (p->why == NULL) p->why = llhttp_get_error_reason(&p->parser);
+            if (p->why == NULL) p->why = llhttp_errno_name(e);
+            return LX_H1R_ERROR;
+        }
+        off += n;
     }
-    if (e == HPE_PAUSED && p->done) {
-        *used = (size_t)(llhttp_get_error_pos(&p->parser) - buf);
-        return LX_H1R_DONE;
-    }
-    if (p->why == NULL) p->why = llhttp_get_error_reason(&p->parser);
-    if (p->why == NULL) p->why = llhttp_errno_name(e);
-    return LX_H1R_ERROR;
+    *used = len;
+    return LX_H1R_MORE;
 }
 
 lx_h1resp_rc_t lx_h1resp_eof(lx_h1resp_t *p) {

@@ -47,12 +47,13 @@ struct lx_h1resp_s {
     char *hbuf;                /**< field and value bytes of the head being parsed */
     size_t hlen, hcap;         /**< used and allocated */
     size_t max_head;           /**< limit on the head's bytes */
-    size_t head_bytes;         /**< bytes of the head so far (status line too) */
+    size_t head_bytes;         /**< bytes of the head so far, status line to empty line */
     uint32_t *marks;           /**< per field: name start, name length, value start, value length */
     unsigned nmarks, mcap;     /**< fields recorded, room */
     const char *feed_start;    /**< start of the bytes being fed */
     const char *last_end;      /**< end of the last field or value piece */
     uint8_t in;                /**< 0: none, 1: in a name, 2: in a value */
+    uint8_t crlf;              /**< bytes of CR LF CR LF just seen: the head ends at 4 */
     unsigned head_request : 1; /**< the request was HEAD: no body whatever is said */
     unsigned te : 1;           /**< a Transfer-Encoding field was seen */
     unsigned in_body : 1;      /**< the head is complete: fields now are trailers */
