@@ -189,10 +189,14 @@ static void on_connect(uv_connect_t *req, int status) {
 static void on_connect_timeout(uv_timer_t *t) {
     lx_upconn_t *uc = container_of(t, lx_upconn_t, timer);
     const lx_upconn_ops_t *ops = uc->ops;
+    void *data = uc->data;
     /* The connect callback comes with UV_ECANCELED after the close and is
-     * ignored then. */
+     * ignored then; the borrower hears of the timeout here, with its data
+     * still on the (closing) connection for this one call. */
     lx_upconn_close(uc);
+    uc->data = data;
     ops->connected(uc, UV_ETIMEDOUT);
+    uc->data = NULL;
 }
 
 int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, uint32_t timeout_ms,
