@@ -463,6 +463,10 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
      * still answered (a half-close is legal); then we close. */
     c->eof = 1;
     c->reading = 0;
+    if (c->state == LX_CONN_TUNNEL) {
+        lx_conn_close(c); /* both ways end together */
+        return;
+    }
     if (c->state == LX_CONN_IDLE || c->state == LX_CONN_HEAD) {
         /* Pipelined requests still buffered are answered; a request cut
          * short will never be whole. */
@@ -571,6 +575,7 @@ static void request_begin(lx_sess_t *s) {
     s->headers_done = 0;
     s->message_done = 0;
     s->body_paused = 0;
+    s->tunnel_paused = 0;
     s->err_status = 0;
     s->te = LX_TE_NONE;
     s->expect = LX_EXPECT_NONE;
@@ -658,10 +663,26 @@ static void conn_parse(lx_conn_t *c) {
     lx_sess_leave(s);
 }
 
+/* A tunnel's bytes go to its reader as they are, one piece at a time: the
+ * reader copies what it keeps, so the buffer is empty again at once. */
+static void tunnel_feed(lx_sess_t *s) {
+    lx_req_t *r = &s->req;
+    if (s->tunnel_paused || s->rpos == s->rlen || r->body_cb == NULL) return;
+    const char *p = s->rbuf + s->rpos;
+    size_t n = s->rlen - s->rpos;
+    s->tunnel_paused = 1;
+    s->rpos = s->rlen = 0;
+    r->body_cb(r, p, n, 0);
+}
+
 static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
     s->in_parse = 1;
     while (c->state != LX_CONN_CLOSED && sess(c) == s) {
         const lx_server_conf_t *srv = &s->w->gen->srv;
+        if (c->state == LX_CONN_TUNNEL) {
+            tunnel_feed(s);
+            break;
+        }
         if (c->state == LX_CONN_IDLE) {
             if (s->rpos == s->rlen) break;
             if (rbuf_fit(s, srv->max_header_bytes) < 0) {
@@ -762,6 +783,10 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
     }
     if (sess(c) == s) s->in_parse = 0;
     if (c->state == LX_CONN_CLOSED || sess(c) != s) return;
+    if (c->state == LX_CONN_TUNNEL) {
+        want_read(c, !s->tunnel_paused);
+        return;
+    }
     /* The client has stopped sending: a request begun in what it sent will
      * never be whole. */
     if (c->eof && (c->state == LX_CONN_HEAD ||
@@ -942,6 +967,30 @@ void lx_sess_body_resume(lx_sess_t *s) {
     }
     set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
     conn_parse(c);
+}
+
+void lx_tunnel_start(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
+    lx_sess_t *s = lx_sess_of(r);
+    lx_conn_t *c = s->c;
+    if (c == NULL || r->aborted) return;
+    r->keepalive = 0;
+    r->resp.no_body = 0;
+    r->resp.chunked = 0;
+    r->resp.state = LX_RESP_STREAMING;
+    r->resp.producer = p;
+    r->body_cb = cb;
+    r->waiting = 0;
+    c->state = LX_CONN_TUNNEL;
+    set_deadline(c, LX_DL_NONE, 0);
+    s->tunnel_paused = 0;
+    lx_sess_output(s);
+    if (s->c) conn_parse(c); /* bytes the client sent after the head, then read on */
+}
+
+void lx_tunnel_more(lx_req_t *r) {
+    lx_sess_t *s = lx_sess_of(r);
+    s->tunnel_paused = 0;
+    if (s->c && !s->in_parse) conn_parse(s->c);
 }
 
 int lx_sess_send_continue(lx_sess_t *s) {

@@ -29,6 +29,7 @@ typedef enum {
     LX_CONN_WRITING,  /**< the response is complete; its bytes are going out */
     LX_CONN_BODY,     /**< the response is out; the rest of the request body is read and dropped */
     LX_CONN_LINGER,   /**< half-closed: what the client still sends is read and dropped */
+    LX_CONN_TUNNEL,   /**< after a 101: raw bytes both ways between client and a handler */
     LX_CONN_CLOSED,   /**< uv_close called */
 } lx_conn_state_t;
 
@@ -72,39 +73,40 @@ struct lx_conn_s {
 
 /* What a request in progress needs; lent by the loop's pool. */
 struct lx_sess_s {
-    lx_conn_t *c;              /**< the connection, NULL once it is gone */
-    lx_worker_t *w;            /**< its loop */
-    llhttp_t parser;           /**< HTTP/1 parser state */
-    char *rbuf;                /**< read buffer (from w->rbufs) */
-    size_t rcap;               /**< its size */
-    size_t rlen;               /**< bytes in it */
-    size_t rpos;               /**< bytes parsed */
-    size_t req_start;          /**< offset where the current request began */
-    size_t body_base;          /**< offset body bytes are read into (0: unset) */
-    lx_req_t req;              /**< the request being read or answered */
-    lx_arena_t arena;          /**< its memory */
-    lx_out_t out;              /**< output queue and writer */
-    lx_header_t *cur_header;   /**< header being parsed */
-    const char *last_end;      /**< end of the last header byte seen */
-    int err_status;            /**< status to answer a parse error with */
-    uint8_t te;                /**< lx_te_t: the Transfer-Encoding codings seen so far */
-    uint8_t expect;            /**< lx_expect_t: where a 100-continue request stands */
-    char ext_last;             /**< last byte of the chunk-extension value being read */
-    size_t ext_bytes;          /**< chunk-extension bytes of this request */
-    size_t trailer_bytes;      /**< trailer-section bytes of this request */
-    uint64_t framing_bytes;    /**< chunked-body bytes no other limit counts */
-    uint32_t framing_parts;    /**< chunks and trailer fields that may bring such bytes */
-    uint64_t req_started;      /**< loop time the current request began */
-    unsigned in_url : 1;       /**< the request line is not complete */
-    unsigned headers_done : 1; /**< headers complete, maybe body to come */
-    unsigned message_done : 1; /**< whole request parsed */
-    unsigned ext_refeed : 1;   /**< llhttp 8 skipped the ';' of the next chunk extension */
-    unsigned body_paused : 1;  /**< on_body handed a piece to a reader that wants no more yet */
-    unsigned gen_held : 1;     /**< req.gen is counted in the worker's users */
-    unsigned in_parse : 1;     /**< conn_parse is on the stack: do not re-enter it */
-    unsigned end_pending : 1;  /**< the request ended while depth > 0 */
-    unsigned free_pending : 1; /**< the connection let go while depth > 0 */
-    unsigned depth;            /**< calls into the request layer on the stack */
+    lx_conn_t *c;               /**< the connection, NULL once it is gone */
+    lx_worker_t *w;             /**< its loop */
+    llhttp_t parser;            /**< HTTP/1 parser state */
+    char *rbuf;                 /**< read buffer (from w->rbufs) */
+    size_t rcap;                /**< its size */
+    size_t rlen;                /**< bytes in it */
+    size_t rpos;                /**< bytes parsed */
+    size_t req_start;           /**< offset where the current request began */
+    size_t body_base;           /**< offset body bytes are read into (0: unset) */
+    lx_req_t req;               /**< the request being read or answered */
+    lx_arena_t arena;           /**< its memory */
+    lx_out_t out;               /**< output queue and writer */
+    lx_header_t *cur_header;    /**< header being parsed */
+    const char *last_end;       /**< end of the last header byte seen */
+    int err_status;             /**< status to answer a parse error with */
+    uint8_t te;                 /**< lx_te_t: the Transfer-Encoding codings seen so far */
+    uint8_t expect;             /**< lx_expect_t: where a 100-continue request stands */
+    char ext_last;              /**< last byte of the chunk-extension value being read */
+    size_t ext_bytes;           /**< chunk-extension bytes of this request */
+    size_t trailer_bytes;       /**< trailer-section bytes of this request */
+    uint64_t framing_bytes;     /**< chunked-body bytes no other limit counts */
+    uint32_t framing_parts;     /**< chunks and trailer fields that may bring such bytes */
+    uint64_t req_started;       /**< loop time the current request began */
+    unsigned in_url : 1;        /**< the request line is not complete */
+    unsigned headers_done : 1;  /**< headers complete, maybe body to come */
+    unsigned message_done : 1;  /**< whole request parsed */
+    unsigned ext_refeed : 1;    /**< llhttp 8 skipped the ';' of the next chunk extension */
+    unsigned body_paused : 1;   /**< on_body handed a piece to a reader that wants no more yet */
+    unsigned tunnel_paused : 1; /**< a tunnel's reader holds a piece (lx_tunnel_more goes on) */
+    unsigned gen_held : 1;      /**< req.gen is counted in the worker's users */
+    unsigned in_parse : 1;      /**< conn_parse is on the stack: do not re-enter it */
+    unsigned end_pending : 1;   /**< the request ended while depth > 0 */
+    unsigned free_pending : 1;  /**< the connection let go while depth > 0 */
+    unsigned depth;             /**< calls into the request layer on the stack */
 };
 
 /* Takes the connection waiting on a listener (after uv_listen's callback). */

@@ -204,6 +204,15 @@ void lx_stream_start(lx_req_t *r, const lx_producer_t *p);
 int lx_stream_send(lx_req_t *r, const char *p, size_t len);
 void lx_stream_end(lx_req_t *r);
 
+/* A tunnel (after a 101 the handler relayed with lx_resp_send_headers):
+ * from now on the connection carries raw bytes. What the client sends goes
+ * to cb piece by piece (valid during the call; the next waits for
+ * lx_tunnel_more); bytes to the client go with lx_stream_send (no
+ * framing), with proceed and stop as for a stream. The connection ends
+ * with lx_stream_end, or when the client closes (stop is told). */
+void lx_tunnel_start(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb);
+void lx_tunnel_more(lx_req_t *r);
+
 const char *lx_status_reason(int status);
 
 /* ---- the request body (body.c) ------------------------------------------- */

@@ -237,7 +237,9 @@ void lx_resp_send_headers(lx_req_t *r) {
     if (cl_len) put(o, cl, cl_len);
     if (rs->len) put(o, rs->lines, rs->len);
     if (r->extra_len) put(o, r->extra, r->extra_len);
-    if (!r->keepalive)
+    if (st == 101)
+        put(o, "\r\n", 2); /* the handler's lines carry Connection: upgrade */
+    else if (!r->keepalive)
         put(o, "Connection: close\r\n\r\n", 21);
     else if (r->http_minor == 0)
         put(o, "Connection: keep-alive\r\n\r\n", 26);

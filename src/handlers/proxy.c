@@ -77,6 +77,8 @@ typedef struct {
     unsigned dead : 1;       /**< the client is gone: free when busy drops to 0 */
     unsigned chunked : 1;    /**< the body goes on in chunked framing */
     unsigned expect : 1;     /**< the head asks the backend for 100 Continue */
+    unsigned upgrade : 1;    /**< the head asks the backend for an Upgrade (WebSocket) */
+    unsigned tunnel : 1;     /**< the backend said 101: bytes flow both ways as they are */
 } px_t;
 
 static int px_slot = -1; /* index of this handler in lx_handlers[]: w->hstate */
@@ -296,7 +298,15 @@ static int build_head(px_t *px) {
         put(&b, px->u->name, strlen(px->u->name));
     PUTS(&b, "\r\n");
     lx_str_t conn = r->known[LX_H_CONNECTION];
-    lx_str_t xff = {0}, via = {0};
+    lx_str_t xff = {0}, via = {0}, upgrade = {0};
+    for (unsigned i = 0; i < r->nheaders; i++)
+        if (lx_str_ieq(r->headers[i].name, "upgrade", 7)) upgrade = r->headers[i].value;
+    /* An Upgrade (WebSocket) goes on to the backend, the one hop-by-hop
+     * field that does: a 101 then makes the two connections one tunnel.
+     * Only for a request without a body, whose end is then the tunnel's
+     * start. */
+    px->upgrade =
+        upgrade.len && conn.len && listed_in(conn, LX_STR("upgrade")) && px->body == PX_BODY_NONE;
     for (unsigned i = 0; i < r->nheaders; i++) {
         lx_str_t n = r->headers[i].name, v = r->headers[i].value;
         if (hop_by_hop(n) || (conn.len && listed_in(conn, n))) continue;
@@ -375,7 +385,12 @@ static int build_head(px_t *px) {
             px->expect = 1;
         }
     }
-    if (px->u->keepalive == 0) PUTS(&b, "Connection: close\r\n");
+    if (px->upgrade) {
+        put_field(&b, LX_STR("Upgrade"), upgrade);
+        PUTS(&b, "Connection: upgrade\r\n");
+    } else if (px->u->keepalive == 0) {
+        PUTS(&b, "Connection: close\r\n");
+    }
     PUTS(&b, "\r\n");
     if (b.oom) {
         free(b.p);
@@ -456,6 +471,7 @@ static int px_next(px_t *px) {
         if (pool == NULL) return 500;
         lx_h1resp_free(&px->resp);
         lx_h1resp_init(&px->resp, px->u->max_header_bytes, px->r->head, &px_resp_ops, px);
+        px->resp.upgrade = px->upgrade;
         px->got_bytes = 0;
         px->head_out = 0;
         if (!px->fresh && (px->uc = lx_upconn_take(pool, &px_ops, px)) != NULL) {
@@ -620,6 +636,9 @@ static void on_written(lx_upconn_t *uc, int status) {
         } else {
             px_error(px, status, NULL);
         }
+    } else if (px->tunnel) {
+        lx_upconn_deadline(uc, px->u->read_timeout);
+        lx_tunnel_more(px->r);
     } else if (!px->head_out) {
         px->head_out = 1;
         px_start_body(px);
@@ -672,6 +691,20 @@ static void relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
 static int on_resp_head(lx_h1resp_t *p) {
     px_t *px = p->data;
     lx_req_t *r = px->r;
+    if (p->status == 101) {
+        /* Switching to what the request asked for: the 101 goes to the
+         * client with the backend's Upgrade; on_read starts the tunnel. */
+        peer_ok(px);
+        r->upstream_status = 101;
+        px->responding = 1;
+        px->tunnel = 1;
+        lx_resp_init(r, 101);
+        relay_fields(r, p);
+        lx_str_t up = lx_h1resp_get(p, "upgrade", 7);
+        lx_resp_headerf(r, "Upgrade: %.*s\r\nConnection: upgrade\r\n", (int)up.len, up.p);
+        lx_resp_send_headers(r);
+        return 0;
+    }
     if (p->status < 200) {
         if (p->status == 100) {
             /* The backend wants the body: now the client is asked for it
@@ -712,6 +745,34 @@ static int on_resp_body(lx_h1resp_t *p, const char *at, size_t len) {
 
 static const lx_h1resp_ops_t px_resp_ops = {on_resp_head, on_resp_body};
 
+/* ---- the tunnel (after a 101) --------------------------------------- */
+
+/* Bytes from the backend to the client, as they are. */
+static void tunnel_down(px_t *px, const char *p, size_t len) {
+    if (len && lx_stream_send(px->r, p, len) == -EAGAIN) px->paused = 1;
+    if (!px->dead && px->paused && px->uc) lx_upconn_read(px->uc, 0);
+}
+
+/* Bytes from the client to the backend; the next piece is asked for when
+ * this one is out (on_written), so neither side's buffer grows. */
+static void tunnel_up(lx_req_t *r, const char *p, size_t len, int status) {
+    px_t *px = r->handler_data;
+    if (px == NULL) return;
+    if (status < 0 || p == NULL || px->uc == NULL) {
+        px_abort(r);
+        return;
+    }
+    px_enter(px);
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
+    lx_upconn_deadline(px->uc, px->u->read_timeout);
+    int rc = lx_upconn_write(px->uc, &b, 1);
+    if (rc < 0)
+        px_error(px, rc, NULL);
+    else if (rc == 1)
+        lx_tunnel_more(r);
+    px_leave(px);
+}
+
 /* The final response is complete: the connection goes back to its pool if
  * nothing about it is in doubt. */
 static void px_done(px_t *px, int extra_bytes) {
@@ -734,6 +795,20 @@ static void px_done(px_t *px, int extra_bytes) {
 static void on_read(lx_upconn_t *uc, ssize_t nread, const char *buf) {
     px_t *px = uc->data;
     px_enter(px);
+    if (px->tunnel) {
+        lx_upconn_deadline(uc, px->u->read_timeout);
+        if (nread < 0) {
+            /* The backend's side ended: so does the client's, once what
+             * is queued for it is out. */
+            lx_req_t *r = px->r;
+            px_free(px);
+            lx_stream_end(r);
+        } else {
+            tunnel_down(px, buf, (size_t)nread);
+        }
+        px_leave(px);
+        return;
+    }
     if (nread < 0) {
         if (nread == UV_EOF && lx_h1resp_eof(&px->resp) == LX_H1R_DONE)
             px_done(px, 1);
@@ -750,7 +825,11 @@ static void on_read(lx_upconn_t *uc, ssize_t nread, const char *buf) {
         px_leave(px);
         return;
     }
-    if (rc == LX_H1R_ERROR)
+    if (rc == LX_H1R_UPGRADE) {
+        lx_upconn_deadline(uc, px->u->read_timeout);
+        lx_tunnel_start(px->r, &px_producer, tunnel_up);
+        if (!px->dead) tunnel_down(px, buf + used, (size_t)nread - used);
+    } else if (rc == LX_H1R_ERROR)
         px_error(px, UV_EPROTO, px->resp.why);
     else if (rc == LX_H1R_DONE)
         px_done(px, used < (size_t)nread);

@@ -126,7 +126,7 @@ static int on_headers_complete(llhttp_t *lp) {
     }
     p->nheaders = p->nmarks;
     p->in_body = 1;
-    if (p->status == 101)
+    if (p->status == 101 && !p->upgrade)
         return fail(p, "101 Switching Protocols to a request that asked no upgrade");
     if (p->ops->head(p) < 0) return fail(p, "refused by the proxy");
     /* A response to HEAD, a 204 and a 304 have no body whatever their
@@ -144,6 +144,10 @@ static int on_body(llhttp_t *lp, const char *at, size_t len) {
 
 static int on_message_complete(llhttp_t *lp) {
     lx_h1resp_t *p = P(lp);
+    if (p->status == 101) {
+        p->done = 1; /* llhttp stops with HPE_PAUSED_UPGRADE after this */
+        return 0;
+    }
     if (p->status < 200) {
         /* An interim response: the final one's head follows. */
         p->in_body = 0;
@@ -226,6 +230,10 @@ lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_
         if (e == HPE_PAUSED && p->done) {
             *used = (size_t)(llhttp_get_error_pos(&p->parser) - buf);
             return LX_H1R_DONE;
+        }
+        if (e == HPE_PAUSED_UPGRADE && p->done && p->status == 101) {
+            *used = (size_t)(llhttp_get_error_pos(&p->parser) - buf);
+            return LX_H1R_UPGRADE;
         }
         if (e != HPE_OK) {
             if (p->why == NULL) p->why = llhttp_get_error_reason(&p->parser);

@@ -30,9 +30,10 @@ typedef struct {
 
 /* What lx_h1resp_feed found. */
 typedef enum {
-    LX_H1R_MORE = 0,  /**< all bytes taken; the response goes on */
-    LX_H1R_DONE = 1,  /**< the final response is complete (bytes after it are not taken) */
-    LX_H1R_ERROR = -1 /**< malformed: p->why says how */
+    LX_H1R_MORE = 0,    /**< all bytes taken; the response goes on */
+    LX_H1R_DONE = 1,    /**< the final response is complete (bytes after it are not taken) */
+    LX_H1R_UPGRADE = 2, /**< a 101 to a request that asked for it: what follows is the tunnel's */
+    LX_H1R_ERROR = -1   /**< malformed: p->why says how */
 } lx_h1resp_rc_t;
 
 struct lx_h1resp_s {
@@ -55,6 +56,7 @@ struct lx_h1resp_s {
     uint8_t in;                /**< 0: none, 1: in a name, 2: in a value */
     uint8_t crlf;              /**< bytes of CR LF CR LF just seen: the head ends at 4 */
     unsigned head_request : 1; /**< the request was HEAD: no body whatever is said */
+    unsigned upgrade : 1;      /**< the request asked for an upgrade: a 101 may end the head */
     unsigned te : 1;           /**< a Transfer-Encoding field was seen */
     unsigned in_body : 1;      /**< the head is complete: fields now are trailers */
     unsigned done : 1;         /**< the final response completed */
