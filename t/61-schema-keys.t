@@ -95,10 +95,17 @@ sub traced {
     }
     my $deadline = time + 10;
     until (!Luxd::refused($s->port) || time > $deadline) { sleep 0.05 }
-    kill 'TERM', $pid;
+    # Stop luxd itself (by its pid file), and strace ends with it: a TERMed
+    # strace detaches and leaves luxd running, which left six servers
+    # behind on every run of this test.
+    my $lpid;
+    my $pt = time + 5;
+    until (($lpid) = (Luxd::_slurp($s->dir . '/luxd.pid') // '') =~ /^(\d+)/ or time > $pt) { sleep 0.02 }
+    kill 'TERM', $lpid if $lpid;
     my $t = time + 5;
     sleep 0.02 while waitpid($pid, WNOHANG) == 0 && time < $t;
-    kill 'KILL', $pid if waitpid($pid, WNOHANG) == 0;
+    kill 'TERM', $pid if waitpid($pid, WNOHANG) == 0;
+    kill 'KILL', $lpid if $lpid && kill 0, $lpid;
     waitpid($pid, 0);
     open my $f, '<', $trace or return 'no trace';
     local $/;
