@@ -192,8 +192,9 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < g->nwarnings; i++)
             fprintf(stderr, "luxd: warning: %s\n", g->warnings[i]);
         if (dump) lx_gen_dump(g, stdout);
-        fprintf(stderr, "luxd: configuration %s is ok (%zu vhosts, compiled in %.1f ms)\n", file,
-                g->nvhosts, (double)(uv_hrtime() - t0) / 1e6);
+        fprintf(stderr,
+                "luxd: configuration %s is ok (%zu vhosts, %zu upstreams, compiled in %.1f ms)\n",
+                file, g->nvhosts, g->nupstreams, (double)(uv_hrtime() - t0) / 1e6);
         lx_gen_unref(g);
         return 0;
     }

@@ -40,5 +40,6 @@ for my $k (sort @keys) {
     my ($block, $name) = split /\./, $k;
     like $doc, qr/`[^`]*\b\Q$name\E\b[^`]*`/, "doc/config.md documents $k";
 }
-like $doc, qr/not built yet/i, 'doc/config.md says what is not built yet';
+like $doc, qr/^## Not in the language yet$/m, 'doc/config.md says what the language does not have';
+like $doc, qr/^## upstream "name" \{ \}$/m, 'doc/config.md has a section for upstream "name" { }';
 done_testing;

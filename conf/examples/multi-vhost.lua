@@ -1,8 +1,6 @@
 -- Several sites on one server: exact names, aliases, a wildcard, a default
--- vhost for unknown Host headers, and a site with a policy.
---
--- Handing requests to an application (upstream, proxy, fallback) is not
--- built yet, and `luxd -t` refuses those keys; see doc/config.md.
+-- vhost for unknown Host headers, a site with a policy, and an application
+-- server behind /api/ (upstream and proxy; see doc/config.md).
 
 server {
   listen     = { "127.0.0.1:8080", "[::1]:8080" },
@@ -13,6 +11,13 @@ server {
 }
 
 mime { [".wasm"] = "application/wasm", [".webmanifest"] = "application/manifest+json" }
+
+-- The application servers; names would be resolved at every load and reload.
+upstream "app" {
+  "127.0.0.1:8081",
+  { "127.0.0.1:8082", weight = 2 },     -- gets two requests for each one of the first
+  keepalive = 32, connect_timeout = 2, read_timeout = 30,
+}
 
 -- Requests for hosts no vhost names land here.
 vhost "default.invalid" {
@@ -37,7 +42,7 @@ vhost "example.com" {
   redirect = { { "^/blog$", "/blog/", status = 301 } },
 
   location "/static/" { cache_control = "public, max-age=86400, immutable" },
-  location "/api/"    { access = { deny { all = true, status = 503 } } },  -- no backend yet
+  location "/api/"    { proxy = "app", proxy_headers = { ["X-Forwarded-Port"] = "443" } },
 }
 
 -- One vhost for every subdomain of example.org.

@@ -49,8 +49,18 @@
 --   _file, _line      where server { } is (_line 0 when there is none)
 --
 -- desc.mime           { [".ext"] = "type/subtype" }, extensions lower-cased
--- desc.upstreams      always empty: upstream "name" { } is checked and then
---                     refused as not built yet (issue 8 #6)
+-- desc.upstreams      in declaration order, each:
+--   name              as written (letters, digits, "_", "-", ".")
+--   servers           { {text=, host=, port=, weight=, _file=, _line=} or
+--                        {text=, unix = absolute path, weight=, _file=, _line=},
+--                       ... } in the order written; text as written ("app:80",
+--                     "unix:run/app.sock"), host without brackets ("::1"),
+--                     weight 1..100 (default 1); _line is the server's own
+--                     line when its address is written as a literal
+--   keepalive 32 (0..10000)  keepalive_timeout 60  connect_timeout 5
+--   read_timeout 60  send_timeout 60  fail_timeout 10 (seconds, > 0)
+--   max_fails 1 (0 = never mark a server down)  max_header_bytes 32768
+--   _file, _line      where upstream "name" is
 -- desc.vhosts         in declaration order, each:
 --   name, aliases     lower-cased; aliases always an array
 --   default           false unless the config says true (at most one vhost)
@@ -71,14 +81,20 @@
 --                        location set, checked and normalized the same way>},
 --                       ... } in declaration order
 --   policy            nil | function
---   fallback, proxy   refused: not built yet (issue 8 #6)
+--   fallback, proxy   nil | the name of a declared upstream | false (false:
+--                     a location turns off what its vhost set)
+--   proxy_host        nil | "host[:port]" | false (the client's Host)
+--   proxy_headers     { {"Name", "value"}, ... } sorted by lower-cased name;
+--                     value "" removes the field from the forwarded request
+--   proxy_via         true
 --   error_pages       { [404] = "/404.html", ... } (status 400..599 -> a path
 --                     in the vhost), empty by default
 --   _file, _line      where vhost "name" is
 --   Rewrite and redirect entries carry the line of the rewrite/redirect key.
 -- desc.files          the files that were run, main file first
 -- desc.warnings       { "FILE:LINE: message", ... }: allowed, but worth saying
---                     (an include pattern that matches no file)
+--                     (an include pattern that matches no file, an upstream
+--                     that no proxy or fallback names)
 
 local V = require("luxd.validate")
 local S = require("luxd.schema")
@@ -148,6 +164,7 @@ local function new_state(path, host)
     mime = {},
     upstreams = {},
     upstream_by_name = {},
+    upstream_refs = {}, -- { ctx, key, name, what } of each proxy/fallback = "name"
     vhosts = {},
     claims = {},       -- host name -> { ctx, key, vhost }
   }, St)
@@ -330,10 +347,6 @@ function St:add_upstream(p, t)
   local u = S.upstream(ctx, p.name, t)
   self.upstreams[#self.upstreams + 1] = u
   self.upstream_by_name[p.name] = u
-  -- Checked like any block, so a config written today says what is wrong
-  -- with it, but refused: nothing can use an upstream yet (issue 8 #6).
-  V.fail(ctx, nil, "upstream { ... } is not built yet: luxd cannot hand requests to a " ..
-                   "backend; remove it")
 end
 
 function St:include(pattern, file, line)
@@ -489,6 +502,32 @@ function St:finish()
       local ex = p.kind == "upstream" and ' { "127.0.0.1:8081" }' or " { ... }"
       fail(self, p.file, p.line, p.kind .. " " .. V.q(p.name),
            fmt("missing { ... } after the name: %s %s%s", p.kind, V.q(p.name), ex))
+    end
+  end
+  -- proxy and fallback may name an upstream declared after them or in
+  -- another file, so names are looked up only now.
+  local fails, used, names = {}, {}, {}
+  for i, u in ipairs(self.upstreams) do names[i] = u.name end
+  for _, r in ipairs(self.upstream_refs) do
+    if self.upstream_by_name[r.name] then
+      used[r.name] = true
+    elseif #names == 0 then
+      fails[#fails + 1] = V.try_fail(r.ctx, r.key, fmt(
+        '%s names upstream %s, but there is none; declare it: upstream %s { "127.0.0.1:8081" }',
+        r.what, V.q(r.name), V.q(r.name)))
+    else
+      fails[#fails + 1] = V.try_fail(r.ctx, r.key, fmt("%s names upstream %s, which is not declared%s",
+                                                       r.what, V.q(r.name), V.dym(r.name, names)))
+    end
+  end
+  V.raise_first(fails)
+  -- Allowed (a policy may hand requests to it), but said: more often a
+  -- proxy that was meant to name it and names another.
+  for _, u in ipairs(self.upstreams) do
+    if not used[u.name] then
+      self.warnings[#self.warnings + 1] = fmt(
+        "%s:%d: upstream %s is not used by any proxy or fallback (only a policy can send " ..
+        "requests to it, with return r:proxy(%s))", u._file, u._line, V.q(u.name), V.q(u.name))
     end
   end
   for _, obj in ipairs(self.created) do

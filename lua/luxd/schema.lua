@@ -173,26 +173,101 @@ local SERVER_KEYS = {
 ---------------------------------------------------------------------------
 -- upstream "name" { }
 
-S.UPSTREAM_ORDER = { "keepalive", "connect_timeout", "read_timeout" }
+S.UPSTREAM_ORDER = {
+  "keepalive", "keepalive_timeout", "connect_timeout", "read_timeout", "send_timeout",
+  "max_fails", "fail_timeout", "max_header_bytes",
+}
+
+-- What an upstream gets for a key it does not set (seconds for timeouts).
+S.UPSTREAM_DEFAULTS = {
+  keepalive = 32,            -- idle connections kept per worker and server
+  keepalive_timeout = 60,
+  connect_timeout = 5,
+  read_timeout = 60,
+  send_timeout = 60,
+  max_fails = 1,             -- failures within fail_timeout that mark a server down
+  fail_timeout = 10,
+  max_header_bytes = 32768,  -- a response's status line and headers
+}
 
 local UPSTREAM_KEYS = {
-  keepalive = int(0),
+  keepalive = int(0, 10000),
+  keepalive_timeout = seconds(),
   connect_timeout = seconds(),
   read_timeout = seconds(),
+  send_timeout = seconds(),
+  max_fails = int(0, 1000000),
+  fail_timeout = seconds(),
+  max_header_bytes = int(1024, 1048576),
 }
+
+local SERVER_EXAMPLE = '{ "127.0.0.1:8081", weight = 2 }'
+
+-- A server given as a table: the address, then its own keys.
+local SERVER_ITEM_SCHEMA = {
+  keys = { weight = int(1, 100) }, order = { "weight" },
+  items = function(ic, t, idx, o)
+    if #idx ~= 1 or idx[1] ~= 1 then
+      V.fail(ic, nil, fmt("a server given as a table holds one address: %s, got %d items",
+                          SERVER_EXAMPLE, #idx))
+    end
+    o[1] = t[1]
+  end,
+}
+
+-- Parses the address of a server: "host:port", "[v6]:port" or
+-- "unix:/path" (a relative path is taken from the prefix, as root is).
+local function server_address(ctx, v, line)
+  if v:sub(1, 5) == "unix:" then
+    local path = v:sub(6)
+    if path == "" then
+      V.fail(ctx, nil, fmt('server %s needs the socket\'s path: "unix:/run/app.sock"', V.q(v)), line)
+    end
+    if path:sub(-1) == "/" then
+      V.fail(ctx, nil, fmt("server %s names a directory, not a socket", V.q(v)), line)
+    end
+    return { unix = V.abspath(ctx.st.prefix, path) }
+  end
+  local host, port = V.parse_server(v)
+  if not host then
+    V.fail(ctx, nil, fmt("server %s %s", V.q(v), port), line)
+  end
+  return { host = host, port = port }
+end
 
 local function upstream_items(ctx, t, idx, out)
   local servers, seen = {}, {}
+  local lines = ctx.st.lines[ctx.file]
+  local from = ctx:start()
   for _, i in ipairs(idx) do
-    local v = t[i]
-    if type(v) ~= "string" then
-      V.fail(ctx, nil, fmt('server %d must be a string "host:port", got %s', i, type(v)))
+    local v, weight = t[i], 1
+    local line
+    if type(v) == "table" then
+      -- Its line: that of its address, when the address is written there.
+      local addr = type(v[1]) == "string" and v[1]
+      line = addr and V.item_line(lines, from, addr)
+      local got = V.check_block(ctx:child(fmt("server %d", i), line or from), v, SERVER_ITEM_SCHEMA)
+      if got[1] == nil then
+        V.fail(ctx, nil, fmt("server %d has no address: %s", i, SERVER_EXAMPLE), line)
+      end
+      v, weight = got[1], got.weight or 1
     end
-    local host, port = V.parse_server(v)
-    if not host then V.fail(ctx, nil, fmt("server %s %s", V.q(v), port)) end
-    if seen[v] then V.fail(ctx, nil, fmt("server %s is given twice", V.q(v))) end
-    seen[v] = true
-    servers[#servers + 1] = { host = host, port = port }
+    if type(v) ~= "string" then
+      V.fail(ctx, nil, fmt('server %d must be a string "host:port" or %s, got %s',
+                           i, SERVER_EXAMPLE, type(v)), line)
+    end
+    if v:find("%z") then V.fail(ctx, nil, fmt("server %d must not contain a NUL byte", i), line) end
+    line = line or V.item_line(lines, from, v)
+    if line then from = line end
+    local s = server_address(ctx, v, line)
+    local id = s.unix and ("unix|" .. s.unix) or (s.host:lower() .. "|" .. s.port)
+    if seen[id] then
+      V.fail(ctx, nil, fmt("server %s is given twice%s", V.q(v),
+                           seen[id] ~= v and fmt(" (as %s)", V.q(seen[id])) or ""), line)
+    end
+    seen[id] = v
+    s.text, s.weight, s._file, s._line = v, weight, ctx.file, line or ctx:start()
+    servers[#servers + 1] = s
   end
   out.servers = servers
 end
@@ -369,7 +444,8 @@ end
 S.VHOST_ORDER = {
   "aliases", "default", "root", "index", "etag", "last_modified", "cache_control",
   "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
-  "fallback", "proxy", "policy", "error_pages", "test_handler",
+  "fallback", "proxy", "proxy_host", "proxy_headers", "proxy_via", "policy", "error_pages",
+  "test_handler",
 }
 
 local function check_alias(ctx, key, v, what)
@@ -448,13 +524,105 @@ local function check_error_pages(ctx, key, v, what)
   return out
 end
 
--- fallback and proxy name an upstream to hand requests to. That handoff is
--- not built yet; a config that set them and was accepted would serve the
--- application's files from the root instead (issue 8 #6), so they are
--- refused, at the line of the key, until it is.
-local function not_built(ctx, key, v, what)
-  V.fail(ctx, key, fmt("%s is not built yet: luxd cannot hand requests to an upstream, and " ..
-                       "would serve them from the root instead; remove it", what))
+-- proxy = "name" and fallback = "name" hand requests to an upstream; false
+-- (in a location) turns off what the vhost set. The upstream may be
+-- declared anywhere, later or in another file: the name is looked up once
+-- every file has run (luxd.config, St:finish), and refused then at the line
+-- of this key.
+local function check_upstream_ref(ctx, key, v, what)
+  if v == false then return false end
+  if type(v) ~= "string" then
+    V.fail(ctx, key, fmt('%s must be the name of an upstream ("app") or false, got %s',
+                         what, V.show(v)))
+  end
+  if v == "" then V.fail(ctx, key, what .. " must not be empty") end
+  local refs = ctx.st.upstream_refs
+  if refs then refs[#refs + 1] = { ctx = ctx, key = key, name = v, what = what } end
+  return v
+end
+
+-- proxy_host = "host[:port]": the Host sent to the upstream instead of the
+-- client's; false (in a location) sends the client's again.
+local function check_proxy_host(ctx, key, v, what)
+  if v == false then return false end
+  STR(ctx, key, v, what)
+  local ok, why = V.host_value(v)
+  if not ok then V.fail(ctx, key, fmt("%s: %s %s", what, V.q(v), why)) end
+  return v
+end
+
+-- Fields proxy_headers cannot set: the hop-by-hop ones (RFC 9110 7.6.1)
+-- belong to one connection and luxd removes them from what it forwards, and
+-- Host and Content-Length say what is forwarded, so they come from the
+-- request (and proxy_host).
+local HOP_BY_HOP = {
+  connection = true, ["keep-alive"] = true, te = true, trailer = true,
+  ["transfer-encoding"] = true, upgrade = true,
+}
+
+local function check_proxy_headers(ctx, key, v, what)
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt('%s must be a table like { ["X-Forwarded-Port"] = "443" }, got %s',
+                         what, type(v)))
+  end
+  local names, list, seen = {}, {}, {}
+  for name in pairs(v) do
+    if type(name) ~= "string" or not V.is_token(name) then
+      V.fail(ctx, key, fmt('%s: %s is not a header name; write { ["X-Name"] = "value" }',
+                           what, V.show(name)))
+    end
+    names[#names + 1] = name
+  end
+  sort(names, function(a, b)
+    local la, lb = a:lower(), b:lower()
+    if la ~= lb then return la < lb end
+    return a < b
+  end)
+  for _, name in ipairs(names) do
+    local value, lname = v[name], name:lower()
+    if seen[lname] then
+      V.fail(ctx, name, fmt("%s: header %s is given twice (as %s)", what, V.q(name), V.q(seen[lname])))
+    end
+    seen[lname] = name
+    if HOP_BY_HOP[lname] or lname:sub(1, 6) == "proxy-" then
+      V.fail(ctx, name, fmt("%s: %s is a hop-by-hop field: luxd removes it from what it " ..
+                            "forwards and manages the connection to the upstream itself",
+                            what, V.q(name)))
+    end
+    if lname == "host" then
+      V.fail(ctx, name, fmt('%s: %s is set with proxy_host = "name[:port]"', what, V.q(name)))
+    end
+    if lname == "content-length" then
+      V.fail(ctx, name, fmt("%s: %s is set from the body that is forwarded, not by the config",
+                            what, V.q(name)))
+    end
+    local w = fmt("%s[%s]", what, V.q(name))
+    if type(value) == "number" then value = V.show(value) end
+    T.string({ line = true, empty = true })(ctx, name, value, w)
+    if value:find("[%z\1-\8\11-\31\127]") then
+      V.fail(ctx, name, w .. " must not contain a control character")
+    end
+    -- A field value has no white space around it (RFC 9110 5.5): " x"
+    -- would be sent as "x", and " " as a field to remove.
+    if value:find("^[ \t]") or value:find("[ \t]$") then
+      V.fail(ctx, name, w .. " must not start or end with white space")
+    end
+    if value:find("$", 1, true) then
+      V.fail(ctx, name, fmt("%s: variables are not supported in proxy_headers; write the value " ..
+                            "itself", w))
+    end
+    list[#list + 1] = { name, value }
+  end
+  return list
+end
+
+-- proxy sends every request of a block to its upstream, so a fallback set
+-- beside it would never be used: a config must not say more than it does.
+local function check_proxy_fallback(ctx, got)
+  if got.proxy and got.fallback then
+    V.fail(ctx, "fallback", fmt('"fallback" would never be used: "proxy" sends every request ' ..
+                                "here to upstream %s; set one of them", V.q(got.proxy)))
+  end
 end
 
 -- follow_symlinks = true | false | "owner" (see src/config/load.c read_site).
@@ -488,8 +656,11 @@ local VHOST_KEYS = {
   access = check_access,
   rewrite = rewrites(false),
   redirect = rewrites(true),
-  fallback = not_built,
-  proxy = not_built,
+  fallback = check_upstream_ref,
+  proxy = check_upstream_ref,
+  proxy_host = check_proxy_host,
+  proxy_headers = check_proxy_headers,
+  proxy_via = T.boolean(),
   policy = T.func(),
   error_pages = check_error_pages,
   test_handler = check_test_handler,
@@ -516,6 +687,7 @@ function S.vhost_defaults()
     -- then, named vhosts to "owner" (src/config/load.c).
     access = {}, rewrite = {}, redirect = {},
     locations = {}, policy = nil, fallback = nil, proxy = nil, error_pages = {},
+    proxy_host = nil, proxy_headers = {}, proxy_via = true,
   }
 end
 
@@ -525,6 +697,9 @@ local IN_SERVER, IN_VHOST = set_of(S.SERVER_ORDER), set_of(S.VHOST_ORDER)
 local IN_RULE, IN_UPSTREAM = set_of(S.RULE_ORDER), set_of(S.UPSTREAM_ORDER)
 
 local function belongs(k, here)
+  if here ~= "server" and here ~= "upstream" and IN_SERVER[k] and IN_UPSTREAM[k] then
+    return ' (it belongs in server { ... } or upstream "name" { ... })'
+  end
   if here ~= "server" and IN_SERVER[k] then return " (it belongs in server { ... })" end
   if here ~= "vhost" and IN_VHOST[k] then return ' (it belongs in vhost "name" { ... })' end
   if here ~= "rule" and IN_RULE[k] then
@@ -585,6 +760,7 @@ local function location(ctx, info, seen)
   end
   seen[info.prefix] = info
   local loc = V.check_block(c, info.t, LOCATION_SCHEMA)
+  check_proxy_fallback(c, loc)
   loc.prefix, loc._file, loc._line = info.prefix, info.file, info.line
   return loc
 end
@@ -626,10 +802,10 @@ S.KEYS = {
   server = SERVER_KEYS, access_log = ACCESS_LOG_SCHEMA.keys, upstream = UPSTREAM_KEYS,
   rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS, redirect = REDIRECT_KEYS,
 }
-S.NOT_BUILT = not_built
 
 function S.vhost(ctx, t)
   local got = V.check_block(ctx, t, VHOST_SCHEMA)
+  check_proxy_fallback(ctx, got)
   local locs = got[LOC] or {}
   got[LOC] = nil
   return got, locs
@@ -660,19 +836,20 @@ function S.upstream(ctx, name, t)
       if k == "servers" or k == "server" then
         return ' (list the servers without a key: upstream "name" { "127.0.0.1:8081", ... })'
       end
+      if k == "weight" then
+        return " (a weight belongs to one server: upstream \"name\" { " .. SERVER_EXAMPLE .. " })"
+      end
       return belongs(k, "upstream")
     end,
   })
   if not got.servers then
     V.fail(ctx, nil, 'needs at least one server: upstream "name" { "127.0.0.1:8081" }')
   end
-  return {
-    name = name, servers = got.servers,
-    keepalive = got.keepalive or 32,
-    connect_timeout = got.connect_timeout or 5,
-    read_timeout = got.read_timeout or 60,
-    _file = ctx.file, _line = ctx.line,
-  }
+  local u = { name = name, servers = got.servers, _file = ctx.file, _line = ctx.line }
+  for _, k in ipairs(S.UPSTREAM_ORDER) do
+    if got[k] ~= nil then u[k] = got[k] else u[k] = S.UPSTREAM_DEFAULTS[k] end
+  end
+  return u
 end
 
 -- Adds the entries of mime { } to `into`.

@@ -157,6 +157,19 @@ function V.key_line(lines, start, key)
   return start
 end
 
+-- The line at or after `start` (and before `start + 1000`) where the string
+-- `s` is written as a quoted literal, or nil when there is none: the line of
+-- an array element, which has no key to look for (an upstream's servers).
+function V.item_line(lines, start, s)
+  if not lines then return nil end
+  local dq, sq = '"' .. s .. '"', "'" .. s .. "'"
+  for i = (start > 0 and start or 1), math.min(#lines, start + 1000) do
+    local line = lines[i]
+    if line:find(dq, 1, true) or line:find(sq, 1, true) then return i end
+  end
+  return nil
+end
+
 ---------------------------------------------------------------------------
 -- Contexts and failures
 
@@ -205,6 +218,11 @@ function V.fail(ctx, key, msg, line)
 end
 
 function V.is_fail(e) return getmetatable(e) == Failure end
+
+-- A failure like V.fail's, returned instead of raised (for V.raise_first).
+function V.try_fail(ctx, key, msg, line)
+  return setmetatable({ ctx = ctx, key = key, msg = msg, line = line }, Failure)
+end
 
 function V.fail_line(f)
   if not f.line then
@@ -554,6 +572,7 @@ function V.parse_listen(v)
 end
 
 -- Parses an upstream server "host:port" or "[v6]:port"; the host may be a name.
+-- ("unix:/path" is told apart by the caller, luxd.schema.)
 function V.parse_server(v)
   local host, port
   if v:sub(1, 1) == "[" then
@@ -565,10 +584,35 @@ function V.parse_server(v)
       return nil, "has an invalid host"
     end
   end
-  if not host then return nil, 'is not "host:port" or "[IPv6]:port"' end
+  if not host then return nil, 'is not "host:port", "[IPv6]:port" or "unix:/path"' end
   local p = port_of(port)
   if not p then return nil, "has a port outside 1..65535" end
   return host, p
+end
+
+-- Checks a Host value "host[:port]" (proxy_host): a DNS name, an IPv4
+-- address or "[IPv6]", then an optional port 1..65535. Returns true, or nil
+-- and the reason.
+function V.host_value(v)
+  local host, port = v, nil
+  if v:sub(1, 1) == "[" then
+    local h, rest = v:match("^(%[[^%]]*%])(.*)$")
+    if not h then return nil, 'has an unclosed "["' end
+    host = h
+    if rest ~= "" then
+      port = rest:match("^:(.*)$")
+      if not port then return nil, 'has something other than ":port" after "]"' end
+    end
+    if not is_ipv6(host:sub(2, -2)) then return nil, "has an invalid IPv6 address" end
+  else
+    local h, p = v:match("^([^:]*):(.*)$")
+    if h then host, port = h, p end
+    if not (is_ipv4(host) or is_hostname(host:lower())) then
+      return nil, 'is not a host name (letters, digits, "-" and "."), an IPv4 address or "[IPv6]"'
+    end
+  end
+  if port and not port_of(port) then return nil, "has a port outside 1..65535" end
+  return true
 end
 
 -- A loose check of an IP address or CIDR (the C side parses it for real).

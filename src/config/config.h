@@ -28,8 +28,8 @@ typedef enum {
  * one entry per address (nginx does the same), all with the weight given. */
 typedef struct {
     char text[128];      /**< as written ("app.internal:8080", "unix:/run/app.sock") */
-    char addr_text[112]; /**< the address, for $upstream_addr ("127.0.0.1:8081", "[::1]:80",
-                            "unix:/p") */
+    char addr_text[120]; /**< the address, for $upstream_addr ("127.0.0.1:8081", "[::1]:80",
+                            "unix:/p"); holds "unix:" and the longest sun_path */
     struct sockaddr_storage addr; /**< AF_INET, AF_INET6 or AF_UNIX */
     socklen_t addrlen;            /**< length of addr */
     uint32_t weight;              /**< share of round robin, 1.. (default 1) */

@@ -120,6 +120,64 @@ static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
     for (size_t i = 0; i < s->nerror_pages; i++)
         fprintf(out, "%serror_page %d -> %s\n", indent, s->error_status[i], s->error_page[i]);
     dump_rules("access", s->access, out, indent);
+    if (s->proxy) fprintf(out, "%sproxy %s\n", indent, s->proxy->name);
+    if (s->fallback) fprintf(out, "%sfallback %s\n", indent, s->fallback->name);
+    /* What a request handed to an upstream carries (also one a policy
+     * hands over); shown where it can matter or was set. */
+    if (s->proxy || s->fallback || s->proxy_host || s->nproxy_headers || !s->proxy_via)
+        fprintf(out, "%sproxy_host %s, proxy_via %s\n", indent,
+                s->proxy_host ? s->proxy_host : "(the client's Host)", s->proxy_via ? "on" : "off");
+    if (s->nproxy_headers) fprintf(out, "%sproxy_headers:\n", indent);
+    for (size_t i = 0; i < s->nproxy_headers; i++) {
+        const lx_header_t *h = &s->proxy_headers[i];
+        if (h->value.len)
+            fprintf(out, "%s  %.*s: %.*s\n", indent, (int)h->name.len, h->name.p, (int)h->value.len,
+                    h->value.p);
+        else
+            fprintf(out, "%s  %.*s (removed)\n", indent, (int)h->name.len, h->name.p);
+    }
+}
+
+/* Where upstream u is named: the vhosts whose proxy or fallback it is, and
+ * the locations that set it (not those that only inherit it). */
+static void dump_upstream_users(const lx_gen_t *g, const lx_upstream_t *u, FILE *out) {
+    size_t n = 0;
+    fprintf(out, "  used by:");
+    for (size_t i = 0; i < g->nvhosts; i++) {
+        const lx_vhost_t *v = &g->vhosts[i];
+        const lx_site_t *vs = &v->site;
+        if (vs->proxy == u) fprintf(out, "%s vhost %s (proxy)", n++ ? "," : "", v->name);
+        if (vs->fallback == u) fprintf(out, "%s vhost %s (fallback)", n++ ? "," : "", v->name);
+        for (size_t j = 0; j < v->nlocations; j++) {
+            const lx_location_t *l = &v->locations[j];
+            if (l->site.proxy == u && vs->proxy != u)
+                fprintf(out, "%s vhost %s location %s (proxy)", n++ ? "," : "", v->name, l->prefix);
+            if (l->site.fallback == u && vs->fallback != u)
+                fprintf(out, "%s vhost %s location %s (fallback)", n++ ? "," : "", v->name,
+                        l->prefix);
+        }
+    }
+    if (n == 0) fprintf(out, " no proxy or fallback (a policy may: r:proxy(\"%s\"))", u->name);
+    fprintf(out, "\n");
+}
+
+static void dump_upstreams(const lx_gen_t *g, FILE *out) {
+    for (size_t i = 0; i < g->nupstreams; i++) {
+        const lx_upstream_t *u = &g->upstreams[i];
+        fprintf(out, "upstream %s  (%s:%d)\n", u->name, u->file, u->line);
+        for (size_t j = 0; j < u->nservers; j++) {
+            const lx_upstream_server_t *sv = &u->servers[j];
+            fprintf(out, "  server %s weight %u  (\"%s\", %s:%d)\n", sv->addr_text, sv->weight,
+                    sv->text, sv->file, sv->line);
+        }
+        fprintf(out,
+                "  keepalive %u, keepalive_timeout %ums\n"
+                "  connect_timeout %ums, read_timeout %ums, send_timeout %ums\n"
+                "  max_fails %u, fail_timeout %ums, max_header_bytes %zu\n",
+                u->keepalive, u->keepalive_timeout, u->connect_timeout, u->read_timeout,
+                u->send_timeout, u->max_fails, u->fail_timeout, u->max_header_bytes);
+        dump_upstream_users(g, u, out);
+    }
 }
 
 void lx_gen_dump(const lx_gen_t *g, FILE *out) {
@@ -140,6 +198,7 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
             s->keepalive_timeout, s->keepalive_requests, s->header_timeout, s->body_timeout,
             s->send_timeout, s->max_header_bytes, (unsigned long long)s->max_body_bytes,
             s->max_connections, s->tcp_nodelay ? "on" : "off", s->defer_accept ? "on" : "off");
+    dump_upstreams(g, out);
     fprintf(out, "hosts (%zu slots)\n", g->hosts_mask + 1);
     for (size_t i = 0; g->hosts && i <= g->hosts_mask; i++) {
         const lx_host_slot_t *h = &g->hosts[i];

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -221,6 +222,78 @@ static int add_header(loader_t *ld, char **buf, size_t *len, size_t *cap, const 
     return 0;
 }
 
+/* proxy = / fallback = at idx: nil keeps what the site has (a location
+ * inherits its vhost's), false clears it, a name points into g->upstreams,
+ * which read_upstreams filled before any vhost is read. */
+static int get_upstream_ref(loader_t *ld, int idx, const char *key, const lx_upstream_t **out) {
+    lua_getfield(ld->L, idx, key);
+    int r = 0;
+    if (lua_type(ld->L, -1) == LUA_TBOOLEAN && !lua_toboolean(ld->L, -1)) {
+        *out = NULL;
+    } else if (lua_type(ld->L, -1) == LUA_TSTRING) {
+        size_t len;
+        const char *name = lua_tolstring(ld->L, -1, &len);
+        *out = lx_gen_upstream(ld->g, name, len);
+        /* luxd.config checks the name; this only guards the pointer. */
+        if (*out == NULL) r = fail(ld, "%s: upstream \"%s\" is not declared", key, name);
+    }
+    lua_pop(ld->L, 1);
+    return r;
+}
+
+/* The proxy keys of a vhost or location: each one not given is inherited. */
+static int read_site_proxy(loader_t *ld, int idx, lx_site_t *site) {
+    lua_State *L = ld->L;
+    int r = get_upstream_ref(ld, idx, "proxy", &site->proxy);
+    if (r == 0) r = get_upstream_ref(ld, idx, "fallback", &site->fallback);
+    if (r < 0) return r;
+    lua_getfield(L, idx, "proxy_host");
+    if (lua_type(L, -1) == LUA_TSTRING)
+        site->proxy_host = lx_arena_strdup(&ld->g->arena, lua_tostring(L, -1));
+    else if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1))
+        site->proxy_host = NULL; /* false: the client's Host again */
+    lua_pop(L, 1);
+    site->proxy_via = (unsigned)get_bool(ld, idx, "proxy_via", site->proxy_via);
+
+    /* A site's own proxy_headers replace the inherited ones whole, as its
+     * own headers do. */
+    lua_getfield(L, idx, "proxy_headers");
+    if (lua_istable(L, -1)) {
+        size_t n = lua_objlen(L, -1);
+        lx_header_t *h = n ? lx_arena_calloc(&ld->g->arena, n * sizeof(*h)) : NULL;
+        if (n && h == NULL) r = -ENOMEM;
+        for (size_t i = 0; r == 0 && i < n; i++) {
+            lua_rawgeti(L, -1, (int)i + 1);
+            lua_rawgeti(L, -1, 1);
+            lua_rawgeti(L, -2, 2);
+            size_t nl, vl;
+            const char *name = lua_tolstring(L, -2, &nl), *value = lua_tolstring(L, -1, &vl);
+            if (name == NULL || value == NULL || nl == 0) {
+                r = fail(ld, "proxy_headers: entries must be strings");
+            } else {
+                /* luxd.config refuses these too; what reaches a request line
+                 * must never be able to split it. */
+                for (size_t j = 0; r == 0 && j < nl; j++)
+                    if (!is_token_char((unsigned char)name[j]))
+                        r = fail(ld, "proxy_headers: \"%s\" is not an HTTP token", name);
+                for (size_t j = 0; r == 0 && j < vl; j++)
+                    if (((unsigned char)value[j] < 0x20 && value[j] != '\t') || value[j] == 0x7f)
+                        r = fail(ld, "proxy_headers: \"%s\": value contains a control character",
+                                 name);
+            }
+            if (r == 0) {
+                h[i].name = (lx_str_t){lx_arena_strndup(&ld->g->arena, name, nl), nl};
+                h[i].value = (lx_str_t){lx_arena_strndup(&ld->g->arena, value, vl), vl};
+            }
+            lua_pop(L, 3);
+        }
+        site->proxy_headers = h;
+        site->nproxy_headers = r == 0 ? n : 0;
+    }
+    lua_pop(L, 1);
+    return r;
+}
+
 /* Reads the serving keys of a vhost or location table into site, starting
  * from the values already there (a location inherits its vhost's). */
 /* The file cache keys entries by site id, so every site of a generation
@@ -291,11 +364,12 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     }
     lua_pop(L, 1);
     site->cache_control = get_str(ld, idx, "cache_control", site->cache_control);
+    int r = read_site_proxy(ld, idx, site);
+    if (r < 0) return r;
 
     /* Headers are pre-built once here so a response copies one string. */
     char *buf = NULL;
     size_t len = 0, cap = 0;
-    int r = 0;
     if (site->cache_control)
         r = add_header(ld, &buf, &len, &cap, "Cache-Control", site->cache_control);
     lua_getfield(L, idx, "headers");
@@ -519,6 +593,195 @@ static int read_locations(loader_t *ld, int idx, lx_vhost_t *vh) {
     return r;
 }
 
+/* An address as $upstream_addr shows it: "127.0.0.1:8081", "[::1]:8081"
+ * (with "%scope" for a link-local one), "unix:/path". */
+static void format_addr(const lx_upstream_server_t *s, char *buf, size_t len) {
+    const struct sockaddr *sa = (const struct sockaddr *)&s->addr;
+    if (sa->sa_family == AF_UNIX) {
+        snprintf(buf, len, "unix:%s", ((const struct sockaddr_un *)sa)->sun_path);
+        return;
+    }
+    char host[NI_MAXHOST], port[NI_MAXSERV];
+    if (getnameinfo(sa, s->addrlen, host, sizeof(host), port, sizeof(port),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    snprintf(buf, len, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+}
+
+typedef struct {
+    lx_upstream_server_t *v; /* malloc'ed while the servers are resolved */
+    size_t n, cap;
+} server_vec_t;
+
+/* Appends s unless an entry from `from` on has its address already: a name
+ * that resolves to one address twice (two /etc/hosts lines) is one server. */
+static int push_server(server_vec_t *vec, size_t from, const lx_upstream_server_t *s) {
+    for (size_t i = from; i < vec->n; i++)
+        if (vec->v[i].addrlen == s->addrlen && memcmp(&vec->v[i].addr, &s->addr, s->addrlen) == 0)
+            return 0;
+    if (vec->n == vec->cap) {
+        size_t cap = vec->cap ? vec->cap * 2 : 8;
+        lx_upstream_server_t *nv = realloc(vec->v, cap * sizeof(*nv));
+        if (nv == NULL) return -ENOMEM;
+        vec->v = nv;
+        vec->cap = cap;
+    }
+    vec->v[vec->n] = *s;
+    format_addr(s, vec->v[vec->n].addr_text, sizeof(vec->v[vec->n].addr_text));
+    vec->n++;
+    return 0;
+}
+
+/* One server of upstream u, the table at idx, into vec: one entry per
+ * address it has. */
+static int read_upstream_server(loader_t *ld, int idx, const lx_upstream_t *u, server_vec_t *vec) {
+    lx_upstream_server_t s;
+    memset(&s, 0, sizeof(s));
+    locate(ld, idx);
+    s.file = ld->file;
+    s.line = ld->line;
+    /* s.text may be cut short (a long host name); messages name it whole. */
+    const char *text = get_str(ld, idx, "text", "");
+    snprintf(s.text, sizeof(s.text), "%s", text);
+    double w = get_num(ld, idx, "weight", 1);
+    s.weight = w >= 1 && w <= 100 ? (uint32_t)w : 1;
+
+    lua_getfield(ld->L, idx, "unix");
+    const char *path = lua_tostring(ld->L, -1);
+    if (path) {
+        struct sockaddr_un *sun = (struct sockaddr_un *)&s.addr;
+        size_t len = strlen(path);
+        int r = 0;
+        if (len >= sizeof(sun->sun_path)) {
+            r = fail(ld,
+                     "upstream \"%s\": server \"%s\": the socket path %s is %zu bytes long; a "
+                     "Unix socket address holds at most %zu",
+                     u->name, text, path, len, sizeof(sun->sun_path) - 1);
+        } else {
+            sun->sun_family = AF_UNIX;
+            memcpy(sun->sun_path, path, len + 1);
+            s.addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+            r = push_server(vec, vec->n, &s);
+        }
+        lua_pop(ld->L, 1);
+        return r;
+    }
+    lua_pop(ld->L, 1);
+
+    lua_getfield(ld->L, idx, "host");
+    const char *host = lua_tostring(ld->L, -1);
+    int port = (int)get_num(ld, idx, "port", 0);
+    int r = 0;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&s.addr;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&s.addr;
+    if (host == NULL || port < 1 || port > 65535) {
+        r = fail(ld, "upstream \"%s\": server \"%s\": not host:port", u->name, text);
+    } else if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        s.addrlen = sizeof(*a4);
+        r = push_server(vec, vec->n, &s);
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        s.addrlen = sizeof(*a6);
+        r = push_server(vec, vec->n, &s);
+    } else {
+        /* A name: resolved now, at every load (start, -t and each reload),
+         * to every address it has. Config loads run in the main thread,
+         * never on a serving loop, so the blocking getaddrinfo stalls no
+         * request; a reload that waits on DNS only delays the new
+         * generation, while the old one goes on serving. */
+        struct addrinfo hints = {
+            .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+        struct addrinfo *res = NULL;
+        char portstr[8];
+        snprintf(portstr, sizeof(portstr), "%d", port);
+        int g = getaddrinfo(host, portstr, &hints, &res);
+        if (g != 0) {
+            r = fail(ld, "upstream \"%s\": server \"%s\": %s", u->name, text,
+                     g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+        } else {
+            size_t first = vec->n;
+            for (struct addrinfo *ai = res; r == 0 && ai; ai = ai->ai_next) {
+                if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+                    ai->ai_addrlen > sizeof(s.addr))
+                    continue;
+                memset(&s.addr, 0, sizeof(s.addr));
+                memcpy(&s.addr, ai->ai_addr, ai->ai_addrlen);
+                s.addrlen = ai->ai_addrlen;
+                r = push_server(vec, first, &s);
+            }
+            if (r == 0 && vec->n == first)
+                r = fail(ld, "upstream \"%s\": server \"%s\": no IPv4 or IPv6 address", u->name,
+                         text);
+            freeaddrinfo(res);
+        }
+    }
+    lua_pop(ld->L, 1);
+    return r;
+}
+
+static int read_upstream(loader_t *ld, int idx, lx_upstream_t *u) {
+    lua_State *L = ld->L;
+    locate(ld, idx);
+    u->file = ld->file;
+    u->line = ld->line;
+    u->name = get_str(ld, idx, "name", "");
+    u->keepalive = (uint32_t)get_num(ld, idx, "keepalive", 32);
+    u->keepalive_timeout = get_ms(ld, idx, "keepalive_timeout", 60);
+    u->connect_timeout = get_ms(ld, idx, "connect_timeout", 5);
+    u->read_timeout = get_ms(ld, idx, "read_timeout", 60);
+    u->send_timeout = get_ms(ld, idx, "send_timeout", 60);
+    u->max_fails = (uint32_t)get_num(ld, idx, "max_fails", 1);
+    u->fail_timeout = get_ms(ld, idx, "fail_timeout", 10);
+    u->max_header_bytes = (size_t)get_num(ld, idx, "max_header_bytes", 32768);
+
+    server_vec_t vec = {0};
+    int r = 0;
+    lua_getfield(L, idx, "servers");
+    size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        lua_rawgeti(L, -1, (int)i + 1);
+        r = read_upstream_server(ld, lua_gettop(L), u, &vec);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    ld->file = u->file;
+    ld->line = u->line;
+    if (r == 0 && vec.n == 0) r = fail(ld, "upstream \"%s\": no server", u->name);
+    if (r == 0) {
+        u->servers = lx_arena_alloc(&ld->g->arena, vec.n * sizeof(*u->servers));
+        if (u->servers == NULL) {
+            r = -ENOMEM;
+        } else {
+            memcpy(u->servers, vec.v, vec.n * sizeof(*u->servers));
+            u->nservers = vec.n;
+        }
+    }
+    free(vec.v);
+    return r;
+}
+
+static int read_upstreams(loader_t *ld, int idx) {
+    lx_gen_t *g = ld->g;
+    size_t n = lua_objlen(ld->L, idx);
+    if (n == 0) return 0;
+    g->upstreams = lx_arena_calloc(&g->arena, n * sizeof(*g->upstreams));
+    if (g->upstreams == NULL) return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(ld->L, idx, (int)i + 1);
+        g->upstreams[i].index = (uint32_t)i;
+        int r = read_upstream(ld, lua_gettop(ld->L), &g->upstreams[i]);
+        lua_pop(ld->L, 1);
+        if (r < 0) return r;
+        g->nupstreams = i + 1;
+    }
+    return 0;
+}
+
 static int host_insert(loader_t *ld, const char *name, lx_vhost_t *vh) {
     lx_gen_t *g = ld->g;
     size_t len = strlen(name);
@@ -574,7 +837,7 @@ static int read_vhosts(loader_t *ld, int idx) {
         vh->line = ld->line;
         vh->name = get_str(ld, t, "name", "");
         vh->is_default = get_bool(ld, t, "default", 0);
-        vh->site.etag = vh->site.last_modified = 1;
+        vh->site.etag = vh->site.last_modified = vh->site.proxy_via = 1;
         int r = read_site(ld, t, &vh->site);
         if (r == 0) r = read_error_pages(ld, t, &vh->site);
         lx_ruleset_t *access = NULL;
@@ -655,6 +918,12 @@ static int convert(loader_t *ld, int desc) {
         if (lua_istable(L, -1)) r = read_mime(ld, lua_gettop(L));
         lua_pop(L, 1);
     }
+    /* Upstreams before vhosts: a site's proxy and fallback point into them. */
+    if (r == 0) {
+        lua_getfield(L, desc, "upstreams");
+        if (lua_istable(L, -1)) r = read_upstreams(ld, lua_gettop(L));
+        lua_pop(L, 1);
+    }
     if (r == 0) {
         lua_getfield(L, desc, "vhosts");
         if (lua_istable(L, -1)) r = read_vhosts(ld, lua_gettop(L));
@@ -674,7 +943,7 @@ static int convert(loader_t *ld, int desc) {
             static const char *const index[] = {"index.html"};
             m->site.index = (const char **)index;
             m->site.nindex = 1;
-            m->site.etag = m->site.last_modified = 1;
+            m->site.etag = m->site.last_modified = m->site.proxy_via = 1;
             m->site.headers = "";
         }
         /* Under vhost_dir each host's tree may belong to another tenant, and

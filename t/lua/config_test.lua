@@ -114,7 +114,7 @@ server {
   user = "www-data",
 }
 mime { [".WASM"] = "application/wasm" }
--- upstream, proxy and fallback are refused as not built yet: see "# upstreams"
+-- upstream, proxy and fallback: see "# upstreams"
 vhost "Example.com" {
   aliases = { "WWW.example.com", "*.example.org" },
   root = "www/example.com",
@@ -129,7 +129,7 @@ vhost "Example.com" {
   redirect = { { "^/home$", "/", status = 301 }, { "^/x$", "/y" } },
   location "/static/" { cache_control = "public, max-age=86400", gzip_static = true },
   location "/app/" { dir_listing = true },
-  -- (no fallback: not built yet)
+  -- (no fallback: see "# upstreams")
   policy = function(r) return nil end,
 }
 ]==], "full config")
@@ -779,38 +779,104 @@ end
 ---------------------------------------------------------------------------
 print("# upstreams")
 
--- Not built yet (issue 8 #6): refused at the key's line, whether or not
--- the upstream exists, and an upstream block is refused once it is checked.
-local NB_KEY = " is not built yet: luxd cannot hand requests to an upstream, and would " ..
-               "serve them from the root instead; remove it"
-local NB_UP = "upstream { ... } is not built yet: luxd cannot hand requests to a backend; remove it"
+d = load_ok({ ["conf/luxd.lua"] = [[
+vhost "a.example" {
+  root = "www",
+  fallback = "app",                       -- declared below
+  proxy_headers = { ["X-B"] = "2", ["x-a"] = 1, ["X-Gone"] = "" },
+  location "/api/" { proxy = "app", proxy_host = "api.internal:8080", proxy_via = false },
+  location "/static/" { fallback = false, proxy_host = false },
+  location "/other/" { proxy = "other" },  -- declared in an included file
+}
+upstream "app" {
+  "127.0.0.1:8081",
+  { "[::1]:8082", weight = 3 },
+  "unix:run/app.sock",
+  "App.Internal:8080",
+  keepalive = 0, read_timeout = 2.5,
+}
+include "conf.d/*.lua"
+]], ["conf/conf.d/u.lua"] = [[
+upstream "other" { "unix:/run/other.sock" }
+upstream "spare" { "localhost:9" }
+]] }, "upstreams, proxy and fallback")
+if d then
+  is(#d.upstreams, 3, "three upstreams")
+  local u = d.upstreams[1]
+  same(u, {
+    name = "app", _file = "conf/luxd.lua", _line = 9,
+    servers = {
+      { text = "127.0.0.1:8081", host = "127.0.0.1", port = 8081, weight = 1, _file = "conf/luxd.lua", _line = 10 },
+      { text = "[::1]:8082", host = "::1", port = 8082, weight = 3, _file = "conf/luxd.lua", _line = 11 },
+      { text = "unix:run/app.sock", unix = prefix .. "/run/app.sock", weight = 1, _file = "conf/luxd.lua", _line = 12 },
+      { text = "App.Internal:8080", host = "App.Internal", port = 8080, weight = 1, _file = "conf/luxd.lua", _line = 13 },
+    },
+    keepalive = 0, keepalive_timeout = 60, connect_timeout = 5, read_timeout = 2.5, send_timeout = 60,
+    max_fails = 1, fail_timeout = 10, max_header_bytes = 32768,
+  }, "servers in order with their lines, unix path made absolute, defaults filled")
+  same(d.upstreams[2].servers, { { text = "unix:/run/other.sock", unix = "/run/other.sock", weight = 1,
+                                   _file = "conf/conf.d/u.lua", _line = 1 } }, "upstream in an included file")
+  local v = d.vhosts[1]
+  is(v.fallback, "app", "fallback names the upstream")
+  is(v.proxy, nil, "no proxy on the vhost")
+  is(v.proxy_via, true, "proxy_via on by default")
+  is(v.proxy_host, nil, "no proxy_host by default")
+  same(v.proxy_headers, { { "x-a", "1" }, { "X-B", "2" }, { "X-Gone", "" } },
+       "proxy_headers: sorted pairs, numbers as strings, \"\" kept (remove)")
+  same(v.locations[1], { prefix = "/api/", proxy = "app", proxy_host = "api.internal:8080", proxy_via = false,
+                         _file = "conf/luxd.lua", _line = 5 }, "location proxy keys")
+  same(v.locations[2], { prefix = "/static/", fallback = false, proxy_host = false,
+                         _file = "conf/luxd.lua", _line = 6 }, "false turns off what the vhost set")
+  same(d.warnings, { 'conf/conf.d/u.lua:2: upstream "spare" is not used by any proxy or fallback ' ..
+                     '(only a policy can send requests to it, with return r:proxy("spare"))' },
+       "an unused upstream is a warning")
+end
+d = load_ok('upstream "u" { "127.0.0.1:1", keepalive = 10000, max_header_bytes = 1048576, max_fails = 0, ' ..
+            '{ "127.0.0.1:2", weight = 100 }, { "127.0.0.1:3", weight = 1 }, "127.0.0.1:65535" }\n', "limits at the limit")
+if d then
+  local u = d.upstreams[1]
+  same({ u.keepalive, u.max_header_bytes, u.max_fails, u.servers[2].weight, u.servers[4].port },
+       { 10000, 1048576, 0, 100, 65535 }, "limits kept")
+end
+
 load_err([[
 vhost "a.example" {
   root = "www",
   fallback = "ap",
 }
-]], 'conf/luxd.lua:3: vhost "a.example": "fallback"' .. NB_KEY, "fallback refused")
+upstream "app" { "127.0.0.1:8081" }
+]], 'conf/luxd.lua:3: vhost "a.example": "fallback" names upstream "ap", which is not declared ' ..
+    '(did you mean "app"?)', "unknown fallback, did you mean")
 load_err([[
 vhost "a.example" {
   location "/app/" {
     proxy = "backend",
   },
 }
-]], 'conf/luxd.lua:3: vhost "a.example": location "/app/": "proxy"' .. NB_KEY, "proxy in a location refused")
+]], 'conf/luxd.lua:3: vhost "a.example": location "/app/": "proxy" names upstream "backend", but there ' ..
+    'is none; declare it: upstream "backend" { "127.0.0.1:8081" }', "proxy with no upstream at all")
 load_err([[
+vhost "a.example" { proxy = "x" }
+vhost "b.example" {
+  location "/l/" { proxy = "y" },
+  fallback = "z",
+}
+upstream "queue" { "127.0.0.1:1" }
+]], 'conf/luxd.lua:1: vhost "a.example": "proxy" names upstream "x", which is not declared',
+   "the first unknown name in the file is reported")
+load_err([[
+upstream "app" { "127.0.0.1:8081" }
 vhost "a.example" {
   proxy = "app",
+  fallback = "app",
 }
-upstream "app" { "127.0.0.1:8081" }
-]], 'conf/luxd.lua:2: vhost "a.example": "proxy"' .. NB_KEY, "proxy refused before its upstream is seen")
-load_err([[
--- the upstream alone
-upstream "app" { "127.0.0.1:8081", "[::1]:8082", connect_timeout = 1.5 }
-]], 'conf/luxd.lua:2: upstream "app": ' .. NB_UP, "upstream block refused")
+]], 'conf/luxd.lua:4: vhost "a.example": "fallback" would never be used: "proxy" sends every request ' ..
+    'here to upstream "app"; set one of them', "proxy and fallback in one block")
 load_err([[
 upstream "app" { "127.0.0.1:8081" }
 upstream "app" { "127.0.0.1:8082" }
-]], 'conf/luxd.lua:1: upstream "app": ' .. NB_UP, "the first upstream is refused before a duplicate")
+]], 'conf/luxd.lua:2: upstream "app": the name is already used by upstream "app" (conf/luxd.lua:1)',
+   "duplicate upstream")
 load_err([[
 upstream "app" { keepalive = 4 }
 ]], 'conf/luxd.lua:1: upstream "app": needs at least one server: upstream "name" { "127.0.0.1:8081" }',
@@ -822,14 +888,18 @@ upstream "app" {
 ]], 'conf/luxd.lua:2: upstream "app": unknown key "servers" (list the servers without a key: ' ..
     'upstream "name" { "127.0.0.1:8081", ... })', "upstream servers key")
 load_err([[
-upstream "app" { "127.0.0.1" }
-]], 'conf/luxd.lua:1: upstream "app": server "127.0.0.1" is not "host:port" or "[IPv6]:port"', "upstream server without port")
+upstream "app" {
+  "127.0.0.1:8081",
+  "127.0.0.1",
+}
+]], 'conf/luxd.lua:3: upstream "app": server "127.0.0.1" is not "host:port", "[IPv6]:port" or "unix:/path"',
+   "upstream server without port, at its line")
 load_err([[
 upstream "app" { "127.0.0.1:0" }
 ]], 'conf/luxd.lua:1: upstream "app": server "127.0.0.1:0" has a port outside 1..65535', "upstream server port 0")
 load_err([[
 upstream "app" { "127.0.0.1:80", keepalive = -1 }
-]], 'conf/luxd.lua:1: upstream "app": "keepalive" must be >= 0, got -1', "negative keepalive")
+]], 'conf/luxd.lua:1: upstream "app": "keepalive" must be between 0 and 10000, got -1', "negative keepalive")
 load_err([[
 upstream "my app" { "127.0.0.1:80" }
 ]], 'conf/luxd.lua:1: upstream "my app": the name may only hold letters, digits, "_", "-" and "."', "bad upstream name")
@@ -1137,7 +1207,8 @@ vhost "a.example" {
   aliases = "b.example",
   location "/app/" { proxy = 5 },
 }
-]], 'conf/luxd.lua:3: vhost "a.example": location "/app/": "proxy"' .. NB_KEY, "proxy = 5 refused as not built")
+]], 'conf/luxd.lua:3: vhost "a.example": location "/app/": "proxy" must be the name of an upstream ' ..
+    '("app") or false, got 5', "proxy = 5 refused")
 
 -- Two loads are independent.
 local d1 = load_ok('vhost "a.example" { }\n', "first load")
