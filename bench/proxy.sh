@@ -14,7 +14,7 @@
 #                 straight at the backend and through each front
 #   AB_ROUNDS=5   ab runs per target (a run lasts a fraction of a second:
 #                 the median of the rounds is reported)
-#   NGINX_KEEPALIVE=32  idle upstream connections the nginx front keeps
+#   NGINX_KEEPALIVE=32  idle upstream connections the nginx and luxd fronts keep
 #   SERVER_CPU=0  CPU the backend and the front are pinned to (taskset -c)
 #   CLIENT_CPU=1  CPU wrk and ab are pinned to
 #   KEEP_TMP=1    keep the temp dir (configs, docroot, logs) after the run
@@ -182,7 +182,7 @@ start_luxd() {
     fi
   fi
   render "$HERE/conf/luxd-proxy.lua.in" "$conf" PORT="$port" DIR="$TMP" BACKEND_PORT="$BACKEND_PORT" \
-    MAXCONN="$MAXCONN"
+    MAXCONN="$MAXCONN" KEEPALIVE="$NGINX_KEEPALIVE"
   # Until the proxy handler lands, luxd -t refuses upstream/proxy: say so
   # instead of failing to start.
   if ! out=$("$LUXD" -t -c "$conf" 2>&1); then
