@@ -178,6 +178,7 @@ const char *lx_req_peer(lx_req_t *r, char *buf);
 /* Begins a response: status, no headers yet, length unknown. */
 void lx_resp_init(lx_req_t *r, int status);
 void lx_resp_header(lx_req_t *r, const char *line, size_t len); /* "Name: value\r\n" */
+void lx_resp_field(lx_req_t *r, lx_str_t name, lx_str_t value); /* the same, from its parts */
 void lx_resp_headerf(lx_req_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Queues the headers (status line, Date, Server, the lines, the site's
  * extra lines, framing, Connection) in one serializer. */

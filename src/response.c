@@ -125,21 +125,36 @@ void lx_resp_init(lx_req_t *r, int status) {
     r->status = status;
 }
 
-void lx_resp_header(lx_req_t *r, const char *line, size_t len) {
+/* Room for len more bytes of header lines, or NULL. */
+static char *lines_room(lx_req_t *r, size_t len) {
     lx_resp_t *rs = &r->resp;
-    if (len == 0) return;
     if (rs->len + len > rs->cap) {
         size_t cap = rs->cap ? rs->cap * 2 : 512;
         while (cap < rs->len + len)
             cap *= 2;
         char *n = lx_arena_alloc(r->arena, cap);
-        if (n == NULL) return;
+        if (n == NULL) return NULL;
         if (rs->len) memcpy(n, rs->lines, rs->len);
         rs->lines = n;
         rs->cap = cap;
     }
-    memcpy(rs->lines + rs->len, line, len);
+    char *at = rs->lines + rs->len;
     rs->len += len;
+    return at;
+}
+
+void lx_resp_header(lx_req_t *r, const char *line, size_t len) {
+    char *at = len ? lines_room(r, len) : NULL;
+    if (at) memcpy(at, line, len);
+}
+
+void lx_resp_field(lx_req_t *r, lx_str_t name, lx_str_t value) {
+    char *at = lines_room(r, name.len + value.len + 4);
+    if (at == NULL) return;
+    memcpy(at, name.p, name.len);
+    memcpy(at + name.len, ": ", 2);
+    memcpy(at + name.len + 2, value.p, value.len);
+    memcpy(at + name.len + 2 + value.len, "\r\n", 2);
 }
 
 /* Formats header lines. vsnprintf's result is what the text would need, not

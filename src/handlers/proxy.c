@@ -193,23 +193,67 @@ static int hop_by_hop(lx_str_t n) {
     }
 }
 
-/* Whether the Connection field value lists name (RFC 9110 7.6.1: those
- * fields are hop-by-hop too). */
-static int listed_in(lx_str_t conn, lx_str_t name) {
-    const char *p = conn.p, *end = conn.p + conn.len;
+static int same_name(lx_str_t a, const char *b, size_t len) {
+    if (a.len != len) return 0;
+    for (size_t i = 0; i < len; i++)
+        if ((a.p[i] | 0x20) != (b[i] | 0x20)) return 0;
+    return 1;
+}
+
+/* The field names a Connection value lists (RFC 9110 7.6.1: hop-by-hop
+ * too), read once per message. "close", "keep-alive" and "upgrade" name
+ * fields hop_by_hop() drops anyway and are not kept: the common value
+ * lists nothing else, and then no field is compared with it. */
+#define CONN_NAMES 8
+typedef struct {
+    lx_str_t name[CONN_NAMES];
+    unsigned n;
+    unsigned upgrade : 1; /**< "upgrade" is listed */
+    unsigned many : 1;    /**< more than CONN_NAMES: every field is compared with the value */
+    lx_str_t value;
+} conn_list_t;
+
+static void conn_list(conn_list_t *cl, lx_str_t v) {
+    const char *p = v.p, *end = v.p + v.len;
+    cl->n = 0;
+    cl->upgrade = cl->many = 0;
+    cl->value = v;
     while (p && p < end) {
         while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
             p++;
         const char *t = p;
         while (p < end && *p != ',' && *p != ' ' && *p != '\t')
             p++;
-        if ((size_t)(p - t) == name.len) {
-            size_t i = 0;
-            while (i < name.len && (t[i] | 0x20) == (name.p[i] | 0x20))
-                i++;
-            if (i == name.len) return 1;
+        lx_str_t tok = {t, (size_t)(p - t)};
+        if (tok.len == 0 || lx_str_ieq(tok, "close", 5) || lx_str_ieq(tok, "keep-alive", 10))
+            continue;
+        if (lx_str_ieq(tok, "upgrade", 7)) {
+            cl->upgrade = 1;
+            continue;
         }
+        if (cl->n == CONN_NAMES) {
+            cl->many = 1;
+            continue;
+        }
+        cl->name[cl->n++] = tok;
     }
+}
+
+static int conn_listed(const conn_list_t *cl, lx_str_t name) {
+    if (cl->many) {
+        const char *p = cl->value.p, *end = p + cl->value.len;
+        while (p < end) {
+            while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+                p++;
+            const char *t = p;
+            while (p < end && *p != ',' && *p != ' ' && *p != '\t')
+                p++;
+            if (same_name(name, t, (size_t)(p - t))) return 1;
+        }
+        return 0;
+    }
+    for (unsigned i = 0; i < cl->n; i++)
+        if (same_name(name, cl->name[i].p, cl->name[i].len)) return 1;
     return 0;
 }
 
@@ -262,18 +306,20 @@ static void put_field(buf_t *b, lx_str_t name, lx_str_t value) {
  * the backend sees what chose the location, never a raw form that a
  * different normalisation could read as another path. */
 static void put_path(buf_t *b, const char *p, size_t len) {
+    /* RFC 3986 pchar and '/' as a 256-bit set: unreserved, sub-delims, ':'
+     * and '@'. */
+    static const uint64_t keep[4] = {0x2fffffd200000000ULL, 0x47fffffe87ffffffULL, 0, 0};
     static const char hex[] = "0123456789ABCDEF";
+    size_t run = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)p[i];
-        int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                   (ch >= '0' && ch <= '9') || (ch && strchr("-._~!$&'()*+,;=:@/", ch));
-        if (keep) {
-            put(b, (const char *)&ch, 1);
-        } else {
-            char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            put(b, e, 3);
-        }
+        if ((keep[ch >> 6] >> (ch & 63)) & 1) continue;
+        put(b, p + run, i - run);
+        char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+        put(b, e, 3);
+        run = i + 1;
     }
+    put(b, p + run, len - run);
 }
 
 static int build_head(px_t *px) {
@@ -297,7 +343,8 @@ static int build_head(px_t *px) {
     else
         put(&b, px->u->name, strlen(px->u->name));
     PUTS(&b, "\r\n");
-    lx_str_t conn = r->known[LX_H_CONNECTION];
+    conn_list_t conn;
+    conn_list(&conn, r->known[LX_H_CONNECTION]);
     lx_str_t xff = {0}, via = {0}, upgrade = {0};
     for (unsigned i = 0; i < r->nheaders; i++)
         if (lx_str_ieq(r->headers[i].name, "upgrade", 7)) upgrade = r->headers[i].value;
@@ -305,11 +352,10 @@ static int build_head(px_t *px) {
      * field that does: a 101 then makes the two connections one tunnel.
      * Only for a request without a body, whose end is then the tunnel's
      * start. */
-    px->upgrade =
-        upgrade.len && conn.len && listed_in(conn, LX_STR("upgrade")) && px->body == PX_BODY_NONE;
+    px->upgrade = upgrade.len && conn.upgrade && px->body == PX_BODY_NONE;
     for (unsigned i = 0; i < r->nheaders; i++) {
         lx_str_t n = r->headers[i].name, v = r->headers[i].value;
-        if (hop_by_hop(n) || (conn.len && listed_in(conn, n))) continue;
+        if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
         switch (n.len) {
         case 3:
             if (lx_str_ieq(n, "via", 3)) {
@@ -677,14 +723,15 @@ static const lx_producer_t px_producer = {px_proceed, px_abort};
 /* The response's fields that go on to the client: none of this hop's, and
  * not Date or Server, which the serializer writes for luxd. */
 static void relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
-    lx_str_t conn = lx_h1resp_get(p, "connection", 10);
+    conn_list_t conn;
+    conn_list(&conn, lx_h1resp_get(p, "connection", 10));
     for (unsigned i = 0; i < p->nheaders; i++) {
-        lx_str_t n = p->headers[i].name, v = p->headers[i].value;
-        if (hop_by_hop(n) || (conn.len && listed_in(conn, n))) continue;
+        lx_str_t n = p->headers[i].name;
+        if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
         if (lx_str_ieq(n, "content-length", 14) || lx_str_ieq(n, "date", 4) ||
             lx_str_ieq(n, "server", 6))
             continue;
-        lx_resp_headerf(r, "%.*s: %.*s\r\n", (int)n.len, n.p, (int)v.len, v.p);
+        lx_resp_field(r, n, p->headers[i].value);
     }
 }
 
@@ -701,7 +748,8 @@ static int on_resp_head(lx_h1resp_t *p) {
         lx_resp_init(r, 101);
         relay_fields(r, p);
         lx_str_t up = lx_h1resp_get(p, "upgrade", 7);
-        lx_resp_headerf(r, "Upgrade: %.*s\r\nConnection: upgrade\r\n", (int)up.len, up.p);
+        lx_resp_field(r, LX_STR("Upgrade"), up);
+        lx_resp_header(r, "Connection: upgrade\r\n", 21);
         lx_resp_send_headers(r);
         return 0;
     }

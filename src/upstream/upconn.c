@@ -94,14 +94,28 @@ static void on_timer(uv_timer_t *t) {
         lx_upconn_close(uc); /* idle longer than keepalive_timeout */
         return;
     }
+    if (uc->due == 0) return; /* the deadline was lifted */
+    uint64_t now = uv_now(t->loop);
+    if (now < uc->due) {
+        uv_timer_start(t, on_timer, uc->due - now, 0); /* it moved on meanwhile */
+        return;
+    }
+    uc->due = 0;
     if (uc->ops && uc->ops->timeout) uc->ops->timeout(uc);
 }
 
+/* Deadlines move on with every read and write; the timer is not moved
+ * each time (a heap update, twice per request or more), but looks at
+ * uc->due when it fires and starts again for what is left. */
 void lx_upconn_deadline(lx_upconn_t *uc, uint32_t ms) {
-    if (ms == 0)
-        uv_timer_stop(&uc->timer);
-    else
-        uv_timer_start(&uc->timer, on_timer, ms, 0);
+    if (ms == 0) {
+        uc->due = 0;
+        return;
+    }
+    uint64_t due = uv_now(uc->timer.loop) + ms;
+    int armed = uv_is_active((uv_handle_t *)&uc->timer);
+    if (!armed || uc->due == 0 || due < uc->due) uv_timer_start(&uc->timer, on_timer, ms, 0);
+    uc->due = due;
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -144,6 +158,7 @@ lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *da
     if (uc == NULL) return NULL;
     idle_unlink(uc);
     uv_timer_stop(&uc->timer);
+    uc->due = 0;
     lend(uc, ops, data);
     return uc;
 }

@@ -56,7 +56,7 @@ struct lx_upconn_s {
     const lx_upconn_ops_t *ops; /**< the borrower's callbacks (NULL while idle) */
     void *data;                 /**< the borrower */
     char *wcopy;                /**< what uv_write sends (the part uv_try_write left) */
-    uint64_t idle_until;        /**< loop time an idle connection is closed */
+    uint64_t due;               /**< loop ms the borrower's deadline passes; 0: none */
     uint32_t nreq;              /**< requests it carried (> 0: it is a reused one) */
     uint8_t state;              /**< lx_upconn_state_t */
     uint8_t handles;            /**< handles still open (socket, timer) */
