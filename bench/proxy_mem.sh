@@ -165,7 +165,7 @@ start_luxd() {
     fi
   fi
   render "$HERE/conf/luxd-proxy.lua.in" "$conf" PORT="$port" DIR="$TMP" BACKEND_PORT="$BACKEND_PORT" \
-    MAXCONN="$MAXCONN" KEEPALIVE="$NGINX_KEEPALIVE"
+    MAXCONN="$MAXCONN" KEEPALIVE=32
   if ! out=$("$LUXD" -t -c "$conf" 2>&1); then
     SKIP_REASON="not available: $(printf '%s' "$out" | head -n 1 | sed "s|$TMP/||g")"
     return 1

@@ -20,8 +20,12 @@
 #include "request.h"
 #include "worker.h"
 
-/* Output above this makes lx_stream_send ask the producer to wait. */
-#define STREAM_HIGH_WATER (256 * 1024)
+/* Output still queued above this after a write makes lx_stream_send ask
+ * the producer to wait. The socket's own buffer (the kernel sizes it to
+ * the connection) is the stream's buffer; luxd keeps at most about one
+ * piece beyond it, so a thousand slow downloads cost a thousand pieces,
+ * not a thousand quarter-megabytes. */
+#define STREAM_HIGH_WATER (16 * 1024)
 
 const char *lx_status_reason(int status) {
     switch (status) {

@@ -222,6 +222,10 @@ static size_t scan_head(lx_h1resp_t *p, const char *b, size_t n, int *end) {
 lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_t *used) {
     *used = 0;
     if (p->done) return LX_H1R_DONE;
+    /* A piece continues the last one only where that ended in these same
+     * bytes, or at their start: the read buffer is reused, so an end left
+     * from earlier bytes can point anywhere in these. */
+    p->last_end = NULL;
     size_t off = 0;
     while (off < len) {
         size_t n = len - off;

@@ -20,6 +20,11 @@ struct lx_uppool_s {
 struct lx_uploop_s {
     uv_loop_t *loop;
     lx_uppool_t *pools;
+    /* The one read buffer of all the loop's upstream connections: a read's
+     * bytes are used up within its callback (the head copied, body bytes
+     * copied into the client's output), so none needs its own, and a
+     * thousand slow downloads do not hold a thousand of them. */
+    char rbuf[65536];
 };
 
 lx_uploop_t *lx_uploop_new(uv_loop_t *loop) {
@@ -121,7 +126,7 @@ void lx_upconn_deadline(lx_upconn_t *uc, uint32_t ms) {
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
     lx_upconn_t *uc = h->data;
     (void)hint;
-    *buf = uv_buf_init(uc->rbuf, sizeof(uc->rbuf));
+    *buf = uv_buf_init(uc->pool->ul->rbuf, sizeof(uc->pool->ul->rbuf));
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
@@ -217,9 +222,8 @@ static void on_connect_timeout(uv_timer_t *t) {
 int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, uint32_t timeout_ms,
                       lx_upconn_t **out) {
     uv_loop_t *loop = p->ul->loop;
-    lx_upconn_t *uc = malloc(sizeof(*uc));
+    lx_upconn_t *uc = calloc(1, sizeof(*uc));
     if (uc == NULL) return -ENOMEM;
-    memset(uc, 0, offsetof(lx_upconn_t, rbuf));
     uc->pool = p;
     uc->ops = ops;
     uc->data = data;

@@ -62,7 +62,6 @@ struct lx_upconn_s {
     uint8_t handles;            /**< handles still open (socket, timer) */
     unsigned writing : 1;       /**< wreq is in flight */
     unsigned reading : 1;       /**< uv_read_start is in force */
-    char rbuf[16384];           /**< read buffer */
 };
 
 /* A loop's pools (the proxy handler's per-loop state). */
@@ -85,7 +84,9 @@ void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms);
 /* Closes it; no callback is made after this. */
 void lx_upconn_close(lx_upconn_t *uc);
 
-/* Reading the response: on/off (backpressure). */
+/* Reading the response: on/off (backpressure). The bytes ops->read gets
+ * are in a buffer all of the loop's upstream connections share: they are
+ * to be used up (or copied) before the callback returns. */
 int lx_upconn_read(lx_upconn_t *uc, int on);
 /* Sends bufs: returns 1 when all went at once, 0 when the rest is queued
  * (ops->written follows), or a negative errno. One write at a time. */
