@@ -125,11 +125,14 @@ static int on_headers_complete(llhttp_t *lp) {
     if (p->status == 101)
         return fail(p, "101 Switching Protocols to a request that asked no upgrade");
     if (p->ops->head(p) < 0) return fail(p, "refused by the proxy");
-    /* A response to HEAD, a 204 and a 304 have no body whatever their
-     * Content-Length says (RFC 9110 9.3.2, 15.3.5, 15.4.5). llhttp 8 reads
-     * a 304's announced length as a body: a backend that (rightly) sends
-     * none would stall the response until read_timeout. */
-    if (p->status >= 200 && (p->head_request || p->status == 204 || p->status == 304)) return 1;
+    /* A 1xx ends with its header section (RFC 9110 15.2), and a response
+     * to HEAD, a 204 and a 304 have no body, whatever their framing fields
+     * say (RFC 9110 9.3.2, 15.3.5, 15.4.5). llhttp 8 reads as a body what a
+     * 304 announces (a backend that rightly sends none would stall the
+     * response until read_timeout), and what a 1xx other than 100-103
+     * announces: that went to ops->body before any final head, and a
+     * Content-Length with no body after it ate the next head's first bytes. */
+    if (p->status < 200 || p->head_request || p->status == 204 || p->status == 304) return 1;
     return 0;
 }
 
