@@ -281,6 +281,11 @@ lx_h1resp_rc_t lx_h1resp_eof(lx_h1resp_t *p) {
 }
 
 int lx_h1resp_keepalive(const lx_h1resp_t *p) {
+    /* A Transfer-Encoding in an HTTP/1.0 message: its framing is to be
+     * taken as faulty and the connection closed after it (RFC 9112 6.1).
+     * (llhttp would keep it for a "Connection: keep-alive", even one among
+     * the trailer fields.) */
+    if (p->te && p->parser.http_minor == 0) return 0;
     return p->done && llhttp_should_keep_alive(&p->parser);
 }
 
