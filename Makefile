@@ -92,6 +92,11 @@ $(BUILD)/unit/test_open_beneath: t/unit/test_open_beneath.c src/io/open_beneath.
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_open_beneath.c src/io/open_beneath.c
 
+# The upstream response parser, with the llhttp it drives.
+$(BUILD)/unit/test_h1resp: t/unit/test_h1resp.c src/upstream/h1resp.c src/upstream/h1resp.h $(LL_OBJS) t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_h1resp.c src/upstream/h1resp.c $(LL_OBJS)
+
 unit: $(UNITS)
 
 run: deps

@@ -12,6 +12,7 @@ static int fail(lx_h1resp_t *p, const char *why) {
 }
 
 static int save(lx_h1resp_t *p, const char *at, size_t len) {
+    if (len == 0) return 0; /* hbuf may still be NULL: no memcpy to it */
     if (p->hlen + len > p->hcap) {
         size_t cap = p->hcap ? p->hcap : 2048;
         while (cap < p->hlen + len)
@@ -33,7 +34,6 @@ static int on_message_begin(llhttp_t *lp) {
     p->in = 0;
     p->te = 0;
     p->in_body = 0;
-    p->last_end = NULL;
     return 0;
 }
 
@@ -54,7 +54,6 @@ static int on_header_field(llhttp_t *lp, const char *at, size_t len) {
         p->in = 1;
     }
     p->marks[4 * (p->nmarks - 1) + 1] += (uint32_t)len;
-    p->last_end = at + len;
     return save(p, at, len);
 }
 
@@ -63,16 +62,13 @@ static int on_header_value(llhttp_t *lp, const char *at, size_t len) {
     if (p->in_body) return 0;
     if (p->nmarks == 0) return fail(p, "a header line without a name");
     uint32_t *m = &p->marks[4 * (p->nmarks - 1)];
+    /* A value comes in pieces only where a read ended: scan_head refused
+     * the obs-fold lines llhttp would have joined. */
     if (p->in != 2) {
         m[2] = (uint32_t)p->hlen;
         p->in = 2;
-    } else if (at != p->last_end && at != p->feed_start) {
-        /* A second piece that does not continue the first in these bytes:
-         * llhttp took an obs-fold line (RFC 9112 5.2 lets us refuse). */
-        return fail(p, "an obs-fold header line");
     }
     m[3] += (uint32_t)len;
-    p->last_end = at + len;
     return save(p, at, len);
 }
 
@@ -126,11 +122,17 @@ static int on_headers_complete(llhttp_t *lp) {
     if (p->status == 101 && !p->upgrade)
         return fail(p, "101 Switching Protocols to a request that asked no upgrade");
     if (p->ops->head(p) < 0) return fail(p, "refused by the proxy");
-    /* A response to HEAD, a 204 and a 304 have no body whatever their
-     * Content-Length says (RFC 9110 9.3.2, 15.3.5, 15.4.5). llhttp 8 reads
-     * a 304's announced length as a body: a backend that (rightly) sends
-     * none would stall the response until read_timeout. */
-    if (p->status >= 200 && (p->head_request || p->status == 204 || p->status == 304)) return 1;
+    /* A 1xx ends with its header section (RFC 9110 15.2), and a response
+     * to HEAD, a 204 and a 304 have no body, whatever their framing fields
+     * say (RFC 9110 9.3.2, 15.3.5, 15.4.5). llhttp 8 reads as a body what a
+     * 304 announces (a backend that rightly sends none would stall the
+     * response until read_timeout), and what a 1xx other than 100-103
+     * announces: that went to ops->body before any final head, and a
+     * Content-Length with no body after it ate the next head's first bytes.
+     * (A 101 is the tunnel's start: llhttp stops at its end itself.) */
+    if ((p->status < 200 && p->status != 101) || p->head_request || p->status == 204 ||
+        p->status == 304)
+        return 1;
     return 0;
 }
 
@@ -188,31 +190,60 @@ void lx_h1resp_free(lx_h1resp_t *p) {
 }
 
 /* How many of the n bytes at b belong to the head being read, up to and
- * including its empty line (*end set when it is there). The head is
- * measured here, byte for byte, so that max_header_bytes is exact and a
- * head too big fails before llhttp copies any of it. */
-static size_t scan_head(lx_h1resp_t *p, const char *b, size_t n, int *end) {
-    /* Line by line (memchr for each LF): the head ends at a line that is
-     * CR alone. p->crlf carries the line so far across reads: 0 empty, 1
-     * just a CR, 2 anything else. llhttp refuses a bare LF, so no other
-     * ending needs finding. */
-    *end = 0;
-    size_t i = 0;
-    while (i < n) {
-        const char *q = memchr(b + i, '\n', n - i);
-        size_t k = q ? (size_t)(q - (b + i)) : n - i;
-        uint8_t line = p->crlf;
-        if (k) line = line == 0 && k == 1 && b[i] == '\r' ? 1 : 2;
-        if (q == NULL) {
-            p->crlf = line;
-            break;
+ * including its empty line. The head is measured here, byte for byte, so
+ * that max_header_bytes is exact and a head too big fails before llhttp
+ * copies any of it. Its line ends are checked here too, where no read
+ * boundary hides them and where they decide the head's end as llhttp will:
+ * llhttp's strict mode still takes CR LF LF for the end of a head, and
+ * joins a line that starts with whitespace to the field before it
+ * (obs-fold, which RFC 9112 5.2 lets a recipient refuse). On the first
+ * byte that is wrong, or that is over the limit, *bad says why and the
+ * count stops before that byte.
+ *
+ * p->crlf: 0 in a line, 1 after its CR, 2 at the start of a line, 3 after
+ * the CR of an empty line, 4 the head ended. */
+static size_t scan_head(lx_h1resp_t *p, const char *b, size_t n, const char **bad) {
+    *bad = NULL;
+    /* The last scan saw an end that was no head: empty lines before a
+     * status line, which llhttp skips (and which count towards the limit). */
+    if (p->crlf == 4) p->crlf = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned s = p->crlf;
+        if (s == 0) {
+            /* Inside a line only a CR or an LF changes anything: skip to
+             * the first of them with memchr, never past the limit. */
+            size_t stop = p->max_head - p->head_bytes;
+            if (stop > n) stop = n;
+            if (i < stop) {
+                const char *cr = memchr(b + i, '\r', stop - i);
+                size_t to = cr ? (size_t)(cr - b) : stop;
+                const char *lf = memchr(b + i, '\n', to - i);
+                i = lf ? (size_t)(lf - b) : to;
+                if (i == n) break;
+            }
         }
-        i += k + 1;
-        p->crlf = 0;
-        if (line == 1) {
-            *end = 1;
+        char c = b[i];
+        if (p->head_bytes + i >= p->max_head)
+            *bad = "the response header is over max_header_bytes";
+        else if (s == 1 || s == 3)
+            s = c == '\n' ? s + 1 : 5;
+        else if (c == '\r')
+            s = s == 2 ? 3 : 1;
+        else if (c == '\n')
+            *bad = "a bare LF in the response header";
+        else if (s == 2 && (c == ' ' || c == '\t'))
+            *bad = "an obs-fold line (or whitespace before the first field) in the response header";
+        else
+            s = 0;
+        if (s == 5) *bad = "a bare CR in the response header";
+        if (*bad) {
             p->head_bytes += i;
             return i;
+        }
+        p->crlf = (uint8_t)s;
+        if (s == 4) {
+            p->head_bytes += i + 1;
+            return i + 1;
         }
     }
     p->head_bytes += n;
@@ -222,24 +253,17 @@ static size_t scan_head(lx_h1resp_t *p, const char *b, size_t n, int *end) {
 lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_t *used) {
     *used = 0;
     if (p->done) return LX_H1R_DONE;
-    /* A piece continues the last one only where that ended in these same
-     * bytes, or at their start: the read buffer is reused, so an end left
-     * from earlier bytes can point anywhere in these. */
-    p->last_end = NULL;
+    if (p->why) return LX_H1R_ERROR; /* an error stays one */
     size_t off = 0;
     while (off < len) {
         size_t n = len - off;
+        const char *bad = NULL;
         /* A head is given to llhttp up to its end only: what follows may
-         * be the head of the final response after a 1xx, measured anew. */
-        if (!p->in_body) {
-            int end;
-            n = scan_head(p, buf + off, n, &end);
-            if (p->head_bytes > p->max_head) {
-                p->why = "the response header is over max_header_bytes";
-                return LX_H1R_ERROR;
-            }
-        }
-        p->feed_start = buf + off;
+         * be the head of the final response after a 1xx, measured anew.
+         * Before a byte scan_head refuses, the bytes ahead of it go to
+         * llhttp all the same, so that the first fault in the bytes is the
+         * one reported, wherever the reads happened to end. */
+        if (!p->in_body) n = scan_head(p, buf + off, n, &bad);
         llhttp_errno_t e = llhttp_execute(&p->parser, buf + off, n);
         if (e == HPE_PAUSED && p->done) {
             *used = (size_t)(llhttp_get_error_pos(&p->parser) - buf);
@@ -254,6 +278,10 @@ lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_
             if (p->why == NULL) p->why = llhttp_errno_name(e);
             return LX_H1R_ERROR;
         }
+        if (bad) {
+            p->why = bad;
+            return LX_H1R_ERROR;
+        }
         off += n;
     }
     *used = len;
@@ -262,6 +290,7 @@ lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_
 
 lx_h1resp_rc_t lx_h1resp_eof(lx_h1resp_t *p) {
     if (p->done) return LX_H1R_DONE;
+    if (p->why) return LX_H1R_ERROR; /* the first fault is the one to tell */
     /* llhttp ends a body that runs until the close, and refuses a close in
      * the middle of anything else. */
     llhttp_errno_t e = llhttp_finish(&p->parser);
@@ -273,6 +302,11 @@ lx_h1resp_rc_t lx_h1resp_eof(lx_h1resp_t *p) {
 }
 
 int lx_h1resp_keepalive(const lx_h1resp_t *p) {
+    /* A Transfer-Encoding in an HTTP/1.0 message: its framing is to be
+     * taken as faulty and the connection closed after it (RFC 9112 6.1).
+     * (llhttp would keep it for a "Connection: keep-alive", even one among
+     * the trailer fields.) */
+    if (p->te && p->parser.http_minor == 0) return 0;
     return p->done && llhttp_should_keep_alive(&p->parser);
 }
 

@@ -5,9 +5,10 @@
  * came on is not used again: a status line that is not HTTP/1.x, two
  * Content-Length values, Content-Length with Transfer-Encoding, a transfer
  * coding other than a lone "chunked", a field name that is no token or has
- * whitespace before the colon, an obs-fold line, a bare CR, a header
- * section over the limit. The head's bytes are copied (a head may span
- * reads); body bytes are handed on where they lie. */
+ * whitespace before the colon, an obs-fold line, a bare CR or LF in a head,
+ * a header section over the limit. A 1xx has no body, whatever it says.
+ * The head's bytes are copied (a head may span reads); body bytes are
+ * handed on where they lie. */
 #ifndef LX_H1RESP_H
 #define LX_H1RESP_H
 
@@ -51,10 +52,8 @@ struct lx_h1resp_s {
     size_t head_bytes;         /**< bytes of the head so far, status line to empty line */
     uint32_t *marks;           /**< per field: name start, name length, value start, value length */
     unsigned nmarks, mcap;     /**< fields recorded, room */
-    const char *feed_start;    /**< start of the bytes being fed */
-    const char *last_end;      /**< end of the last field or value piece */
     uint8_t in;                /**< 0: none, 1: in a name, 2: in a value */
-    uint8_t crlf;              /**< bytes of CR LF CR LF just seen: the head ends at 4 */
+    uint8_t crlf;              /**< where scan_head is in the head's lines: it ends at 4 */
     unsigned head_request : 1; /**< the request was HEAD: no body whatever is said */
     unsigned upgrade : 1;      /**< the request asked for an upgrade: a 101 may end the head */
     unsigned te : 1;           /**< a Transfer-Encoding field was seen */
