@@ -13,7 +13,28 @@ use warnings;
 use Test::More;
 use Socket qw(getaddrinfo getnameinfo AF_INET6 AF_UNSPEC SOCK_STREAM NI_NUMERICHOST NI_NUMERICSERV);
 use Time::HiRes qw(time);
-use Luxd;
+use File::Temp qw(tempdir);
+use lib 't/lib';
+
+# Names resolve through the system's resolver, and what it knows differs
+# from machine to machine (a minimal root may have no "localhost" in
+# /etc/hosts at all). So the test runs itself again in a private mount
+# namespace whose /etc/hosts is its own: localhost and multi.test (two
+# addresses) resolve, and nothing else is consulted before the file.
+unless ($ENV{LUXD_HOSTS_NS}) {
+    my $d = tempdir('luxd-hosts-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    open my $h, '>', "$d/hosts" or die "hosts: $!";
+    print $h "127.0.0.1 localhost\n::1 localhost\n127.0.0.1 multi.test\n::1 multi.test\n";
+    close $h;
+    # A user namespace cannot be made inside a chroot, where root needs none.
+    my @un = $> == 0 ? ('unshare', '-m') : ('unshare', '-rm');
+    my $nss = -e '/etc/nsswitch.conf' ? ' && mount --bind "$2" /etc/nsswitch.conf' : '';
+    open my $n, '>', "$d/nsswitch.conf" or die; print $n "hosts: files dns\n"; close $n;
+    exec @un, 'sh', '-c', qq{mount --bind "\$1" /etc/hosts$nss && LUXD_HOSTS_NS=1 exec "\$0" t/92-upstream-config.t},
+      $^X, "$d/hosts", "$d/nsswitch.conf"
+      or die "unshare: $!";
+}
+require Luxd;
 
 # A name that must not resolve: .invalid is reserved for that (RFC 6761).
 # Checked here first, so a failure below is luxd's, not the resolver's.
