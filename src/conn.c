@@ -109,6 +109,8 @@ static lx_sess_t *sess_get(lx_conn_t *c) {
     s->gen_held = 0;
     s->in_parse = 0;
     s->depth = 0;
+    s->cork = 0;
+    s->flush_pending = 0;
     s->end_pending = s->free_pending = 0;
     /* request_begin clears the request; until then only what a close
      * looks at (sess_detach) must say "nothing in flight". */
@@ -226,12 +228,22 @@ static void sess_detach(lx_conn_t *c) {
     sess_maybe_free(s);
 }
 
+/* A callback from outside (an upstream's read) may queue a head, a body
+ * piece and the end at once: they go out in one write when it returns,
+ * not one write each. */
 void lx_req_enter(lx_req_t *r) {
-    lx_sess_enter(lx_sess_of(r));
+    lx_sess_t *s = lx_sess_of(r);
+    lx_sess_enter(s);
+    s->cork++;
 }
 
 void lx_req_leave(lx_req_t *r) {
-    lx_sess_leave(lx_sess_of(r));
+    lx_sess_t *s = lx_sess_of(r);
+    if (--s->cork == 0 && s->flush_pending) {
+        s->flush_pending = 0;
+        if (s->c && !s->out.writing && !s->out.file_io) conn_flush(s);
+    }
+    lx_sess_leave(s);
 }
 
 void lx_req_hold(lx_req_t *r) {
@@ -829,6 +841,10 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
 
 static void conn_flush(lx_sess_t *s) {
     lx_conn_t *c = s->c;
+    if (s->cork) {
+        s->flush_pending = 1; /* lx_req_leave writes it */
+        return;
+    }
     int r = lx_out_flush(s);
     if (r == -EAGAIN) {
         /* send_timeout bounds the time between two writes that moved the

@@ -107,6 +107,8 @@ struct lx_sess_s {
     unsigned end_pending : 1;   /**< the request ended while depth > 0 */
     unsigned free_pending : 1;  /**< the connection let go while depth > 0 */
     unsigned depth;             /**< calls into the request layer on the stack */
+    unsigned cork;              /**< outside callbacks on the stack (lx_req_enter): output waits */
+    unsigned flush_pending : 1; /**< output came while corked: written at the last lx_req_leave */
 };
 
 /* Takes the connection waiting on a listener (after uv_listen's callback). */

@@ -353,17 +353,34 @@ int lx_out_flush(lx_sess_t *s) {
             }
             return write_rest(s, bufs, nb, 0);
         }
+        int then_buf = 0;
         for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
             lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
             if (q->kind == LX_PIECE_FILE) {
                 before_file = 1;
                 break;
             }
-            if (q->kind == LX_PIECE_BUF) break;
+            if (q->kind == LX_PIECE_BUF) {
+                then_buf = 1;
+                break;
+            }
             bufs[nb].base = q->kind == LX_PIECE_OBUF ? o->obuf + q->off : q->ptr;
             bufs[nb].len = (size_t)q->len;
             total += (size_t)q->len;
             nb++;
+        }
+        if (then_buf) {
+            /* Headers, then a stream's first pieces (a proxied response's
+             * head and body from one read): one uv_write, so one writev,
+             * rather than a write for the head and another for the body.
+             * The stream's pace stays its callback's. */
+            for (unsigned i = (unsigned)nb; i < o->n && nb < MAX_IOV; i++) {
+                lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
+                if (q->kind != LX_PIECE_BUF) break;
+                bufs[nb].base = q->ptr;
+                bufs[nb++].len = (size_t)q->len;
+            }
+            return write_rest(s, bufs, nb, 0);
         }
         ssize_t r;
         if (before_file && uv_stream_get_write_queue_size(st) == 0) {

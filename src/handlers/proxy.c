@@ -830,7 +830,8 @@ static void px_done(px_t *px, int extra_bytes) {
     int reuse = !extra_bytes && lx_h1resp_keepalive(&px->resp) &&
                 (px->body == PX_BODY_NONE || px->body == PX_BODY_SENT) && !uc->writing;
     if (reuse) {
-        lx_upconn_read(uc, 0);
+        /* It stays read (a pooled connection is): stopping and starting
+         * again costs two epoll_ctl calls for nothing. */
         lx_upconn_deadline(uc, 0);
         lx_upconn_put(uc, px->u->keepalive, px->u->keepalive_timeout);
     } else {
