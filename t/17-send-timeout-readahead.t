@@ -62,7 +62,8 @@ my @ranges = ([0, $FIRST - 1],
         system('sync', $file) == 0 or die "sync $file failed";
         system('dd', "if=$file", 'iflag=nocache', 'count=0', 'status=none') == 0 or die 'dd nocache';
         open $fh, '<:raw', $file or die;
-        read $fh, my $warm, $FIRST;
+        my $warm;
+        read $fh, $warm, $FIRST;
         close $fh;
         $resident = `fincore --bytes --noheadings --output RES '$file'` // '';
         $resident =~ s/\s+//g;
