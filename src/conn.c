@@ -668,13 +668,10 @@ static void dispatch(lx_sess_t *s) {
     lx_req_t *r = &s->req;
     c->state = LX_CONN_HANDLING;
     set_deadline(c, LX_DL_NONE, 0);
+    /* A request without a body has been parsed to its end already
+     * (on_headers_complete pauses only for one with a body), so the next
+     * run starts at the next request. */
     r->body_state = (r->chunked || r->content_length) ? LX_BODY_UNREAD : LX_BODY_NONE;
-    if (r->body_state == LX_BODY_NONE) {
-        /* Let llhttp see the end of this message now (it needs no byte for
-         * it), so that the next run starts at the next request. */
-        if (llhttp_execute(&s->parser, s->rbuf + s->rpos, 0) == HPE_PAUSED)
-            llhttp_resume(&s->parser);
-    }
     lx_request_run(r);
 }
 

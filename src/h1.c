@@ -244,8 +244,10 @@ static int on_headers_complete(llhttp_t *p) {
         }
         c->expect = LX_EXPECT_WAITING;
     }
-    /* The request is dispatched now, before its body (conn.c dispatch). */
-    return HPE_PAUSED;
+    /* A request with a body is dispatched now, before its body (conn.c
+     * dispatch); one without is parsed to its end first, in the same run
+     * (on_message_complete pauses then), which costs no second one. */
+    return r->chunked || r->content_length ? HPE_PAUSED : 0;
 }
 
 /* Body bytes go to the request's reader, if it has one; after each piece
