@@ -18,6 +18,22 @@
 #define SENDFILE_CHUNK (512 * 1024)
 #define MAX_IOV        16
 
+/* Entry i of the queue, counted from its head (i < LX_OUT_MAX, so one
+ * compare wraps it: no division by LX_OUT_MAX in the hot path). */
+static lx_piece_t *at(lx_out_t *o, unsigned i) {
+    unsigned k = o->head + i;
+    return &o->q[k < LX_OUT_MAX ? k : k - LX_OUT_MAX];
+}
+
+/* The head moves on past a piece sent, or back for one put in front. */
+static void head_next(lx_out_t *o) {
+    o->head = o->head + 1 == LX_OUT_MAX ? 0 : o->head + 1;
+}
+
+static void head_prev(lx_out_t *o) {
+    o->head = o->head ? o->head - 1 : LX_OUT_MAX - 1;
+}
+
 void lx_out_init(lx_out_t *o) {
     memset(o, 0, sizeof(*o));
 }
@@ -31,7 +47,7 @@ static void piece_release(lx_piece_t *p, lx_sess_t *s) {
 void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
     while (o->n) {
         piece_release(&o->q[o->head], s);
-        o->head = (o->head + 1) % LX_OUT_MAX;
+        head_next(o);
         o->n--;
     }
     o->head = 0;
@@ -79,7 +95,7 @@ static lx_piece_t *push(lx_out_t *o, lx_piece_kind_t kind, uint64_t len) {
         o->failed = 1; /* cannot happen with the bounds of the handlers; be safe */
         return NULL;
     }
-    lx_piece_t *p = &o->q[(o->head + o->n) % LX_OUT_MAX];
+    lx_piece_t *p = at(o, o->n);
     o->n++;
     memset(p, 0, sizeof(*p));
     p->kind = (uint8_t)kind;
@@ -92,7 +108,7 @@ void lx_out_obuf(lx_out_t *o, size_t from) {
     if (o->olen == from) return;
     /* Extend the previous obuf piece when it ends where this one starts. */
     if (o->n) {
-        lx_piece_t *last = &o->q[(o->head + o->n - 1) % LX_OUT_MAX];
+        lx_piece_t *last = at(o, o->n - 1);
         if (last->kind == LX_PIECE_OBUF && last->off + last->len == from && !o->writing) {
             last->len += o->olen - from;
             o->queued += o->olen - from;
@@ -133,14 +149,14 @@ void lx_out_buf(lx_out_t *o, char *buf, char *ptr, size_t len) {
 
 char *lx_out_last_room(lx_out_t *o, size_t n) {
     if (o->n == 0 || (o->writing && o->n - 1 < o->wpieces)) return NULL;
-    lx_piece_t *p = &o->q[(o->head + o->n - 1) % LX_OUT_MAX];
+    lx_piece_t *p = at(o, o->n - 1);
     if (p->kind != LX_PIECE_BUF) return NULL;
     char *end = p->ptr + p->len;
     return (size_t)(p->buf + LX_OUT_BUF - end) >= n ? end : NULL;
 }
 
 void lx_out_grow_last(lx_out_t *o, size_t n) {
-    o->q[(o->head + o->n - 1) % LX_OUT_MAX].len += n;
+    at(o, o->n - 1)->len += n;
     o->queued += n;
 }
 
@@ -156,9 +172,25 @@ static void consume(lx_sess_t *s, uint64_t n) {
         n -= take;
         if (p->len == 0) {
             piece_release(p, s);
-            o->head = (o->head + 1) % LX_OUT_MAX;
+            head_next(o);
             o->n--;
         }
+    }
+    if (o->n == 0) {
+        o->head = 0;
+        o->olen = 0;
+    }
+}
+
+/* The first k pieces, bytes in all, went out whole: consume without the
+ * arithmetic of a partial write. */
+static void drop(lx_sess_t *s, unsigned k, uint64_t bytes) {
+    lx_out_t *o = &s->out;
+    o->queued -= bytes;
+    o->n -= k;
+    while (k--) {
+        piece_release(&o->q[o->head], s);
+        head_next(o);
     }
     if (o->n == 0) {
         o->head = 0;
@@ -233,7 +265,7 @@ static void read_done(uv_work_t *w, int status) {
     /* The bytes leave the file piece for a buffer piece in front of it. */
     size_t got = (size_t)o->work_got;
     consume(s, got);
-    o->head = (o->head + LX_OUT_MAX - 1) % LX_OUT_MAX;
+    head_prev(o);
     o->n++;
     lx_piece_t *p = &o->q[o->head];
     memset(p, 0, sizeof(*p));
@@ -259,7 +291,7 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
         ssize_t r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, RWF_NOWAIT);
         if (r > 0) {
             consume(s, (uint64_t)r);
-            o->head = (o->head + LX_OUT_MAX - 1) % LX_OUT_MAX;
+            head_prev(o);
             o->n++;
             lx_piece_t *b = &o->q[o->head];
             memset(b, 0, sizeof(*b));
@@ -346,7 +378,7 @@ int lx_out_flush(lx_sess_t *s) {
              * socket, and its callback, from the loop, asks for more, so a
              * fast client of a long stream does not keep the loop to itself. */
             for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
-                lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
+                lx_piece_t *q = at(o, i);
                 if (q->kind != LX_PIECE_BUF) break;
                 bufs[nb].base = q->ptr;
                 bufs[nb++].len = (size_t)q->len;
@@ -355,7 +387,7 @@ int lx_out_flush(lx_sess_t *s) {
         }
         int then_buf = 0;
         for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
-            lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
+            lx_piece_t *q = at(o, i);
             if (q->kind == LX_PIECE_FILE) {
                 before_file = 1;
                 break;
@@ -401,7 +433,7 @@ int lx_out_flush(lx_sess_t *s) {
             consume(s, (uint64_t)r);
             return e;
         }
-        consume(s, (uint64_t)r);
+        drop(s, (unsigned)nb, total);
     }
     return 0;
 }
