@@ -35,7 +35,7 @@
 static void conn_parse(lx_conn_t *c);
 static void conn_flush(lx_sess_t *s);
 static void request_end(lx_sess_t *s);
-static void want_read(lx_conn_t *c, int on);
+static inline void want_read(lx_conn_t *c, int on);
 
 static lx_worker_t *worker_of(lx_conn_t *c) {
     return c->tcp.loop->data;
@@ -459,8 +459,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
 
-static void want_read(lx_conn_t *c, int on) {
-    if (c->state == LX_CONN_CLOSED || c->eof || on == c->reading) return;
+static void read_switch(lx_conn_t *c, int on) {
+    if (c->state == LX_CONN_CLOSED || c->eof) return;
     if (on) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
             lx_conn_close(c);
@@ -470,6 +470,11 @@ static void want_read(lx_conn_t *c, int on) {
         uv_read_stop((uv_stream_t *)&c->tcp);
     }
     c->reading = (unsigned)on;
+}
+
+/* Starts or stops reading; inline, as most calls find it as wanted. */
+static inline void want_read(lx_conn_t *c, int on) {
+    if ((unsigned)on != c->reading) read_switch(c, on);
 }
 
 static void got_bytes(lx_conn_t *c, char *base, size_t n) {
