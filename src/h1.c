@@ -96,24 +96,39 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
 static const struct {
     const char *name;
     size_t len;
-    int id;
-} known_headers[] = {
-    {"host", 4, LX_H_HOST},
-    {"connection", 10, LX_H_CONNECTION},
-    {"if-none-match", 13, LX_H_IF_NONE_MATCH},
-    {"if-modified-since", 17, LX_H_IF_MODIFIED_SINCE},
-    {"range", 5, LX_H_RANGE},
-    {"if-range", 8, LX_H_IF_RANGE},
-    {"accept-encoding", 15, LX_H_ACCEPT_ENCODING},
-    {"user-agent", 10, LX_H_USER_AGENT},
-    {"referer", 7, LX_H_REFERER},
-    {"expect", 6, LX_H_EXPECT},
-    {"transfer-encoding", 17, LX_H_TRANSFER_ENCODING},
+} known_headers[LX_H_KNOWN] = {
+    [LX_H_HOST] = {"host", 4},
+    [LX_H_CONNECTION] = {"connection", 10},
+    [LX_H_IF_NONE_MATCH] = {"if-none-match", 13},
+    [LX_H_IF_MODIFIED_SINCE] = {"if-modified-since", 17},
+    [LX_H_RANGE] = {"range", 5},
+    [LX_H_IF_RANGE] = {"if-range", 8},
+    [LX_H_ACCEPT_ENCODING] = {"accept-encoding", 15},
+    [LX_H_USER_AGENT] = {"user-agent", 10},
+    [LX_H_REFERER] = {"referer", 7},
+    [LX_H_EXPECT] = {"expect", 6},
+    [LX_H_TRANSFER_ENCODING] = {"transfer-encoding", 17},
 };
 
-#define KNOWN_LENGTHS                                                                              \
-    ((1u << 4) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 10) | (1u << 13) |         \
-     (1u << 15) | (1u << 17))
+/* Which known header a field name is, or -1. Its length, and for two
+ * lengths its first letter, leave one candidate to compare: every field of
+ * every request comes here. */
+static int known_header(lx_str_t n) {
+    int id;
+    switch (n.len) {
+    case 4: id = LX_H_HOST; break;
+    case 5: id = LX_H_RANGE; break;
+    case 6: id = LX_H_EXPECT; break;
+    case 7: id = LX_H_REFERER; break;
+    case 8: id = LX_H_IF_RANGE; break;
+    case 10: id = (n.p[0] | 0x20) == 'c' ? LX_H_CONNECTION : LX_H_USER_AGENT; break;
+    case 13: id = LX_H_IF_NONE_MATCH; break;
+    case 15: id = LX_H_ACCEPT_ENCODING; break;
+    case 17: id = (n.p[0] | 0x20) == 'i' ? LX_H_IF_MODIFIED_SINCE : LX_H_TRANSFER_ENCODING; break;
+    default: return -1;
+    }
+    return lx_str_ieq(n, known_headers[id].name, known_headers[id].len) ? id : -1;
+}
 
 /* Folds one Transfer-Encoding field line into c->te. RFC 9112 6.1 and 7:
  * chunked must be the last coding and may be applied once; luxd decodes no
@@ -170,18 +185,11 @@ static int on_header_value_complete(llhttp_t *p) {
     while (h->value.len &&
            (h->value.p[h->value.len - 1] == ' ' || h->value.p[h->value.len - 1] == '\t'))
         h->value.len--;
-    /* Only names of a length some known header has are compared. */
-    if (h->name.len > 17 || !((1u << h->name.len) & KNOWN_LENGTHS)) return 0;
-    for (size_t i = 0; i < LX_ARRAY_SIZE(known_headers); i++) {
-        if (lx_str_ieq(h->name, known_headers[i].name, known_headers[i].len)) {
-            int id = known_headers[i].id;
-            if (id == LX_H_HOST && r->hosts++ > 0)
-                return -1; /* two Host headers: which one is meant? */
-            if (id == LX_H_TRANSFER_ENCODING) note_transfer_codings(c, h->value);
-            r->known[id] = h->value;
-            break;
-        }
-    }
+    int id = known_header(h->name);
+    if (id < 0) return 0;
+    if (id == LX_H_HOST && r->hosts++ > 0) return -1; /* two Host headers: which one is meant? */
+    if (id == LX_H_TRANSFER_ENCODING) note_transfer_codings(c, h->value);
+    r->known[id] = h->value;
     return 0;
 }
 
