@@ -17,6 +17,9 @@
  * enough that one big download does not starve the loop's other clients. */
 #define SENDFILE_CHUNK (512 * 1024)
 #define MAX_IOV        16
+/* Bytes of a file written by uv_write when the socket is full (see
+ * file_to_buffer). */
+#define WAIT_PIECE (16 * 1024)
 
 /* Entry i of the queue, counted from its head (i < LX_OUT_MAX, so one
  * compare wraps it: no division by LX_OUT_MAX in the hot path). */
@@ -287,7 +290,11 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
     char *buf = lx_pool_get(&s->w->obufs);
     if (buf == NULL) return -ENOMEM;
     if (cached) {
-        struct iovec iov = {buf, n};
+        /* The socket is full: this piece only waits, in libuv's uv_write,
+         * for it to take bytes again (sendfile goes on after it), and its
+         * bytes are copied twice (pread, write) where sendfile's are not.
+         * A small one does that as well as a whole buffer. */
+        struct iovec iov = {buf, n < WAIT_PIECE ? n : WAIT_PIECE};
         ssize_t r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, RWF_NOWAIT);
         if (r > 0) {
             consume(s, (uint64_t)r);
