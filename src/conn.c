@@ -709,10 +709,15 @@ static void conn_idle(lx_conn_t *c, lx_sess_t *s) {
         lx_conn_close(c);
         return;
     }
-    if (s->depth == 0)
+    /* With nobody left to tell (a body reader, a stream, on_abort: all done
+     * with the request as a rule), and no call on the stack, the session
+     * goes back at once; else sess_detach tells them and frees it once the
+     * call returns. */
+    if (s->depth == 0 && s->req.body_cb == NULL && s->req.on_abort == NULL &&
+        s->req.resp.state != LX_RESP_STREAMING)
         sess_return(c, s);
     else
-        sess_detach(c); /* freed when the call on the stack returns */
+        sess_detach(c);
     set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
 }
 
