@@ -35,7 +35,7 @@
 static void conn_parse(lx_conn_t *c);
 static void conn_flush(lx_sess_t *s);
 static void request_end(lx_sess_t *s);
-static void want_read(lx_conn_t *c, int on);
+static inline void want_read(lx_conn_t *c, int on);
 
 static lx_worker_t *worker_of(lx_conn_t *c) {
     return c->tcp.loop->data;
@@ -118,14 +118,18 @@ static lx_sess_t *sess_get(lx_conn_t *c) {
     s->req.body_cb = NULL;
     s->req.resp.state = LX_RESP_NONE;
     s->req.resp.producer = NULL;
-    llhttp_init(&s->parser, HTTP_REQUEST, &lx_h1_settings);
-    /* luxd decides keep-alive once, from the header section (r->keepalive),
-     * and never parses past a request it answers with Connection: close.
-     * Strict llhttp decides again after the trailer section, so a trailer
-     * "Connection: close" would make it refuse the next request on a
-     * connection our response said stays open. Trailers change nothing. */
-    llhttp_set_lenient_keep_alive(&s->parser, 1);
-    s->parser.data = s;
+    if (!s->parser_ready) {
+        llhttp_init(&s->parser, HTTP_REQUEST, &lx_h1_settings);
+        /* luxd decides keep-alive once, from the header section
+         * (r->keepalive), and never parses past a request it answers with
+         * Connection: close. Strict llhttp decides again after the trailer
+         * section, so a trailer "Connection: close" would make it refuse
+         * the next request on a connection our response said stays open.
+         * Trailers change nothing. */
+        llhttp_set_lenient_keep_alive(&s->parser, 1);
+        s->parser.data = s;
+    }
+    s->parser_ready = 0;
     c->tcp.data = s;
     return s;
 }
@@ -136,12 +140,9 @@ static void rbuf_release(lx_sess_t *s) {
     s->rcap = s->rlen = s->rpos = 0;
 }
 
-/* The session goes back to the pool, once nothing calls back into it. */
-static void sess_free(lx_sess_t *s) {
+/* Into the free list, or freed when the loop keeps enough. */
+static void sess_pool_put(lx_sess_t *s) {
     lx_worker_t *w = s->w;
-    rbuf_release(s);
-    lx_out_reset(&s->out, s);
-    lx_arena_reset(&s->arena);
     if (w->nfree_sess >= SESS_KEEP) {
         lx_arena_free(&s->arena);
         lx_out_free(&s->out);
@@ -151,6 +152,14 @@ static void sess_free(lx_sess_t *s) {
     s->c = (lx_conn_t *)w->free_sess;
     w->free_sess = s;
     w->nfree_sess++;
+}
+
+/* The session goes back to the pool, once nothing calls back into it. */
+static void sess_free(lx_sess_t *s) {
+    rbuf_release(s);
+    lx_out_reset(&s->out, s);
+    lx_arena_reset(&s->arena);
+    sess_pool_put(s);
 }
 
 void lx_sess_pool_free(lx_worker_t *w) {
@@ -198,6 +207,18 @@ void lx_sess_leave(lx_sess_t *s) {
         s->end_pending = 0;
         if (s->c) request_end(s);
     }
+}
+
+/* An idle connection, its request over and nothing in flight, gives its
+ * session back. Its parser stands between two messages, as for a pipelined
+ * request, and serves the next connection as it is. */
+static void sess_return(lx_conn_t *c, lx_sess_t *s) {
+    c->tcp.data = NULL;
+    s->c = NULL;
+    s->parser_ready = s->message_done;
+    rbuf_release(s);
+    lx_arena_reset(&s->arena); /* the output queue is empty (request_end) */
+    sess_pool_put(s);
 }
 
 /* The connection lets go of its session: at once when nothing is in flight,
@@ -438,8 +459,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
 
-static void want_read(lx_conn_t *c, int on) {
-    if (c->state == LX_CONN_CLOSED || c->eof || on == c->reading) return;
+static void read_switch(lx_conn_t *c, int on) {
+    if (c->state == LX_CONN_CLOSED || c->eof) return;
     if (on) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
             lx_conn_close(c);
@@ -449,6 +470,11 @@ static void want_read(lx_conn_t *c, int on) {
         uv_read_stop((uv_stream_t *)&c->tcp);
     }
     c->reading = (unsigned)on;
+}
+
+/* Starts or stops reading; inline, as most calls find it as wanted. */
+static inline void want_read(lx_conn_t *c, int on) {
+    if ((unsigned)on != c->reading) read_switch(c, on);
 }
 
 static void got_bytes(lx_conn_t *c, char *base, size_t n) {
@@ -647,13 +673,10 @@ static void dispatch(lx_sess_t *s) {
     lx_req_t *r = &s->req;
     c->state = LX_CONN_HANDLING;
     set_deadline(c, LX_DL_NONE, 0);
+    /* A request without a body has been parsed to its end already
+     * (on_headers_complete pauses only for one with a body), so the next
+     * run starts at the next request. */
     r->body_state = (r->chunked || r->content_length) ? LX_BODY_UNREAD : LX_BODY_NONE;
-    if (r->body_state == LX_BODY_NONE) {
-        /* Let llhttp see the end of this message now (it needs no byte for
-         * it), so that the next run starts at the next request. */
-        if (llhttp_execute(&s->parser, s->rbuf + s->rpos, 0) == HPE_PAUSED)
-            llhttp_resume(&s->parser);
-    }
     lx_request_run(r);
 }
 
@@ -676,6 +699,27 @@ static void body_complete(lx_sess_t *s) {
 }
 
 static void conn_parse_run(lx_conn_t *c, lx_sess_t *s);
+
+/* Between requests with nothing of the next one buffered: the connection
+ * waits for it under keepalive_timeout, and gives its session back once
+ * nothing (a write, a job, a hold) refers to it. */
+static void conn_idle(lx_conn_t *c, lx_sess_t *s) {
+    if (s->req.pending || s->out.n || s->out.writing) return;
+    if (c->eof || c->draining) {
+        lx_conn_close(c);
+        return;
+    }
+    /* With nobody left to tell (a body reader, a stream, on_abort: all done
+     * with the request as a rule), and no call on the stack, the session
+     * goes back at once; else sess_detach tells them and frees it once the
+     * call returns. */
+    if (s->depth == 0 && s->req.body_cb == NULL && s->req.on_abort == NULL &&
+        s->req.resp.state != LX_RESP_STREAMING)
+        sess_return(c, s);
+    else
+        sess_detach(c);
+    set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
+}
 
 /* Runs llhttp over what the read buffer holds, as far as the state lets. */
 static void conn_parse(lx_conn_t *c) {
@@ -825,16 +869,7 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
     int paused = s->headers_done && !s->message_done && s->req.body_state == LX_BODY_READING &&
                  s->body_paused;
     want_read(c, room && !paused);
-    if (c->state == LX_CONN_IDLE && s->rpos == s->rlen && s->req.pending == 0 && s->out.n == 0 &&
-        !s->out.writing) {
-        /* Idle: the buffer and the session go back to the pool. */
-        sess_detach(c);
-        if (c->eof || c->draining) {
-            lx_conn_close(c);
-            return;
-        }
-        set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
-    }
+    if (c->state == LX_CONN_IDLE && s->rpos == s->rlen) conn_idle(c, s);
 }
 
 /* ---- output and the end of a request --------------------------------- */
@@ -968,11 +1003,16 @@ static void request_end(lx_sess_t *s) {
     }
     lx_out_reset(&s->out, s);
     c->state = LX_CONN_IDLE;
-    if (s->rpos == s->rlen) s->rpos = s->rlen = 0;
+    if (s->rpos == s->rlen) {
+        /* The common case, no pipelined request: nothing to parse. */
+        s->rpos = s->rlen = 0;
+        want_read(c, 1);
+        conn_idle(c, s);
+        return;
+    }
     /* A pipelined request waits in the buffer: its header_timeout starts
-     * now, not at its first byte (a long response was ahead of it). With
-     * nothing buffered, conn_parse sets the idle deadline instead. */
-    if (s->rpos < s->rlen) set_deadline(c, LX_DL_HEADER, s->w->gen->srv.header_timeout);
+     * now, not at its first byte (a long response was ahead of it). */
+    set_deadline(c, LX_DL_HEADER, s->w->gen->srv.header_timeout);
     conn_parse(c);
 }
 

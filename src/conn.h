@@ -106,6 +106,7 @@ struct lx_sess_s {
     unsigned in_parse : 1;      /**< conn_parse is on the stack: do not re-enter it */
     unsigned end_pending : 1;   /**< the request ended while depth > 0 */
     unsigned free_pending : 1;  /**< the connection let go while depth > 0 */
+    unsigned parser_ready : 1;  /**< in the pool: the parser is between messages (no llhttp_init) */
     unsigned depth;             /**< calls into the request layer on the stack */
     unsigned cork;              /**< outside callbacks on the stack (lx_req_enter): output waits */
     unsigned flush_pending : 1; /**< output came while corked: written at the last lx_req_leave */

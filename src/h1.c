@@ -92,28 +92,82 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     return 0;
 }
 
+/* Whether a field name is an RFC 9110 5.6.2 token: tchar is visible ASCII
+ * but the delimiters "(),/:;<=>?@[\]{} and DQUOTE. A byte table, and no
+ * branch per byte: every byte of every field name comes here. */
+static int is_token(const char *p, size_t len) {
+    static const unsigned char tchar[256] = {
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
+        0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, /* 0x20 */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, /* 0x30 */
+        0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, /* 0x50 */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, /* 0x70 */
+        /* 0x80 and above: 0 */
+    };
+    unsigned char ok = 1;
+    for (size_t i = 0; i < len; i++)
+        ok &= tchar[(unsigned char)p[i]];
+    return ok;
+}
+
 /* Names of the headers the request path looks at, lower case. */
 static const struct {
     const char *name;
     size_t len;
-    int id;
-} known_headers[] = {
-    {"host", 4, LX_H_HOST},
-    {"connection", 10, LX_H_CONNECTION},
-    {"if-none-match", 13, LX_H_IF_NONE_MATCH},
-    {"if-modified-since", 17, LX_H_IF_MODIFIED_SINCE},
-    {"range", 5, LX_H_RANGE},
-    {"if-range", 8, LX_H_IF_RANGE},
-    {"accept-encoding", 15, LX_H_ACCEPT_ENCODING},
-    {"user-agent", 10, LX_H_USER_AGENT},
-    {"referer", 7, LX_H_REFERER},
-    {"expect", 6, LX_H_EXPECT},
-    {"transfer-encoding", 17, LX_H_TRANSFER_ENCODING},
+} known_headers[LX_H_KNOWN] = {
+    [LX_H_HOST] = {"host", 4},
+    [LX_H_CONNECTION] = {"connection", 10},
+    [LX_H_IF_NONE_MATCH] = {"if-none-match", 13},
+    [LX_H_IF_MODIFIED_SINCE] = {"if-modified-since", 17},
+    [LX_H_RANGE] = {"range", 5},
+    [LX_H_IF_RANGE] = {"if-range", 8},
+    [LX_H_ACCEPT_ENCODING] = {"accept-encoding", 15},
+    [LX_H_USER_AGENT] = {"user-agent", 10},
+    [LX_H_REFERER] = {"referer", 7},
+    [LX_H_EXPECT] = {"expect", 6},
+    [LX_H_TRANSFER_ENCODING] = {"transfer-encoding", 17},
 };
 
-#define KNOWN_LENGTHS                                                                              \
-    ((1u << 4) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 10) | (1u << 13) |         \
-     (1u << 15) | (1u << 17))
+/* Whether a field name, a token (is_token), is the known name lower, eight
+ * bytes a step. Known names are lower case letters and '-': OR-ing 0x20
+ * into a token byte gives such a byte only from itself or its upper case
+ * (the other byte that gives '-', CR, is no tchar). */
+static int name_is(lx_str_t n, const char *lower) {
+    const uint64_t fold = 0x2020202020202020ULL;
+    size_t i = 0;
+    for (; i + 8 <= n.len; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, n.p + i, 8);
+        memcpy(&b, lower + i, 8);
+        if ((a | fold) != b) return 0;
+    }
+    for (; i < n.len; i++)
+        if (((unsigned char)n.p[i] | 0x20) != (unsigned char)lower[i]) return 0;
+    return 1;
+}
+
+/* Which known header a field name (a token) is, or -1. Its length, and for
+ * two lengths its first letter, leave one candidate to compare: every field
+ * of every request comes here. */
+static int known_header(lx_str_t n) {
+    int id;
+    switch (n.len) {
+    case 4: id = LX_H_HOST; break;
+    case 5: id = LX_H_RANGE; break;
+    case 6: id = LX_H_EXPECT; break;
+    case 7: id = LX_H_REFERER; break;
+    case 8: id = LX_H_IF_RANGE; break;
+    case 10: id = (n.p[0] | 0x20) == 'c' ? LX_H_CONNECTION : LX_H_USER_AGENT; break;
+    case 13: id = LX_H_IF_NONE_MATCH; break;
+    case 15: id = LX_H_ACCEPT_ENCODING; break;
+    case 17: id = (n.p[0] | 0x20) == 'i' ? LX_H_IF_MODIFIED_SINCE : LX_H_TRANSFER_ENCODING; break;
+    default: return -1;
+    }
+    return n.len == known_headers[id].len && name_is(n, known_headers[id].name) ? id : -1;
+}
 
 /* Folds one Transfer-Encoding field line into c->te. RFC 9112 6.1 and 7:
  * chunked must be the last coding and may be applied once; luxd decodes no
@@ -165,23 +219,15 @@ static int on_header_value_complete(llhttp_t *p) {
      * token and no whitespace before the colon, and such names are how
      * request smuggling starts. */
     if (h->name.len == 0) return -1;
-    for (size_t i = 0; i < h->name.len; i++)
-        if (!lx_is_tchar((unsigned char)h->name.p[i])) return -1;
+    if (!is_token(h->name.p, h->name.len)) return -1;
     while (h->value.len &&
            (h->value.p[h->value.len - 1] == ' ' || h->value.p[h->value.len - 1] == '\t'))
         h->value.len--;
-    /* Only names of a length some known header has are compared. */
-    if (h->name.len > 17 || !((1u << h->name.len) & KNOWN_LENGTHS)) return 0;
-    for (size_t i = 0; i < LX_ARRAY_SIZE(known_headers); i++) {
-        if (lx_str_ieq(h->name, known_headers[i].name, known_headers[i].len)) {
-            int id = known_headers[i].id;
-            if (id == LX_H_HOST && r->hosts++ > 0)
-                return -1; /* two Host headers: which one is meant? */
-            if (id == LX_H_TRANSFER_ENCODING) note_transfer_codings(c, h->value);
-            r->known[id] = h->value;
-            break;
-        }
-    }
+    int id = known_header(h->name);
+    if (id < 0) return 0;
+    if (id == LX_H_HOST && r->hosts++ > 0) return -1; /* two Host headers: which one is meant? */
+    if (id == LX_H_TRANSFER_ENCODING) note_transfer_codings(c, h->value);
+    r->known[id] = h->value;
     return 0;
 }
 
@@ -244,8 +290,10 @@ static int on_headers_complete(llhttp_t *p) {
         }
         c->expect = LX_EXPECT_WAITING;
     }
-    /* The request is dispatched now, before its body (conn.c dispatch). */
-    return HPE_PAUSED;
+    /* A request with a body is dispatched now, before its body (conn.c
+     * dispatch); one without is parsed to its end first, in the same run
+     * (on_message_complete pauses then), which costs no second one. */
+    return r->chunked || r->content_length ? HPE_PAUSED : 0;
 }
 
 /* Body bytes go to the request's reader, if it has one; after each piece

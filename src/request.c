@@ -23,7 +23,9 @@
  * takes the host from an absolute form (RFC 9112 3.2.2). */
 static int split_target(lx_req_t *r) {
     const char *p = r->target.p, *end = p + r->target.len;
-    if (r->target.len > 7 &&
+    /* An origin-form target (the common one) starts with '/': no scheme to
+     * compare. */
+    if (r->target.len > 7 && *p != '/' &&
         (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0)) {
         p += p[4] == ':' ? 7 : 8;
         const char *host = p;

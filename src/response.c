@@ -197,16 +197,35 @@ static void settle_expect(lx_sess_t *s, lx_req_t *r) {
     }
 }
 
-static size_t put_u64(char *b, uint64_t v) {
-    char t[24];
-    size_t n = 0;
-    do {
-        t[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        b[i] = t[n - 1 - i];
-    return n;
+/* Writes v in decimal so that it ends at end; returns its length. Two
+ * digits a step, from a table: every response with a length formats one. */
+static size_t put_u64_before(char *end, uint64_t v) {
+    static const char d2[201] = "0001020304050607080910111213141516171819"
+                                "2021222324252627282930313233343536373839"
+                                "4041424344454647484950515253545556575859"
+                                "6061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    char *p = end;
+    while (v >= 100) {
+        const char *d = d2 + (v % 100) * 2;
+        v /= 100;
+        p -= 2;
+        p[0] = d[0];
+        p[1] = d[1];
+    }
+    if (v >= 10) {
+        p -= 2;
+        p[0] = d2[v * 2];
+        p[1] = d2[v * 2 + 1];
+    } else {
+        *--p = (char)('0' + v);
+    }
+    return (size_t)(end - p);
+}
+
+static char *copy(char *dst, const char *src, size_t len) {
+    memcpy(dst, src, len);
+    return dst + len;
 }
 
 void lx_resp_send_headers(lx_req_t *r) {
@@ -219,52 +238,66 @@ void lx_resp_send_headers(lx_req_t *r) {
     rs->state = LX_RESP_HEADERS;
     settle_expect(s, r);
     lx_worker_update_time(w);
-    size_t from = o->olen;
-    if (st == 200) {
-        /* The common case costs one copy of a string built once a second. */
-        put(o, w->head200, w->head200_len);
-    } else {
-        char line[128];
+    /* The common case costs one copy of a status line, Server and Date
+     * built once a second. */
+    const char *head = w->head200;
+    size_t head_len = w->head200_len;
+    char line[128];
+    if (st != 200) {
         int n =
             snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nServer: " LX_SERVER "\r\nDate: %s\r\n",
                      st, lx_status_reason(st), w->date);
-        put(o, line, clamp_len(n, sizeof(line)));
+        head = line;
+        head_len = clamp_len(n, sizeof(line));
     }
     rs->no_body = r->head || st < 200 || st == 204 || st == 304;
-    char cl[48];
-    size_t cl_len = 0;
-    if (st == 405) put(o, "Allow: GET, HEAD\r\n", 18); /* RFC 9110 15.5.6, error page too */
+    /* Framing: a Content-Length, chunked, or the close. */
+    char num[20];
+    size_t num_len = 0, te_len = 0;
     if (st < 200 || st == 204) {
         /* No body, so no framing either. */
     } else if (rs->length >= 0) {
-        if (st != 304) {
-            memcpy(cl, "Content-Length: ", 16);
-            cl_len = 16 + put_u64(cl + 16, (uint64_t)rs->length);
-            cl[cl_len++] = '\r';
-            cl[cl_len++] = '\n';
-        }
+        if (st != 304) num_len = put_u64_before(num + sizeof(num), (uint64_t)rs->length);
     } else if (st != 304) {
         if (r->http_minor >= 1) {
             rs->chunked = !rs->no_body;
-            memcpy(cl, "Transfer-Encoding: chunked\r\n", 28);
-            cl_len = 28;
+            te_len = 28;
         } else {
             r->keepalive = 0; /* HTTP/1.0: the close ends the body */
         }
     }
-    if (rs->block_len) put(o, rs->block, rs->block_len);
-    if (cl_len) put(o, cl, cl_len);
-    if (rs->len) put(o, rs->lines, rs->len);
-    if (r->extra_len) put(o, r->extra, r->extra_len);
-    if (st == 101)
-        put(o, "\r\n", 2); /* the handler's lines carry Connection: upgrade */
-    else if (!r->keepalive)
-        put(o, "Connection: close\r\n\r\n", 21);
-    else if (r->http_minor == 0)
-        put(o, "Connection: keep-alive\r\n\r\n", 26);
-    else
-        put(o, "\r\n", 2);
-    lx_out_obuf(o, from);
+    /* The end of the block, and what keep-alive needs said (a 101's own
+     * lines carry Connection: upgrade). */
+    const char *end = "\r\n";
+    size_t end_len = 2;
+    if (st != 101 && !r->keepalive) {
+        end = "Connection: close\r\n\r\n";
+        end_len = 21;
+    } else if (st != 101 && r->http_minor == 0) {
+        end = "Connection: keep-alive\r\n\r\n";
+        end_len = 26;
+    }
+    size_t allow_len = st == 405 ? 18 : 0; /* RFC 9110 15.5.6, error page too */
+    size_t len = head_len + allow_len + rs->block_len + (num_len ? 16 + num_len + 2 : 0) + te_len +
+                 rs->len + r->extra_len + end_len;
+    /* One reservation for the whole header block. Out of memory, the
+     * response comes out short and the close tells (out.failed). */
+    char *b = lx_out_reserve(o, len);
+    if (b == NULL) return;
+    char *p = copy(b, head, head_len);
+    if (allow_len) p = copy(p, "Allow: GET, HEAD\r\n", 18);
+    if (rs->block_len) p = copy(p, rs->block, rs->block_len);
+    if (num_len) {
+        p = copy(p, "Content-Length: ", 16);
+        p = copy(p, num + sizeof(num) - num_len, num_len);
+        p = copy(p, "\r\n", 2);
+    }
+    if (te_len) p = copy(p, "Transfer-Encoding: chunked\r\n", 28);
+    if (rs->len) p = copy(p, rs->lines, rs->len);
+    if (r->extra_len) p = copy(p, r->extra, r->extra_len);
+    copy(p, end, end_len);
+    o->olen += len;
+    lx_out_obuf(o, o->olen - len);
 }
 
 void lx_resp_body_copy(lx_req_t *r, const char *p, size_t len) {
