@@ -27,13 +27,6 @@ typedef struct {
     size_t len;    /**< number of bytes */
 } lx_str_t;
 
-/* RFC 9110 5.6.2 tchar as a 256-bit set: visible ASCII but the delimiters
- * "(),/:;<=>?@[\]{} and DQUOTE. One shift and mask per byte. */
-static inline int lx_is_tchar(unsigned char ch) {
-    static const uint64_t set[4] = {0x03ff6cfa00000000ULL, 0x57ffffffc7fffffeULL, 0, 0};
-    return (set[ch >> 6] >> (ch & 63)) & 1;
-}
-
 /* A header field: a request's as parsed, or one a config sets. */
 typedef struct {
     lx_str_t name;  /**< as sent */
