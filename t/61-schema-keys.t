@@ -89,12 +89,23 @@ sub traced {
           Luxd::bin(), '-c', $s->config_file;
         POSIX::_exit(127);
     }
-    my $deadline = time + 10;
-    until (!Luxd::refused($s->port) || time > $deadline) { sleep 0.05 }
-    kill 'TERM', $pid;
-    my $t = time + 5;
+    # Stop luxd itself: strace exits once its tracee has, with the trace
+    # complete. A signal to strace would only detach it and leave luxd
+    # running, still listening, after the test (six servers per run). The
+    # port answers as soon as the sockets listen, before the pid file is
+    # written, so wait for both.
+    my ($deadline, $luxd) = (time + 10);
+    until ((!Luxd::refused($s->port) && defined $luxd) || time > $deadline) {
+        ($luxd) = (Luxd::_slurp($s->dir . '/luxd.pid') // '') =~ /^(\d+)\n/;
+        sleep 0.05;
+    }
+    kill 'TERM', $luxd // $pid;
+    my $t = time + 10;
     sleep 0.02 while waitpid($pid, WNOHANG) == 0 && time < $t;
-    kill 'KILL', $pid if waitpid($pid, WNOHANG) == 0;
+    if (waitpid($pid, WNOHANG) == 0) {
+        kill 'KILL', $luxd if $luxd;
+        kill 'KILL', $pid;
+    }
     waitpid($pid, 0);
     open my $f, '<', $trace or return 'no trace';
     local $/;
