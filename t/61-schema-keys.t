@@ -3,7 +3,9 @@
 # list is the schema's own) and, for each, either proves that it changes
 # what a real luxd does (the same probe against a server with the key and
 # one without, or with another value, must differ) or that `luxd -t`
-# refuses it with file:line. A key added to the schema without an entry in
+# refuses it with file:line; the proxy keys, until the proxy handler
+# serves them, that they reach the compiled configuration (`luxd -T`
+# shows the value). A key added to the schema without an entry in
 # %PROOF below makes this test fail, and so does an entry for a key the
 # schema no longer has.
 #
@@ -15,6 +17,8 @@ use warnings;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use POSIX qw(:sys_wait_h);
+use Cwd qw(abs_path);
+use File::Temp qw(tempdir);
 use Luxd;
 
 # --- the schema's keys ----------------------------------------------------
@@ -24,7 +28,7 @@ my $lua = q{
   local out = {}
   for block, keys in pairs(S.KEYS) do
     for k, chk in pairs(keys) do
-      out[#out + 1] = block .. "." .. k .. (chk == S.NOT_BUILT and " not_built" or "")
+      out[#out + 1] = block .. "." .. k
     end
   end
   table.sort(out)
@@ -32,7 +36,7 @@ my $lua = q{
 };
 local $ENV{LUXD_ROOT} = $Luxd::ROOT;
 open my $fh, '-|', 'luajit', '-e', $lua or die "luajit: $!";
-my %schema = map { chomp; my ($k, $nb) = split / /; ($k => $nb ? 1 : 0) } <$fh>;
+my %schema = map { chomp; ($_ => 1) } <$fh>;
 close $fh;
 ok scalar(keys %schema) > 50, scalar(keys %schema) . ' keys read from the schema';
 
@@ -89,23 +93,19 @@ sub traced {
           Luxd::bin(), '-c', $s->config_file;
         POSIX::_exit(127);
     }
-    # Stop luxd itself: strace exits once its tracee has, with the trace
-    # complete. A signal to strace would only detach it and leave luxd
-    # running, still listening, after the test (six servers per run). The
-    # port answers as soon as the sockets listen, before the pid file is
-    # written, so wait for both.
-    my ($deadline, $luxd) = (time + 10);
-    until ((!Luxd::refused($s->port) && defined $luxd) || time > $deadline) {
-        ($luxd) = (Luxd::_slurp($s->dir . '/luxd.pid') // '') =~ /^(\d+)\n/;
-        sleep 0.05;
-    }
-    kill 'TERM', $luxd // $pid;
-    my $t = time + 10;
+    my $deadline = time + 10;
+    until (!Luxd::refused($s->port) || time > $deadline) { sleep 0.05 }
+    # Stop luxd itself (by its pid file), and strace ends with it: a TERMed
+    # strace detaches and leaves luxd running, which left six servers
+    # behind on every run of this test.
+    my $lpid;
+    my $pt = time + 5;
+    until (($lpid) = (Luxd::_slurp($s->dir . '/luxd.pid') // '') =~ /^(\d+)/ or time > $pt) { sleep 0.02 }
+    kill 'TERM', $lpid if $lpid;
+    my $t = time + 5;
     sleep 0.02 while waitpid($pid, WNOHANG) == 0 && time < $t;
-    if (waitpid($pid, WNOHANG) == 0) {
-        kill 'KILL', $luxd if $luxd;
-        kill 'KILL', $pid;
-    }
+    kill 'TERM', $pid if waitpid($pid, WNOHANG) == 0;
+    kill 'KILL', $lpid if $lpid && kill 0, $lpid;
     waitpid($pid, 0);
     open my $f, '<', $trace or return 'no trace';
     local $/;
@@ -142,11 +142,30 @@ sub logged_at_once {
 
 my $big = 'b' x (8 * 1048576);
 
+# What `luxd -T` prints for a config, with the temporary directory as DIR
+# and without the timing line, so two configs compare by what they mean.
+sub dump_of {
+    my ($text) = @_;
+    my $dir = abs_path(tempdir('luxd-XXXXXX', TMPDIR => 1, CLEANUP => 1));
+    my $file = "$dir/luxd.lua";
+    (my $t = $text) =~ s/\$DIR\b/$dir/g;
+    open my $fh, '>', $file or die "$file: $!";
+    print $fh $t;
+    close $fh;
+    my ($rc, $out) = Luxd::run_luxd('-T', '-c', $file);
+    $out =~ s/\Q$dir\E/DIR/g;
+    $out =~ s/^luxd: configuration .* is ok .*\n//m;
+    return $rc == 0 ? $out : "-T failed: $out";
+}
+my $UP = qq{upstream "u" { "127.0.0.1:1" }\nupstream "w" { "127.0.0.1:2" }\n};
+sub up { my ($set) = @_; qq{upstream "u" {\n  "127.0.0.1:1",\n  $set\n}\n} . vh('proxy = "u"') }
+
 # --- the proofs -----------------------------------------------------------
 # a / b: config text of the two servers (vh() and loc() build a vhost);
 # server_a / server_b: server { } keys; req: request() options for the
 # default probe, or probe => sub ($server) returning an observation;
-# refused => config text that -t must refuse at line => N with "not built".
+# dump => 1: a and b are compared by their `luxd -T` output, and a's must
+# match want (the proxy keys, until the proxy handler answers requests).
 my %PROOF = (
     # server { }
     'server.listen' => {
@@ -162,12 +181,7 @@ my %PROOF = (
     },
     'server.pid_file' => { server_a => { pid_file => '$DIR/other.pid' }, probe => sub { -e $_[0]->dir . '/other.pid' ? 'other.pid' : 'none' } },
     'server.error_log' => { server_a => { error_log => '$DIR/other.log' }, probe => sub { -s $_[0]->dir . '/other.log' ? 'other.log' : 'none' } },
-    # The port answers once the sockets listen, before "started" is logged:
-    # give the info lines time to come (a slow start, e.g. under TSan).
-    'server.error_log_level' => { server_a => { error_log_level => 'error' }, probe => sub {
-        my $t = time + 3;
-        sleep 0.05 until $_[0]->error_log =~ /\[info\]/ || time > $t;
-        $_[0]->error_log =~ /\[info\]/ ? 'info lines' : 'none' } },
+    'server.error_log_level' => { server_a => { error_log_level => 'error' }, probe => sub { $_[0]->error_log =~ /\[info\]/ ? 'info lines' : 'none' } },
     'server.access_log' => {
         server_a => { access_log => \'false' },
         probe => sub { my $s = shift; $s->get('/'); sleep 0.2; -s $s->dir . '/access.log' ? 'logged' : 'not logged' },
@@ -261,10 +275,15 @@ my %PROOF = (
         },
     },
 
-    # upstream "name" { }: the block and so its keys are refused.
-    'upstream.keepalive'       => { refused => qq{upstream "u" {\n "127.0.0.1:1",\n keepalive = 1 }\n}, line => 1 },
-    'upstream.connect_timeout' => { refused => qq{upstream "u" {\n "127.0.0.1:1",\n connect_timeout = 1 }\n}, line => 1 },
-    'upstream.read_timeout'    => { refused => qq{upstream "u" {\n "127.0.0.1:1",\n read_timeout = 1 }\n}, line => 1 },
+    # upstream "name" { }: each key against its default, in -T.
+    'upstream.keepalive'         => { dump => 1, a => up('keepalive = 7'),         b => up(''), want => qr/^  keepalive 7,/m },
+    'upstream.keepalive_timeout' => { dump => 1, a => up('keepalive_timeout = 2'), b => up(''), want => qr/keepalive_timeout 2000ms/ },
+    'upstream.connect_timeout'   => { dump => 1, a => up('connect_timeout = 1.5'), b => up(''), want => qr/connect_timeout 1500ms/ },
+    'upstream.read_timeout'      => { dump => 1, a => up('read_timeout = 3'),      b => up(''), want => qr/read_timeout 3000ms/ },
+    'upstream.send_timeout'      => { dump => 1, a => up('send_timeout = 4'),      b => up(''), want => qr/^  connect.*send_timeout 4000ms/m },
+    'upstream.max_fails'         => { dump => 1, a => up('max_fails = 0'),         b => up(''), want => qr/max_fails 0,/ },
+    'upstream.fail_timeout'      => { dump => 1, a => up('fail_timeout = 30'),     b => up(''), want => qr/fail_timeout 30000ms/ },
+    'upstream.max_header_bytes'  => { dump => 1, a => up('max_header_bytes = 4096'), b => up(''), want => qr/^  max_fails.*max_header_bytes 4096$/m },
 
     # access rules: the same rule with another value of the key.
     'rule.prefix' => { a => vh('access = { deny { prefix = "/ind" } }'),        b => vh('access = { deny { prefix = "/zzz" } }'),     req => { path => '/index.html' } },
@@ -306,10 +325,18 @@ my %PROOF = (
     # key (t/79), luxd-test accepts it, and t/74..t/78 prove what it does.
     'vhost.test_handler'    => { test_only => vh("\n  test_handler = true,\n"), line => 2 },
     'location.test_handler' => { test_only => loc("\n  test_handler = true,\n"), line => 2 },
-    'vhost.fallback'      => { refused => vh("\n  fallback = \"app\",\n"), line => 2 },
-    'vhost.proxy'         => { refused => vh("\n  proxy = \"app\",\n"), line => 2 },
-    'location.fallback'   => { refused => loc("\n  fallback = \"app\",\n"), line => 2 },
-    'location.proxy'      => { refused => loc("\n  proxy = \"app\",\n"), line => 2 },
+    # The proxy keys: -T shows the value reach the vhost's or the location's
+    # site (a location's against one that inherits the vhost's).
+    'vhost.proxy'            => { dump => 1, a => $UP . vh('proxy = "u"'), b => $UP . vh('fallback = "u"'), want => qr/^vhost .*\n(?:  .*\n)*  proxy u$/m },
+    'vhost.fallback'         => { dump => 1, a => $UP . vh('fallback = "u"'), b => $UP . vh('proxy = "u"'), want => qr/^vhost .*\n(?:  .*\n)*  fallback u$/m },
+    'vhost.proxy_host'       => { dump => 1, a => $UP . vh('proxy = "u", proxy_host = "app.test:81"'), b => $UP . vh('proxy = "u"'), want => qr/^  proxy_host app\.test:81, proxy_via on$/m },
+    'vhost.proxy_headers'    => { dump => 1, a => $UP . vh('proxy = "u", proxy_headers = { ["X-A"] = "1", ["X-B"] = "" }'), b => $UP . vh('proxy = "u"'), want => qr/^  proxy_headers:\n    X-A: 1\n    X-B \(removed\)$/m },
+    'vhost.proxy_via'        => { dump => 1, a => $UP . vh('proxy = "u", proxy_via = false'), b => $UP . vh('proxy = "u"'), want => qr/^  proxy_host \(the client's Host\), proxy_via off$/m },
+    'location.proxy'         => { dump => 1, a => $UP . vh('proxy = "u", location "/l/" { proxy = "w" }'), b => $UP . vh('proxy = "u", location "/l/" { }'), want => qr/^  location \/l\/ .*\n(?:    .*\n)*    proxy w$/m },
+    'location.fallback'      => { dump => 1, a => $UP . vh('fallback = "u", location "/l/" { fallback = false }'), b => $UP . vh('fallback = "u", location "/l/" { }'), want => qr/^  location \/l\/ .*\n(?:    (?!fallback ).*\n)*+(?!    )/m },
+    'location.proxy_host'    => { dump => 1, a => $UP . vh('proxy = "u", proxy_host = "a.test", location "/l/" { proxy_host = false }'), b => $UP . vh('proxy = "u", proxy_host = "a.test", location "/l/" { }'), want => qr/^    proxy_host \(the client's Host\), proxy_via on$/m },
+    'location.proxy_headers' => { dump => 1, a => $UP . vh('proxy = "u", proxy_headers = { ["X-A"] = "1" }, location "/l/" { proxy_headers = { ["X-C"] = "3" } }'), b => $UP . vh('proxy = "u", proxy_headers = { ["X-A"] = "1" }, location "/l/" { }'), want => qr/^    proxy_headers:\n      X-C: 3$/m },
+    'location.proxy_via'     => { dump => 1, a => $UP . vh('proxy = "u", location "/l/" { proxy_via = false }'), b => $UP . vh('proxy = "u", location "/l/" { }'), want => qr/^    proxy_host .*, proxy_via off$/m },
 
     # follow_symlinks: two entries, because the probe makes the link itself
     # (a derived location proof would not move it under /l/), and a/b both
@@ -354,15 +381,14 @@ for my $key (sort keys %schema) {
             is $rc, 0, "$key: luxd-test accepts it" or diag $out;
             return;
         }
-        if ($p->{refused}) {
-            my ($rc, $out) = Luxd::check_config($p->{refused});
-            is $rc, 1, "$key: luxd -t refuses it";
-            like $out, qr/luxd\.lua:$p->{line}: .*\Q$name\E.* is not built yet|luxd\.lua:$p->{line}: .*upstream \{ \.\.\. \} is not built yet/,
-              "$key: at file:line, as not built yet";
-            ok $schema{$key} || $block eq 'upstream', "$key: the schema marks it not built";
+        if ($p->{dump}) {
+            my ($a, $b) = (dump_of($p->{a}), dump_of($p->{b}));
+            unlike $a, qr/^-T failed/, "$key: luxd -T accepts it" or diag $a;
+            like $a, $p->{want}, "$key: -T shows it" or diag $a;
+            unlike $b, $p->{want}, "$key: and not without it" or diag $b;
+            isnt $a, $b, "$key: setting it changes the compiled configuration" or diag "both: $a";
             return;
         }
-        ok !$schema{$key}, "$key: the schema does not mark it not built";
         my %q = %$p;
         $q{req} //= { path => $p->{path}, headers => $p->{headers} || [] } if $p->{path};
         $q{a} //= vh('');
