@@ -32,7 +32,7 @@ UNIT_SRCS := $(wildcard t/unit/test_*.c)
 UNITS   := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/unit/%)
 PROVE_FILES = t/*.t $(UNITS) $(wildcard t/lua/*.lua)
 
-.PHONY: FORCE all deps deps-test run test asan tsan unit fuzz fuzz-build fuzzers clean format
+.PHONY: FORCE all doc deps deps-test run test asan tsan unit fuzz fuzz-build fuzzers clean format
 all: $(BUILD)/luxd
 
 deps:
@@ -116,6 +116,23 @@ $(BUILD)/unit/test_h1resp: t/unit/test_h1resp.c src/upstream/h1resp.c src/upstre
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_h1resp.c src/upstream/h1resp.c $(LL_OBJS)
 
 unit: $(UNITS)
+
+# The reference is the man pages (mdoc): doc/luxd.lua.5 and doc/luxd.8,
+# read unrendered with `man -l doc/luxd.lua.5`. `make doc` renders them as
+# text (man-db) and HTML (mandoc, whose links between the two pages work
+# from that folder) into $(BUILD)/doc/; t/110-reference.t checks that they
+# render without a warning.
+MAN_PAGES := doc/luxd.lua.5 doc/luxd.8
+doc: $(MAN_PAGES:doc/%=$(BUILD)/doc/%.txt) $(MAN_PAGES:doc/%=$(BUILD)/doc/%.html)
+	@echo "doc: $(BUILD)/doc/"
+
+$(BUILD)/doc/%.txt: doc/%
+	@mkdir -p $(dir $@)
+	MANWIDTH=80 man -l $< > $@
+
+$(BUILD)/doc/%.html: doc/%
+	@mkdir -p $(dir $@)
+	mandoc -Thtml -Wwarning,stop -Oman=%N.%S.html $< > $@
 
 run: deps
 	@$(MAKE) --no-print-directory all
