@@ -167,6 +167,7 @@ static int send_signal(const char *file, const char *what) {
         if (strcmp(what, sigs[i].name) == 0) sig = sigs[i].sig;
     if (sig == 0) {
         fprintf(stderr, "luxd: unknown signal \"%s\" (stop, quit, reload, reopen)\n", what);
+        usage(stderr, 0);
         return EXIT_USAGE;
     }
     char prefix[4096], err[2048];
