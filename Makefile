@@ -32,7 +32,7 @@ UNIT_SRCS := $(wildcard t/unit/test_*.c)
 UNITS   := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/unit/%)
 PROVE_FILES = t/*.t $(UNITS) $(wildcard t/lua/*.lua)
 
-.PHONY: all deps deps-test run test asan tsan unit fuzz fuzz-build fuzzers clean format
+.PHONY: FORCE all doc deps deps-test run test asan tsan unit fuzz fuzz-build fuzzers clean format
 all: $(BUILD)/luxd
 
 deps:
@@ -57,6 +57,24 @@ $(BUILD)/t/handlers/%.o: t/handlers/%.c
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HARDEN) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+# `luxd -V` prints what it was built with, as `nginx -V` does: main.c gets
+# the compiler and flags as strings. build-flags holds the same text and is
+# rewritten only when it changes, so that a build with other CFLAGS into the
+# same BUILD recompiles main.c and -V does not report the old flags.
+# (A " or \ in a flag is escaped for the C string.)
+cstr = "$(subst ",\",$(subst \,\\,$(strip $(1))))"
+BUILD_FLAGS_DEFS = -DLX_BUILD_CC='$(call cstr,$(CC))' \
+  -DLX_BUILD_CFLAGS='$(call cstr,$(CFLAGS) $(HARDEN))' \
+  -DLX_BUILD_LDFLAGS='$(call cstr,$(LDFLAGS_ALL) $(LDFLAGS))' \
+  -DLX_BUILD_LLHTTP='$(call cstr,$(LLHTTP_DEFS))'
+$(BUILD)/gen/build-flags: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' "$(subst ",\",$(BUILD_FLAGS_DEFS))" | cmp -s - $@ || \
+	  printf '%s\n' "$(subst ",\",$(BUILD_FLAGS_DEFS))" > $@
+$(BUILD)/src/main.o: $(BUILD)/gen/build-flags
+$(BUILD)/src/main.o: CPPFLAGS_ALL += $(BUILD_FLAGS_DEFS)
+FORCE:
 
 # llhttp is compiled in from node-llhttp's C sources, not vendored. Its
 # strict mode is the one that follows RFC 9112: the default (loose) parser
@@ -98,6 +116,23 @@ $(BUILD)/unit/test_h1resp: t/unit/test_h1resp.c src/upstream/h1resp.c src/upstre
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_h1resp.c src/upstream/h1resp.c $(LL_OBJS)
 
 unit: $(UNITS)
+
+# The reference is the man pages (mdoc): doc/luxd.lua.5 and doc/luxd.8,
+# read unrendered with `man -l doc/luxd.lua.5`. `make doc` renders them as
+# text (man-db) and HTML (mandoc, whose links between the two pages work
+# from that folder) into $(BUILD)/doc/; t/110-reference.t checks that they
+# render without a warning.
+MAN_PAGES := doc/luxd.lua.5 doc/luxd.8
+doc: $(MAN_PAGES:doc/%=$(BUILD)/doc/%.txt) $(MAN_PAGES:doc/%=$(BUILD)/doc/%.html)
+	@echo "doc: $(BUILD)/doc/"
+
+$(BUILD)/doc/%.txt: doc/%
+	@mkdir -p $(dir $@)
+	MANWIDTH=80 man -l $< > $@
+
+$(BUILD)/doc/%.html: doc/%
+	@mkdir -p $(dir $@)
+	mandoc -Thtml -Wwarning,stop -Oman=%N.%S.html $< > $@
 
 run: deps
 	@$(MAKE) --no-print-directory all

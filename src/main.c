@@ -1,6 +1,7 @@
 /* Command line, signals, start and stop. */
 #include <errno.h>
 #include <getopt.h>
+#include <luajit.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,24 +11,89 @@
 #include <unistd.h>
 #include <uv.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include "config/config.h"
 #include "log.h"
 #include "lx.h"
 #include "handlers/handler.h"
+#include "llhttp.h"
 #include "server.h"
+
+/* What the Makefile built this binary with (luxd -V); a build without the
+ * Makefile says so rather than failing. */
+#ifndef LX_BUILD_CC
+#define LX_BUILD_CC "unknown"
+#endif
+#ifndef LX_BUILD_CFLAGS
+#define LX_BUILD_CFLAGS "unknown"
+#endif
+#ifndef LX_BUILD_LDFLAGS
+#define LX_BUILD_LDFLAGS "unknown"
+#endif
+#ifndef LX_BUILD_LLHTTP
+#define LX_BUILD_LLHTTP ""
+#endif
+
+#define LX_STRINGIFY_(x) #x
+#define LX_STRINGIFY(x)  LX_STRINGIFY_(x)
+#if defined(__clang__)
+#define LX_COMPILER "clang " __clang_version__
+#elif defined(__GNUC__)
+#define LX_COMPILER "gcc " __VERSION__
+#else
+#define LX_COMPILER "unknown"
+#endif
 
 static int stopping;
 static uv_async_t exited_async;
 static uv_signal_t signals[6];
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: luxd [-c FILE] [-t | -T] [-s stop|quit|reload|reopen] [-V]\n"
-                 "  -c FILE   config file (default conf/luxd.lua)\n"
-                 "  -t        check the config and exit (0 good, 1 bad)\n"
-                 "  -T        check the config and print the compiled tables\n"
-                 "  -s SIG    signal the running server (pid from pid_file); reload waits\n"
-                 "            for the outcome and exits 1 with the error if it failed\n"
-                 "  -V        print the version\n");
+/* Exit status of a command line luxd cannot make sense of (as getopt
+ * users do): 1 stays "the config or the server failed". */
+enum { EXIT_USAGE = 2 };
+
+/* The synopsis alone after a mistake (on stderr, below what was wrong),
+ * all of it for --help. */
+static void usage(FILE *out, int full) {
+    fprintf(out, "usage: luxd [-c FILE] [-t | -T] [-s stop|quit|reload|reopen]\n"
+                 "       luxd -h | --help | -v | --version | -V\n");
+    if (!full) {
+        fprintf(out, "Try 'luxd --help' for more information.\n");
+        return;
+    }
+    fprintf(out, "  -c FILE        config file (default conf/luxd.lua)\n"
+                 "  -t             check the config and exit (0 good, 1 bad)\n"
+                 "  -T             check the config and print the compiled tables\n"
+                 "  -s SIGNAL      signal the running server (pid from pid_file); reload\n"
+                 "                 waits for the outcome and exits 1 if it failed\n"
+                 "  -h, --help     print this help and exit\n"
+                 "  -v, --version  print the version and exit\n"
+                 "  -V             print the version, the libraries' versions and the\n"
+                 "                 build flags, and exit\n"
+                 "Exit status: 0 done, 1 the config or the server failed, 2 a usage error.\n"
+                 "See luxd(8) and luxd.lua(5).\n");
+}
+
+/* luxd -V, as nginx -V: what a bug report needs to say about this binary.
+ * libuv and PCRE2 are shared libraries, so the version running can differ
+ * from the headers it was built with; LuaJIT's is the header's (the library
+ * has no run-time call for it), llhttp is compiled in. */
+static void print_versions(void) {
+    char pcre[64] = "unknown";
+    pcre2_config(PCRE2_CONFIG_VERSION, pcre);
+    printf("luxd " LX_VERSION "\n");
+    printf("libuv %s (built with %d.%d.%d)\n", uv_version_string(), UV_VERSION_MAJOR,
+           UV_VERSION_MINOR, UV_VERSION_PATCH);
+    printf("%s\n", LUAJIT_VERSION);
+    printf("PCRE2 %s (built with " LX_STRINGIFY(PCRE2_MAJOR) "." LX_STRINGIFY(PCRE2_MINOR) ")\n",
+           pcre);
+    printf("llhttp %d.%d.%d (compiled in%s%s)\n", LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR,
+           LLHTTP_VERSION_PATCH, LX_BUILD_LLHTTP[0] ? " with " : "", LX_BUILD_LLHTTP);
+    printf("compiler: " LX_COMPILER " (" LX_BUILD_CC ")\n");
+    printf("CFLAGS: " LX_BUILD_CFLAGS "\n");
+    printf("LDFLAGS: " LX_BUILD_LDFLAGS "\n");
 }
 
 static void raise_fd_limit(void) {
@@ -101,7 +167,8 @@ static int send_signal(const char *file, const char *what) {
         if (strcmp(what, sigs[i].name) == 0) sig = sigs[i].sig;
     if (sig == 0) {
         fprintf(stderr, "luxd: unknown signal \"%s\" (stop, quit, reload, reopen)\n", what);
-        return 1;
+        usage(stderr, 0);
+        return EXIT_USAGE;
     }
     char prefix[4096], err[2048];
     if (getcwd(prefix, sizeof(prefix)) == NULL) return 1;
@@ -153,16 +220,35 @@ int main(int argc, char **argv) {
     const char *sig = NULL;
     int test = 0, dump = 0, opt;
     lx_config_test_handlers = lx_handlers_have_test();
-    while ((opt = getopt(argc, argv, "c:tTs:Vh")) != -1) {
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'v'},
+        {NULL, 0, NULL, 0},
+    };
+    while ((opt = getopt_long(argc, argv, "c:tTs:vVh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c': file = optarg; break;
         case 't': test = 1; break;
         case 'T': dump = 1; break;
         case 's': sig = optarg; break;
-        case 'V': printf("luxd " LX_VERSION "\n"); return 0;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'v': printf("luxd " LX_VERSION "\n"); return 0;
+        case 'V': print_versions(); return 0;
+        case 'h': usage(stdout, 1); return 0;
+        default: usage(stderr, 0); return EXIT_USAGE; /* getopt said what was wrong */
         }
+    }
+    if (optind < argc) {
+        /* "luxd conf/luxd.lua" would otherwise start with the default
+         * config, not the one named. */
+        fprintf(stderr, "luxd: unexpected argument \"%s\" (the config is given with -c)\n",
+                argv[optind]);
+        usage(stderr, 0);
+        return EXIT_USAGE;
+    }
+    if (sig && (test || dump)) {
+        fprintf(stderr, "luxd: -s cannot be combined with -t or -T\n");
+        usage(stderr, 0);
+        return EXIT_USAGE;
     }
     if (sig) return send_signal(file, sig);
 

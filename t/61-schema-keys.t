@@ -284,6 +284,9 @@ my %PROOF = (
     'upstream.max_fails'         => { dump => 1, a => up('max_fails = 0'),         b => up(''), want => qr/max_fails 0,/ },
     'upstream.fail_timeout'      => { dump => 1, a => up('fail_timeout = 30'),     b => up(''), want => qr/fail_timeout 30000ms/ },
     'upstream.max_header_bytes'  => { dump => 1, a => up('max_header_bytes = 4096'), b => up(''), want => qr/^  max_fails.*max_header_bytes 4096$/m },
+    # upstream "name" { { "host:port", weight = N } }: the server's own key.
+    'upstream_server.weight' => { dump => 1, a => qq{upstream "u" { { "127.0.0.1:1", weight = 3 } }\n} . vh('proxy = "u"'),
+                                  b => up(''), want => qr/^  server 127\.0\.0\.1:1 weight 3 /m },
 
     # access rules: the same rule with another value of the key.
     'rule.prefix' => { a => vh('access = { deny { prefix = "/ind" } }'),        b => vh('access = { deny { prefix = "/zzz" } }'),     req => { path => '/index.html' } },

@@ -41,7 +41,7 @@ $s->run_cases(
 my $r = $s->get('/lst/missing');
 unlike $r->{body}, qr/Index of|a\.txt/, 'no byte of the listing in the 404';
 
-# As doc/config.md says: a page is the server's answer; its location's
+# As luxd.lua(5) says (ERROR PAGES): a page is the server's answer; its location's
 # access rules and policy are for requests, so pages can be kept there.
 $s->run_cases(
     { name => "a policy's 401 gets a page from a location clients may not read",

@@ -3,7 +3,7 @@
 # path, and its handler serves the page with the status the request earned.
 # When the page cannot be served, the client gets luxd's built-in page for
 # that original status (never the page's own 404), and a page is never
-# redirected again (no loops). doc/config.md "Error pages"; t/64 and t/66
+# redirected again (no loops). doc/luxd.lua.5 "ERROR PAGES"; t/64 and t/66
 # hold the cases of issue 8.
 #
 # Part 1 runs on the normal binary; what today's luxd already does is

@@ -1,6 +1,6 @@
 -- Several sites on one server: exact names, aliases, a wildcard, a default
 -- vhost for unknown Host headers, a site with a policy, and an application
--- server behind /api/ (upstream and proxy; see doc/config.md).
+-- server behind /api/ (upstream and proxy; see luxd.lua(5)).
 
 server {
   listen     = { "127.0.0.1:8080", "[::1]:8080" },

@@ -6,7 +6,7 @@
 --
 -- The config runs in a fresh environment holding the safe parts of the
 -- standard library and the DSL: server, mime, upstream, vhost, location,
--- allow, deny, include (see doc/config.md). On any mistake load raises
+-- allow, deny, include (see doc/luxd.lua.5). On any mistake load raises
 -- error("FILE:LINE: what is wrong", 0), FILE as the user wrote it (an
 -- included file: its path relative to the prefix when it lies under it and
 -- the pattern was relative, else absolute). A relative include pattern is

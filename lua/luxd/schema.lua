@@ -797,9 +797,12 @@ local VHOST_SCHEMA = {
 }
 
 -- Every block's keys and their checkers, for tools and tests that walk the
--- schema (t/61-schema-keys.t proves each key works or is refused).
+-- schema (t/61-schema-keys.t proves each key works or is refused, and
+-- t/110-reference.t that doc/luxd.lua.5 documents each one).
+-- (upstream_server: one server of an upstream given as a table.)
 S.KEYS = {
   server = SERVER_KEYS, access_log = ACCESS_LOG_SCHEMA.keys, upstream = UPSTREAM_KEYS,
+  upstream_server = SERVER_ITEM_SCHEMA.keys,
   rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS, redirect = REDIRECT_KEYS,
 }
 
