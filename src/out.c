@@ -414,24 +414,26 @@ int lx_out_flush(lx_sess_t *s) {
              * rather than a write for the head and another for the body.
              * The stream's pace stays its callback's. */
             for (unsigned i = (unsigned)nb; i < o->n && nb < MAX_IOV; i++) {
-                lx_piece_t *q = at(o, i);
+                lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
                 if (q->kind != LX_PIECE_BUF) break;
                 bufs[nb].base = q->ptr;
                 bufs[nb++].len = (size_t)q->len;
             }
             return write_rest(s, bufs, nb, 0);
         }
-        /* What uv_try_write does, a writev while libuv's write queue is
-         * empty (it is: no uv_write of ours is in flight, see above), done
-         * here on the path every response takes: it saves libuv's checks
-         * (~60 instructions), and headers before a file go with MSG_MORE,
-         * so that they leave in one segment with the file's first bytes. */
-        struct msghdr mh = {.msg_iov = (struct iovec *)bufs, .msg_iovlen = (size_t)nb};
-        ssize_t r = sendmsg(fd, &mh, MSG_NOSIGNAL | (before_file ? MSG_MORE : 0));
-        if (r < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ENOBUFS) return -errno;
-            r = 0; /* the socket is full: uv_write waits for it */
+        ssize_t r;
+        if (before_file && uv_stream_get_write_queue_size(st) == 0) {
+            /* Headers before a file: what uv_try_write does (a writev while
+             * libuv's queue is empty), with MSG_MORE so that they leave in
+             * one segment with the file's first bytes. */
+            struct msghdr mh = {.msg_iov = (struct iovec *)bufs, .msg_iovlen = (size_t)nb};
+            r = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_MORE);
+            if (r < 0) r = errno == EAGAIN ? 0 : -errno;
+        } else {
+            r = uv_try_write(st, bufs, (unsigned)nb);
+            if (r == UV_EAGAIN) r = 0;
         }
+        if (r < 0) return (int)r;
         if ((size_t)r < total) {
             int e = write_rest(s, bufs, nb, (size_t)r);
             /* What the socket took is out; the rest is in flight. */

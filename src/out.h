@@ -1,6 +1,5 @@
 /* The output queue of a connection and its writer: memory pieces go out by
- * a sendmsg while libuv's write queue is empty (uv_try_write's writev, less
- * its checks), and what the socket does not take at once by uv_write (libuv
+ * uv_try_write, and what the socket does not take at once by uv_write (libuv
  * waits for writability); file pieces by sendfile(2) on the stream's fd while
  * libuv's write queue is empty. When sendfile cannot go on (the socket is
  * full, or the data is not in the page cache), a piece of the file is read
