@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "../worker.h"
+#include "../buf.h"
 #include "handler.h"
 #include "../http/date.h"
 #include "../io/open_beneath.h"
@@ -24,57 +25,31 @@ typedef struct {
     int err;
 } job_t;
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} buf_t;
-
-static void put(buf_t *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
-
-#define PUTS(b, lit) put((b), (lit), sizeof(lit) - 1)
-
-static void put_html(buf_t *b, const char *s) {
+static void put_html(lx_buf_t *b, const char *s) {
     for (; *s; s++) {
         switch (*s) {
-        case '<': put(b, "&lt;", 4); break;
-        case '>': put(b, "&gt;", 4); break;
-        case '&': put(b, "&amp;", 5); break;
-        case '"': put(b, "&quot;", 6); break;
-        case '\'': put(b, "&#39;", 5); break;
-        default: put(b, s, 1);
+        case '<': lx_buf_put(b, "&lt;", 4); break;
+        case '>': lx_buf_put(b, "&gt;", 4); break;
+        case '&': lx_buf_put(b, "&amp;", 5); break;
+        case '"': lx_buf_put(b, "&quot;", 6); break;
+        case '\'': lx_buf_put(b, "&#39;", 5); break;
+        default: lx_buf_put(b, s, 1);
         }
     }
 }
 
 /* Percent-encodes everything but unreserved characters, so a file named
  * "a?b" or "#x" links to itself. */
-static void put_url(buf_t *b, const char *s) {
+static void put_url(lx_buf_t *b, const char *s) {
     static const char hex[] = "0123456789ABCDEF";
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
             strchr("-._~", c)) {
-            put(b, s, 1);
+            lx_buf_put(b, s, 1);
         } else {
             char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            put(b, e, 3);
+            lx_buf_put(b, e, 3);
         }
     }
 }
@@ -117,12 +92,12 @@ static void job_work(uv_work_t *w) {
     }
     if (names) qsort(names, n, sizeof(*names), by_name);
     int stat_flags = j->symlinks == LX_SYMLINKS_FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW;
-    buf_t b = {0};
-    PUTS(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
+    lx_buf_t b = {0};
+    LX_BUF_PUTS(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
     put_html(&b, j->title);
-    PUTS(&b, "</title></head>\n<body><h1>Index of ");
+    LX_BUF_PUTS(&b, "</title></head>\n<body><h1>Index of ");
     put_html(&b, j->title);
-    PUTS(&b, "</h1><hr><pre>\n<a href=\"../\">../</a>\n");
+    LX_BUF_PUTS(&b, "</h1><hr><pre>\n<a href=\"../\">../</a>\n");
     for (size_t i = 0; i < n; i++) {
         const char *name = names[i];
         struct stat st;
@@ -132,21 +107,21 @@ static void job_work(uv_work_t *w) {
             lx_http_date(st.st_mtime, date);
             if (!dir && !S_ISLNK(st.st_mode))
                 snprintf(size, sizeof(size), "%lld", (long long)st.st_size);
-            PUTS(&b, "<a href=\"");
+            LX_BUF_PUTS(&b, "<a href=\"");
             put_url(&b, name);
-            put(&b, dir ? "/\">" : "\">", dir ? 3 : 2);
+            lx_buf_put(&b, dir ? "/\">" : "\">", dir ? 3 : 2);
             put_html(&b, name);
-            put(&b, dir ? "/</a>  " : "</a>  ", dir ? 7 : 6);
-            put(&b, date, strlen(date));
-            PUTS(&b, "  ");
-            put(&b, size, strlen(size));
-            PUTS(&b, "\n");
+            lx_buf_put(&b, dir ? "/</a>  " : "</a>  ", dir ? 7 : 6);
+            lx_buf_put(&b, date, strlen(date));
+            LX_BUF_PUTS(&b, "  ");
+            lx_buf_put(&b, size, strlen(size));
+            LX_BUF_PUTS(&b, "\n");
         }
         free(names[i]);
     }
     free(names);
     closedir(d);
-    PUTS(&b, "</pre><hr></body></html>\n");
+    LX_BUF_PUTS(&b, "</pre><hr></body></html>\n");
     if (b.oom) {
         free(b.p);
         j->err = -ENOMEM;

@@ -25,6 +25,7 @@
 #include "../upstream/h1resp.h"
 #include "../upstream/upconn.h"
 #include "../worker.h"
+#include "../buf.h"
 #include "handler.h"
 
 /* A server's health and rotation, per loop (nginx keeps them per worker
@@ -269,43 +270,17 @@ static int named_in(const lx_site_t *s, lx_str_t name) {
     return 0;
 }
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} buf_t;
-
-static void put(buf_t *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->len + n)
-            cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (q == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
-
-#define PUTS(b, s) put(b, s, sizeof(s) - 1)
-
-static void put_field(buf_t *b, lx_str_t name, lx_str_t value) {
-    put(b, name.p, name.len);
-    PUTS(b, ": ");
-    put(b, value.p, value.len);
-    PUTS(b, "\r\n");
+static void put_field(lx_buf_t *b, lx_str_t name, lx_str_t value) {
+    lx_buf_put(b, name.p, name.len);
+    LX_BUF_PUTS(b, ": ");
+    lx_buf_put(b, value.p, value.len);
+    LX_BUF_PUTS(b, "\r\n");
 }
 
 /* The path luxd routed on, percent-encoded again where RFC 3986 wants it:
  * the backend sees what chose the location, never a raw form that a
  * different normalisation could read as another path. */
-static void put_path(buf_t *b, const char *p, size_t len) {
+static void put_path(lx_buf_t *b, const char *p, size_t len) {
     /* RFC 3986 pchar and '/' as a 256-bit set: unreserved, sub-delims, ':'
      * and '@'. */
     static const uint64_t keep[4] = {0x2fffffd200000000ULL, 0x47fffffe87ffffffULL, 0, 0};
@@ -314,35 +289,35 @@ static void put_path(buf_t *b, const char *p, size_t len) {
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)p[i];
         if ((keep[ch >> 6] >> (ch & 63)) & 1) continue;
-        put(b, p + run, i - run);
+        lx_buf_put(b, p + run, i - run);
         char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-        put(b, e, 3);
+        lx_buf_put(b, e, 3);
         run = i + 1;
     }
-    put(b, p + run, len - run);
+    lx_buf_put(b, p + run, len - run);
 }
 
 static int build_head(px_t *px) {
     lx_req_t *r = px->r;
     const lx_site_t *s = r->site;
-    buf_t b = {0};
+    lx_buf_t b = {0};
     const char *m = llhttp_method_name((llhttp_method_t)r->method);
-    put(&b, m, strlen(m));
-    PUTS(&b, " ");
+    lx_buf_put(&b, m, strlen(m));
+    LX_BUF_PUTS(&b, " ");
     put_path(&b, r->decoded, r->decoded_len);
     if (r->query.len) {
-        PUTS(&b, "?");
-        put(&b, r->query.p, r->query.len);
+        LX_BUF_PUTS(&b, "?");
+        lx_buf_put(&b, r->query.p, r->query.len);
     }
-    PUTS(&b, " HTTP/1.1\r\nHost: ");
+    LX_BUF_PUTS(&b, " HTTP/1.1\r\nHost: ");
     lx_str_t host = r->known[LX_H_HOST];
     if (s->proxy_host)
-        put(&b, s->proxy_host, strlen(s->proxy_host));
+        lx_buf_put(&b, s->proxy_host, strlen(s->proxy_host));
     else if (host.len)
-        put(&b, host.p, host.len);
+        lx_buf_put(&b, host.p, host.len);
     else
-        put(&b, px->u->name, strlen(px->u->name));
-    PUTS(&b, "\r\n");
+        lx_buf_put(&b, px->u->name, strlen(px->u->name));
+    LX_BUF_PUTS(&b, "\r\n");
     conn_list_t conn;
     conn_list(&conn, r->known[LX_H_CONNECTION]);
     lx_str_t xff = {0}, via = {0}, upgrade = {0};
@@ -391,24 +366,24 @@ static int build_head(px_t *px) {
     }
     char peer[48];
     lx_req_peer(r, peer);
-    PUTS(&b, "X-Forwarded-For: ");
+    LX_BUF_PUTS(&b, "X-Forwarded-For: ");
     if (xff.len) {
-        put(&b, xff.p, xff.len);
-        PUTS(&b, ", ");
+        lx_buf_put(&b, xff.p, xff.len);
+        LX_BUF_PUTS(&b, ", ");
     }
-    put(&b, peer, strlen(peer));
-    PUTS(&b, "\r\nX-Forwarded-Proto: http\r\n");
+    lx_buf_put(&b, peer, strlen(peer));
+    LX_BUF_PUTS(&b, "\r\nX-Forwarded-Proto: http\r\n");
     if (host.len) put_field(&b, LX_STR("X-Forwarded-Host"), host);
     if (s->proxy_via) {
-        PUTS(&b, "Via: ");
+        LX_BUF_PUTS(&b, "Via: ");
         if (via.len) {
-            put(&b, via.p, via.len);
-            PUTS(&b, ", ");
+            lx_buf_put(&b, via.p, via.len);
+            LX_BUF_PUTS(&b, ", ");
         }
         if (r->http_minor)
-            PUTS(&b, "1.1 luxd\r\n");
+            LX_BUF_PUTS(&b, "1.1 luxd\r\n");
         else
-            PUTS(&b, "1.0 luxd\r\n");
+            LX_BUF_PUTS(&b, "1.0 luxd\r\n");
     } else if (via.len) {
         put_field(&b, LX_STR("Via"), via);
     }
@@ -417,27 +392,27 @@ static int build_head(px_t *px) {
             put_field(&b, s->proxy_headers[i].name, s->proxy_headers[i].value);
     if (px->body != PX_BODY_NONE) {
         if (r->chunked) {
-            PUTS(&b, "Transfer-Encoding: chunked\r\n");
+            LX_BUF_PUTS(&b, "Transfer-Encoding: chunked\r\n");
             px->chunked = 1;
         } else {
             char cl[48];
             int n = snprintf(cl, sizeof(cl), "Content-Length: %llu\r\n",
                              (unsigned long long)r->content_length);
-            put(&b, cl, (size_t)n);
+            lx_buf_put(&b, cl, (size_t)n);
         }
         if (r->known[LX_H_EXPECT].len) {
-            PUTS(&b, "Expect: 100-continue\r\n");
+            LX_BUF_PUTS(&b, "Expect: 100-continue\r\n");
             px->body = PX_BODY_EXPECT;
             px->expect = 1;
         }
     }
     if (px->upgrade) {
         put_field(&b, LX_STR("Upgrade"), upgrade);
-        PUTS(&b, "Connection: upgrade\r\n");
+        LX_BUF_PUTS(&b, "Connection: upgrade\r\n");
     } else if (px->u->keepalive == 0) {
-        PUTS(&b, "Connection: close\r\n");
+        LX_BUF_PUTS(&b, "Connection: close\r\n");
     }
-    PUTS(&b, "\r\n");
+    LX_BUF_PUTS(&b, "\r\n");
     if (b.oom) {
         free(b.p);
         return -ENOMEM;
