@@ -214,20 +214,26 @@ typedef struct {
     lx_str_t value;
 } conn_list_t;
 
+/* The next element of a comma-separated list at *p (before end), or len
+ * 0 when there is none left. */
+static lx_str_t next_token(const char **p, const char *end) {
+    const char *q = *p;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == ','))
+        q++;
+    const char *t = q;
+    while (q < end && *q != ',' && *q != ' ' && *q != '\t')
+        q++;
+    *p = q;
+    return (lx_str_t){t, (size_t)(q - t)};
+}
+
 static void conn_list(conn_list_t *cl, lx_str_t v) {
     const char *p = v.p, *end = v.p + v.len;
     cl->n = 0;
     cl->upgrade = cl->many = 0;
     cl->value = v;
-    while (p && p < end) {
-        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
-            p++;
-        const char *t = p;
-        while (p < end && *p != ',' && *p != ' ' && *p != '\t')
-            p++;
-        lx_str_t tok = {t, (size_t)(p - t)};
-        if (tok.len == 0 || lx_str_ieq(tok, "close", 5) || lx_str_ieq(tok, "keep-alive", 10))
-            continue;
+    for (lx_str_t tok; p && (tok = next_token(&p, end)).len;) {
+        if (lx_str_ieq(tok, "close", 5) || lx_str_ieq(tok, "keep-alive", 10)) continue;
         if (lx_str_ieq(tok, "upgrade", 7)) {
             cl->upgrade = 1;
             continue;
@@ -243,14 +249,8 @@ static void conn_list(conn_list_t *cl, lx_str_t v) {
 static int conn_listed(const conn_list_t *cl, lx_str_t name) {
     if (cl->many) {
         const char *p = cl->value.p, *end = p + cl->value.len;
-        while (p < end) {
-            while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
-                p++;
-            const char *t = p;
-            while (p < end && *p != ',' && *p != ' ' && *p != '\t')
-                p++;
-            if (same_name(name, t, (size_t)(p - t))) return 1;
-        }
+        for (lx_str_t tok; (tok = next_token(&p, end)).len;)
+            if (same_name(name, tok.p, tok.len)) return 1;
         return 0;
     }
     for (unsigned i = 0; i < cl->n; i++)
@@ -259,14 +259,8 @@ static int conn_listed(const conn_list_t *cl, lx_str_t name) {
 }
 
 static int named_in(const lx_site_t *s, lx_str_t name) {
-    for (size_t i = 0; i < s->nproxy_headers; i++) {
-        lx_str_t h = s->proxy_headers[i].name;
-        if (h.len != name.len) continue;
-        size_t k = 0;
-        while (k < h.len && (h.p[k] | 0x20) == (name.p[k] | 0x20))
-            k++;
-        if (k == h.len) return 1;
-    }
+    for (size_t i = 0; i < s->nproxy_headers; i++)
+        if (same_name(name, s->proxy_headers[i].name.p, s->proxy_headers[i].name.len)) return 1;
     return 0;
 }
 
