@@ -17,6 +17,7 @@
 #include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
+#include "upstream/upconn.h"
 
 /* How long a half-closed connection may keep sending before we close it. */
 #define LINGER_MS 2000
@@ -335,8 +336,10 @@ static void each_cb(uv_handle_t *h, void *arg) {
     each_t *e = arg;
     lx_worker_t *w = h->loop->data;
     /* The loop's connections are its uv_tcp_t handles that are not
-     * listeners. */
-    if (h->type != UV_TCP || uv_is_closing(h)) return;
+     * listeners, nor the proxy's upstream connections: those are uv_tcp_t
+     * too, and taken for an lx_conn_t they had a stop close them with the
+     * client's callbacks (a crash at SIGQUIT with one in a pool). */
+    if (h->type != UV_TCP || uv_is_closing(h) || lx_upconn_is(h)) return;
     for (size_t i = 0; i < w->nlisteners; i++)
         if ((uv_handle_t *)&w->listeners[i]->tcp == h) return;
     e->fn(container_of((uv_tcp_t *)h, lx_conn_t, tcp), e->arg);
