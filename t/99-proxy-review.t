@@ -99,4 +99,35 @@ subtest 'a stop with upstream connections open: clean exit (TERM and QUIT)' => s
     $be->stop;
 };
 
+subtest 'a backend sending 1xx after 1xx to a client that does not read: memory stays flat' => sub {
+    my $b = raw_backend(sub {
+        my ($c) = @_;
+        read_head($c);
+        my $hint = "HTTP/1.1 103 Early Hints\r\nLink: <" . ('a' x 16000) . ">\r\n\r\n";
+        for (1 .. 12000) { syswrite($c, $hint) or last }
+        syswrite($c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+        sleep 20;
+    });
+    my $s = Luxd->new(config => proxy_config($b->[1]));
+    my $before = rss_kb($s->pid);
+    my $c = $s->connect(rcvbuf => 4096);
+    $c->send(Luxd::request(path => '/hints'));
+    # 12,000 hints of 16 KB are 190 MB; the backend is done with them
+    # in well under the time given here.
+    my $max = 0;
+    for (1 .. 30) {
+        sleep 0.1;
+        my $now = rss_kb($s->pid);
+        $max = $now if $now > $max;
+    }
+    cmp_ok $max - $before, '<', 48 * 1024, "luxd's RSS grew by less than 48 MB (" . int(($max - $before) / 1024) . " MB)";
+    my $t0 = time;
+    while (time - $t0 < 10 && $c->{buf} !~ /HTTP\/1\.1 200 OK\r\n.*\r\n\r\nok\n/s) { $c->_fill(0.5) }
+    like $c->{buf}, qr/\AHTTP\/1\.1 103 Early Hints\r\n/, 'the client got the first hints';
+    like $c->{buf}, qr/HTTP\/1\.1 200 OK\r\n.*\r\n\r\nok\n\z/s, 'and then the final response, whole';
+    $c->close;
+    $s->stop;
+    kill_backend($b);
+};
+
 done_testing;
