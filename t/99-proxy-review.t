@@ -28,12 +28,14 @@ sub raw_backend {
         setpgrp(0, 0);
         $SIG{CHLD} = 'IGNORE';
         my $n = 0;
-        while (my $c = $l->accept) {
+        while (1) {
+            my $c = $l->accept;
+            if (!$c) { next if $!{EINTR}; last }
             $n++;
             my $k = fork;
             if (defined $k && $k == 0) {
                 close $l;
-                $code->($c, $n);
+                eval { $code->($c, $n) };    # never back into the test's code
                 POSIX::_exit(0);
             }
             close $c;
@@ -128,6 +130,21 @@ subtest 'a backend sending 1xx after 1xx to a client that does not read: memory 
     $c->close;
     $s->stop;
     kill_backend($b);
+};
+
+subtest 'more than 64 servers, none up, max_fails = 0: one 502 after trying each once' => sub {
+    my @ports = map { Luxd::free_port() } 1 .. 66;
+    my $list = join ', ', map { qq{"127.0.0.1:$_"} } @ports;
+    my $s = Luxd->new(config => qq{upstream "u" { $list, max_fails = 0 }\n}
+        . qq{vhost "localhost" { default = true, root = "\$DIR/www", location "/" { proxy = "u" } }\n});
+    my $t0 = time;
+    my $r = $s->http(path => '/x', timeout => 5);
+    is $r->{status}, 502, 'Bad Gateway';
+    cmp_ok time - $t0, '<', 2, 'at once';
+    sleep 0.2;
+    my $n = () = $s->error_log =~ /connect to 127\.0\.0\.1:\d+: connection refused/g;
+    is $n, 66, 'each server tried once';
+    $s->stop;
 };
 
 done_testing;

@@ -63,6 +63,7 @@ typedef struct {
     char *head;              /**< the request head as sent (malloc) */
     size_t head_len;         /**< bytes in head */
     uint64_t tried;          /**< servers tried (bit i: server i; past 64 not tracked) */
+    size_t picks;            /**< servers picked so far: never more than the upstream has */
     uint64_t started;        /**< loop ms the request was handed over */
     int server;              /**< index of the server in use */
     int last_status;         /**< what the failures so far add up to: 502 or 504 */
@@ -506,8 +507,13 @@ static int px_next(px_t *px) {
     for (;;) {
         int i = px->server;
         if (!px->fresh) {
+            /* tried stops a server past the 64th being picked again only
+             * until max_fails marks it down; with max_fails = 0 a request
+             * to 65 refusing servers went round them for ever. */
+            if (px->picks == px->u->nservers) return px->last_status;
             i = pick(px, now);
             if (i < 0) return px->last_status;
+            px->picks++;
         }
         px->server = i;
         if (i < 64) px->tried |= 1ull << i;
