@@ -133,7 +133,9 @@ subtest 'a backend sending 1xx after 1xx to a client that does not read: memory 
 };
 
 subtest 'more than 64 servers, none up, max_fails = 0: one 502 after trying each once' => sub {
-    my @ports = map { Luxd::free_port() } 1 .. 66;
+    # Bound and not listening: a connect is refused, and no port repeats.
+    my @held = map { IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Proto => 'tcp') or die $! } 1 .. 66;
+    my @ports = map { $_->sockport } @held;
     my $list = join ', ', map { qq{"127.0.0.1:$_"} } @ports;
     my $s = Luxd->new(config => qq{upstream "u" { $list, max_fails = 0 }\n}
         . qq{vhost "localhost" { default = true, root = "\$DIR/www", location "/" { proxy = "u" } }\n});
@@ -145,6 +147,41 @@ subtest 'more than 64 servers, none up, max_fails = 0: one 502 after trying each
     my $n = () = $s->error_log =~ /connect to 127\.0\.0\.1:\d+: connection refused/g;
     is $n, 66, 'each server tried once';
     $s->stop;
+};
+
+# [name, upstream keys, what the client does]: luxd waits on the client
+# longer than the upstream's timeouts, which are the backend's.
+subtest 'a slow client is not the backend timing out' => sub {
+    my $be = Luxd::Backend->start(name => 'be');
+    my $s = Luxd->new(config => proxy_config($be->addr, 'send_timeout = 1, read_timeout = 1'),
+        server => { body_timeout => 10, send_timeout => 10 });
+    # An upload that pauses for 2 s (body_timeout is 10).
+    my $c = $s->connect;
+    $c->send("POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n12345");
+    sleep 2;
+    $c->send("67890");
+    my $r = $c->response(timeout => 5);
+    is $r && $r->{status}, 200, 'an upload paused longer than send_timeout: answered';
+    is $r && $r->{body}, '1234567890', 'with the whole body';
+    $c->close;
+    is $s->get('/ok/3')->{status}, 200, 'and the backend was not marked down';
+    unlike $s->error_log, qr/marked down|timed out/, 'nothing logged against it';
+    # A download the client stops reading for 2.5 s (send_timeout is 10).
+    my $n = 20_000_000;
+    $c = $s->connect(rcvbuf => 4096);
+    $c->send(Luxd::request(path => "/ok/$n", close => 1));
+    sleep 2.5;
+    my ($len, $t0) = (0, time);
+    while (time - $t0 < 20) {
+        my $k = sysread($c->sock, my $buf, 1 << 20);
+        last unless $k;
+        $len += $k;
+    }
+    $c->close;
+    cmp_ok $len, '>', $n, "a download paused longer than read_timeout: all $n bytes came ($len with the head)";
+    unlike $s->error_log, qr/timed out/, 'no timeout logged';
+    $s->stop;
+    $be->stop;
 };
 
 done_testing;

@@ -622,6 +622,15 @@ static void px_send_head(px_t *px) {
 
 static void px_body_cb(lx_req_t *r, const char *p, size_t len, int status);
 
+/* The deadline while luxd waits on the client, not on the backend (for the
+ * next piece of the request body, or for room in the client's output):
+ * none, unless a response is being read meanwhile. The client's own
+ * timeouts bound that wait; a backend timed out (504, and marked down) for
+ * a slow client would let one client take an upstream away from all. */
+static void wait_client(px_t *px) {
+    lx_upconn_deadline(px->uc, px->responding && !px->paused ? px->u->read_timeout : 0);
+}
+
 /* The head is out: the body follows (or waits for the backend's 100). */
 static void px_start_body(px_t *px) {
     if (px->body == PX_BODY_EXPECT) {
@@ -670,10 +679,12 @@ static void px_body_cb(lx_req_t *r, const char *p, size_t len, int status) {
     if (px->chunked) b[n++] = uv_buf_init("\r\n", 2);
     lx_upconn_deadline(px->uc, px->u->send_timeout);
     int rc = lx_upconn_write(px->uc, b, n);
-    if (rc < 0)
+    if (rc < 0) {
         px_error(px, rc, NULL);
-    else if (rc == 1)
+    } else if (rc == 1) {
+        wait_client(px);
         lx_body_more(r);
+    }
     px_leave(px);
 }
 
@@ -695,7 +706,7 @@ static void on_written(lx_upconn_t *uc, int status) {
         px->head_out = 1;
         px_start_body(px);
     } else if (px->body == PX_BODY_SENDING) {
-        lx_upconn_deadline(uc, px->u->read_timeout);
+        wait_client(px);
         lx_body_more(px->r);
     } else {
         lx_upconn_deadline(uc, px->u->read_timeout);
@@ -720,7 +731,10 @@ static void on_timeout(lx_upconn_t *uc) {
 static void px_proceed(lx_req_t *r) {
     px_t *px = r->handler_data;
     if (px == NULL || px->uc == NULL) return;
-    px->paused = 0;
+    if (px->paused) {
+        px->paused = 0;
+        lx_upconn_deadline(px->uc, px->u->read_timeout); /* lifted while paused */
+    }
     if (lx_upconn_read(px->uc, 1) < 0) px_error(px, UV_EPIPE, NULL);
 }
 
@@ -804,7 +818,10 @@ static const lx_h1resp_ops_t px_resp_ops = {on_resp_head, on_resp_body};
 /* Bytes from the backend to the client, as they are. */
 static void tunnel_down(px_t *px, const char *p, size_t len) {
     if (len && lx_stream_send(px->r, p, len) == -EAGAIN) px->paused = 1;
-    if (!px->dead && px->paused && px->uc) lx_upconn_read(px->uc, 0);
+    if (!px->dead && px->paused && px->uc) {
+        lx_upconn_read(px->uc, 0);
+        lx_upconn_deadline(px->uc, 0); /* waiting on the client: px_proceed */
+    }
 }
 
 /* Bytes from the client to the backend; the next piece is asked for when
@@ -887,8 +904,10 @@ static void on_read(lx_upconn_t *uc, ssize_t nread, const char *buf) {
         px_error(px, UV_EPROTO, px->resp.why);
     else if (rc == LX_H1R_DONE)
         px_done(px, used < (size_t)nread);
-    else if (px->paused && px->uc)
+    else if (px->paused && px->uc) {
         lx_upconn_read(px->uc, 0);
+        lx_upconn_deadline(px->uc, 0); /* waiting on the client: px_proceed */
+    }
     px_leave(px);
 }
 
