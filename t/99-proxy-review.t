@@ -184,4 +184,31 @@ subtest 'a slow client is not the backend timing out' => sub {
     $be->stop;
 };
 
+subtest 'an error page served by a backend gets no request body' => sub {
+    my $be = Luxd::Backend->start(name => 'be');
+    my $a = $be->addr;
+    my $dead = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Proto => 'tcp') or die $!;
+    my $d = '127.0.0.1:' . $dead->sockport;
+    my $s = Luxd->new(config => <<"EOF");
+upstream "p" { "$a" }
+upstream "d" { "$d", max_fails = 0 }
+vhost "localhost" { default = true, root = "\$DIR/www", error_pages = { [502] = "/echo" },
+  location "/x" { proxy = "d" }, location "/" { proxy = "p" } }
+EOF
+    my $c = $s->connect;
+    $c->send("POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 6\r\n\r\nsecret" . Luxd::request(path => '/ok/3'));
+    my @r = $c->responses(2, timeout => 5);
+    is $r[0] && $r[0]{status}, 502, 'the failed POST: 502, with the page';
+    is $r[0] && $r[0]{body}, '', 'which echoes no body';
+    is $r[1] && $r[1]{status}, 200, 'the pipelined request after the dropped body: answered';
+    is $r[1] && $r[1]{body}, body(3), 'with its own answer';
+    my @q = $be->requests;
+    is $q[0]{method} . ' ' . $q[0]{target}, 'GET /echo', 'the page was asked for with GET';
+    is hdr($q[0], 'Content-Length'), undef, 'without a Content-Length';
+    is $q[0]{body}, '', 'and without the body meant for the other upstream';
+    $c->close;
+    $s->stop;
+    $be->stop;
+};
+
 done_testing;

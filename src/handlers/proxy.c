@@ -938,8 +938,11 @@ int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u) {
     px->peers = &pg->peers[(size_t)r->w->index * pg->total + pg->offset[u->index]];
     px->last_status = 502;
     px->started = uv_now(&r->w->loop);
-    /* A body some handler already dropped is not the backend's. */
-    px->body = r->body_state == LX_BODY_UNREAD ? PX_BODY_PENDING : PX_BODY_NONE;
+    /* A body some handler already dropped is not the backend's, nor is
+     * that of a request whose error page this is: the page is a GET, and
+     * the body was meant for the location that failed (perhaps another
+     * upstream); the core drops it after the answer. */
+    px->body = r->body_state == LX_BODY_UNREAD && !r->error_status ? PX_BODY_PENDING : PX_BODY_NONE;
     if (build_head(px) < 0) {
         free(px);
         return 500;
