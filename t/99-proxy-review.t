@@ -211,4 +211,42 @@ EOF
     $be->stop;
 };
 
+# [name, proxy_headers (Lua), request headers, field => what the backend gets]
+my @forwarded = (
+    ['X-Forwarded-For on two lines: both kept, in order, ours last', '{}',
+     ['X-Forwarded-For' => '6.6.6.6', 'X-Forwarded-For' => '10.0.0.2'],
+     {'X-Forwarded-For' => '6.6.6.6, 10.0.0.2, 127.0.0.1'}],
+    ['Via on two lines: both kept, ours last', '{}', ['Via' => '1.1 a', 'Via' => '1.1 b'],
+     {'Via' => '1.1 a, 1.1 b, 1.1 luxd'}],
+    ['proxy_headers X-Forwarded-Proto replaces luxd\'s own', '{ ["X-Forwarded-Proto"] = "https" }', [],
+     {'X-Forwarded-Proto' => 'https'}],
+    ['proxy_headers X-Forwarded-For = "" removes it', '{ ["X-Forwarded-For"] = "" }',
+     ['X-Forwarded-For' => '6.6.6.6'], {'X-Forwarded-For' => undef}],
+    ['proxy_headers X-Forwarded-Host and Via replace luxd\'s',
+     '{ ["X-Forwarded-Host"] = "example.com", Via = "1.1 edge" }', ['Via' => '1.1 a'],
+     {'X-Forwarded-Host' => 'example.com', 'Via' => '1.1 edge'}],
+);
+subtest 'forwarded fields: every line of a list, and proxy_headers first' => sub {
+    my $be = Luxd::Backend->start(name => 'be');
+    my $a = $be->addr;
+    for my $c (@forwarded) {
+        my ($name, $ph, $hdrs, $want) = @$c;
+        my $s = Luxd->new(config => qq{upstream "u" { "$a" }\n}
+            . qq{vhost "localhost" { default = true, location "/" { proxy = "u", proxy_headers = $ph } }\n});
+        my $r = $s->http(path => '/ok/1', headers => $hdrs);
+        is $r->{status}, 200, "$name: answered";
+        my $q = ($be->requests)[-1];
+        for my $f (sort keys %$want) {
+            my @got = hdr($q, $f);
+            if (defined $want->{$f}) {
+                is_deeply \@got, [$want->{$f}], "$name: one $f line, '$want->{$f}'";
+            } else {
+                is_deeply \@got, [], "$name: no $f";
+            }
+        }
+        $s->stop;
+    }
+    $be->stop;
+};
+
 done_testing;

@@ -323,6 +323,19 @@ static void put_path(buf_t *b, const char *p, size_t len) {
     put(b, p + run, len - run);
 }
 
+/* The values of every field named name.len bytes of lname (lower case)
+ * that goes on, from the first at index `from`, each followed by ", ": the
+ * lines of one list (RFC 9110 5.3), in order. */
+static void put_list(buf_t *b, const lx_req_t *r, const conn_list_t *conn, unsigned from,
+                     const char *lname, size_t len) {
+    for (unsigned i = from; i < r->nheaders; i++) {
+        lx_str_t n = r->headers[i].name, v = r->headers[i].value;
+        if (!lx_str_ieq(n, lname, len) || conn_listed(conn, n) || v.len == 0) continue;
+        put(b, v.p, v.len);
+        PUTS(b, ", ");
+    }
+}
+
 static int build_head(px_t *px) {
     lx_req_t *r = px->r;
     const lx_site_t *s = r->site;
@@ -346,7 +359,8 @@ static int build_head(px_t *px) {
     PUTS(&b, "\r\n");
     conn_list_t conn;
     conn_list(&conn, r->known[LX_H_CONNECTION]);
-    lx_str_t xff = {0}, via = {0}, upgrade = {0};
+    lx_str_t upgrade = {0};
+    unsigned xff = UINT32_MAX, via = UINT32_MAX; /* the first of each, if any */
     for (unsigned i = 0; i < r->nheaders; i++)
         if (lx_str_ieq(r->headers[i].name, "upgrade", 7)) upgrade = r->headers[i].value;
     /* An Upgrade (WebSocket) goes on to the backend, the one hop-by-hop
@@ -360,7 +374,7 @@ static int build_head(px_t *px) {
         switch (n.len) {
         case 3:
             if (lx_str_ieq(n, "via", 3)) {
-                via = v; /* one list, ours appended */
+                if (via == UINT32_MAX) via = i; /* one list, ours appended */
                 continue;
             }
             break;
@@ -376,7 +390,7 @@ static int build_head(px_t *px) {
             break;
         case 15:
             if (lx_str_ieq(n, "x-forwarded-for", 15)) {
-                if (xff.len == 0) xff = v;
+                if (xff == UINT32_MAX) xff = i; /* all its lines, ours appended */
                 continue;
             }
             break;
@@ -390,28 +404,36 @@ static int build_head(px_t *px) {
         if (named_in(s, n)) continue;
         put_field(&b, n, v);
     }
-    char peer[48];
-    lx_req_peer(r, peer);
-    PUTS(&b, "X-Forwarded-For: ");
-    if (xff.len) {
-        put(&b, xff.p, xff.len);
-        PUTS(&b, ", ");
+    /* The fields luxd makes itself give way to proxy_headers of the same
+     * name (set there, or removed with ""), as the client's do: the config
+     * behind a TLS front end says X-Forwarded-Proto: https, and the backend
+     * must not get http beside it. */
+    if (!named_in(s, LX_STR("X-Forwarded-For"))) {
+        char peer[48];
+        lx_req_peer(r, peer);
+        PUTS(&b, "X-Forwarded-For: ");
+        if (xff != UINT32_MAX) put_list(&b, r, &conn, xff, "x-forwarded-for", 15);
+        put(&b, peer, strlen(peer));
+        PUTS(&b, "\r\n");
     }
-    put(&b, peer, strlen(peer));
-    PUTS(&b, "\r\nX-Forwarded-Proto: http\r\n");
-    if (host.len) put_field(&b, LX_STR("X-Forwarded-Host"), host);
-    if (s->proxy_via) {
+    if (!named_in(s, LX_STR("X-Forwarded-Proto"))) PUTS(&b, "X-Forwarded-Proto: http\r\n");
+    if (host.len && !named_in(s, LX_STR("X-Forwarded-Host")))
+        put_field(&b, LX_STR("X-Forwarded-Host"), host);
+    if (!named_in(s, LX_STR("Via")) && (s->proxy_via || via != UINT32_MAX)) {
+        size_t at = b.len;
         PUTS(&b, "Via: ");
-        if (via.len) {
-            put(&b, via.p, via.len);
-            PUTS(&b, ", ");
+        if (via != UINT32_MAX) put_list(&b, r, &conn, via, "via", 3);
+        if (s->proxy_via) {
+            if (r->http_minor)
+                PUTS(&b, "1.1 luxd\r\n");
+            else
+                PUTS(&b, "1.0 luxd\r\n");
+        } else if (!b.oom && b.len > at + 5) {
+            b.len -= 2; /* the last ", " */
+            PUTS(&b, "\r\n");
+        } else if (!b.oom) {
+            b.len = at; /* only empty values */
         }
-        if (r->http_minor)
-            PUTS(&b, "1.1 luxd\r\n");
-        else
-            PUTS(&b, "1.0 luxd\r\n");
-    } else if (via.len) {
-        put_field(&b, LX_STR("Via"), via);
     }
     for (size_t i = 0; i < s->nproxy_headers; i++)
         if (s->proxy_headers[i].value.len)
