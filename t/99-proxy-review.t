@@ -249,4 +249,50 @@ subtest 'forwarded fields: every line of a list, and proxy_headers first' => sub
     $be->stop;
 };
 
+# [path, the backend's answer, status the client gets, the client's body (a
+# regex, or undef), whether the upstream connection is used again]. The
+# backend answers /probe with its connection and request number.
+my @answers = (
+    ['bigcl', "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\nhello", 502, undef, 0],
+    ['maxcl', "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\nhello", 200, undef, 0],
+    ['te10', "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+     200, qr/\Ahello\z/, 0],
+    ['cl10', "HTTP/1.0 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello", 200, qr/\Ahello\z/, 1],
+    ['nul', "HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 5\r\n\r\nhello", 502, undef, 0],
+    ['crname', "HTTP/1.1 200 OK\r\nX\rY: 1\r\nContent-Length: 5\r\n\r\nhello", 502, undef, 0],
+    ['lf', "HTTP/1.1 200 OK\nContent-Length: 5\n\nhello", 502, undef, 0],
+    ['identity', "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 5\r\n\r\nhello", 502, undef, 0],
+    ['after204', "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled", 204, qr/\A\z/, 0],
+    ['te304', "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 304, qr/\A\z/, 0],
+);
+subtest 'response framing: what the client gets, and whether the connection is used again' => sub {
+    my %ans = map { $_->[0] => $_->[1] } @answers;
+    my $b = raw_backend(sub {
+        my ($c, $conn) = @_;
+        my ($buf, $k) = ('', 0);
+        while (1) {
+            while ($buf !~ /\r\n\r\n/) { my $n = sysread($c, $buf, 65536, length $buf); return unless $n }
+            $buf =~ s/\A(.*?\r\n\r\n)//s;
+            my ($p) = $1 =~ m{\A\S+ /(\w+)};
+            $k++;
+            syswrite $c, $p eq 'probe'
+              ? "HTTP/1.1 200 OK\r\nX-Conn: $conn\r\nX-Req: $k\r\nContent-Length: 5\r\n\r\nprobe"
+              : $ans{$p};
+        }
+    });
+    my $s = Luxd->new(config => proxy_config($b->[1], 'read_timeout = 1'));
+    for my $c (@answers) {
+        my ($path, undef, $status, $body, $reused) = @$c;
+        my $r = $s->http(path => "/$path", timeout => 4);
+        is $r->{status}, $status, "/$path: $status";
+        like $r->{body} // '', $body, "/$path: the body" if $body;
+        my $p = $s->get('/probe');
+        is $p->{body}, 'probe', "/$path: the next request gets its own answer";
+        is !!($p->{headers}{'x-req'} && $p->{headers}{'x-req'} > 1), !!$reused,
+          "/$path: the connection " . ($reused ? 'is' : 'is not') . ' used again';
+    }
+    $s->stop;
+    kill_backend($b);
+};
+
 done_testing;
