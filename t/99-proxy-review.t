@@ -295,4 +295,16 @@ subtest 'response framing: what the client gets, and whether the connection is u
     kill_backend($b);
 };
 
+subtest 'a POST that meets the idle-close race: 502, and the server stays up' => sub {
+    my $be = Luxd::Backend->start(name => 'd', drop_reused => 1);
+    my $s = Luxd->new(config => proxy_config($be->addr));
+    is $s->get('/ok/5')->{status}, 200, 'a first request leaves a pooled connection';
+    is $s->http(method => 'POST', path => '/echo', body => 'abc')->{status}, 502,
+      'the POST on it, which the backend drops: 502, not retried';
+    is $s->get('/ok/5')->{status}, 200, 'the next request is answered';
+    unlike $s->error_log, qr/marked down/, 'the server was not marked down';
+    $s->stop;
+    $be->stop;
+};
+
 done_testing;

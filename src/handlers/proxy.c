@@ -588,7 +588,8 @@ static void px_error(px_t *px, int err, const char *why) {
     int stale = err == UV_EOF || err == UV_ECONNRESET || err == UV_EPIPE
                     ? !px->got_bytes
                     : err == UV_EPROTO && px->resp.parser.status_code == 0;
-    if (reused && stale && !px->retried && idempotent &&
+    int race = reused && stale;
+    if (race && !px->retried && idempotent &&
         (px->body == PX_BODY_NONE || px->body == PX_BODY_PENDING || px->body == PX_BODY_EXPECT)) {
         px->retried = 1;
         px->fresh = 1;
@@ -598,7 +599,11 @@ static void px_error(px_t *px, int err, const char *why) {
         return;
     }
     lx_log_error("upstream %s: %s: %s", px->u->name, srv->addr_text, why ? why : uv_strerror(err));
-    if (err == UV_ETIMEDOUT || err == UV_ECONNRESET || err == UV_EOF || err == UV_ECONNREFUSED)
+    /* A pooled connection the backend closed says nothing about the
+     * server: counted as a failure, one POST that met the idle-close race
+     * marked a healthy server down (502 for everyone for fail_timeout). */
+    if (!race &&
+        (err == UV_ETIMEDOUT || err == UV_ECONNRESET || err == UV_EOF || err == UV_ECONNREFUSED))
         peer_failed(px, uv_now(&r->w->loop));
     px_fail(px, err == UV_ETIMEDOUT ? 504 : 502);
 }
