@@ -307,4 +307,48 @@ subtest 'a POST that meets the idle-close race: 502, and the server stays up' =>
     $be->stop;
 };
 
+# [name, the request's start, what follows it (undef: nothing, the client
+# stalls), status]. The core answers each itself once the body has begun
+# to flow to the backend; the proxy must let go at once.
+my @body_fails = (
+    ['a malformed chunk', "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "zz\r\n", 400],
+    ['a chunked body over max_body_bytes', "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+     "800\r\n" . ('x' x 2048) . "\r\n", 413],
+    ['a body that stops coming (body_timeout)', "Content-Length: 10\r\n\r\nhello", undef, 408],
+);
+subtest 'a request body that fails while it streams to the backend' => sub {
+    # The backend answers 0.6 s after the head, whatever the body does: an
+    # answer that must not reach a request already answered.
+    my $b = raw_backend(sub {
+        my ($c) = @_;
+        read_head($c);
+        sleep 0.6;
+        syswrite $c, "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nBACKEND-BYTES";
+        sleep 3;
+    });
+    my $s = Luxd->new(config => proxy_config($b->[1], 'read_timeout = 1'),
+        server => { body_timeout => 0.3, max_body_bytes => 1000 });
+    my $gen = 1;
+    for my $c (@body_fails) {
+        my ($name, $start, $then, $status) = @$c;
+        my $conn = $s->connect;
+        $conn->send("POST /x HTTP/1.1\r\nHost: localhost\r\n$start");
+        sleep 0.1;
+        # A reload now: the request's generation is retired, and freed when
+        # the request ends. What the proxy touches after that is freed memory.
+        $gen++;
+        like $s->reload // 'timeout', qr/^ok generation $gen /, "$name: reloaded meanwhile";
+        $conn->send($then) if defined $then;
+        # Kept open past the backend's answer: luxd lingers on it.
+        my $t0 = time;
+        while (time - $t0 < 1.2) { $conn->{eof} ? sleep 0.1 : $conn->_fill(0.1) }
+        like $conn->{buf}, qr/\AHTTP\/1\.1 $status /, "$name: $status";
+        unlike $conn->{buf}, qr/BACKEND-BYTES/, "$name: and nothing of the backend's later answer";
+        $conn->close;
+    }
+    ok $s->alive, 'luxd is alive';
+    $s->stop;
+    kill_backend($b);
+};
+
 done_testing;
