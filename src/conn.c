@@ -17,6 +17,7 @@
 #include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
+#include "upstream/upconn.h"
 
 /* How long a half-closed connection may keep sending before we close it. */
 #define LINGER_MS 2000
@@ -64,12 +65,31 @@ static void set_deadline_at(lx_conn_t *c, lx_dl_kind_t kind, uint64_t due) {
 
 /* A request that timed out reading: tell the client why if nothing of a
  * response went out (408), then close. */
+/* The core answers a request whose body broke (malformed, over a limit,
+ * too slow): a handler reading it is told first and lets go (request.h),
+ * as when the client goes away. Untold, the proxy's request lived on past
+ * the request's end, with its generation freed under it. Returns 0, or -1
+ * when the connection went with it. */
+static int body_failed(lx_sess_t *s, int err) {
+    lx_conn_t *c = s->c;
+    lx_req_t *r = &s->req;
+    if (r->body_state != LX_BODY_READING || r->body_cb == NULL) return 0;
+    lx_body_cb cb = r->body_cb;
+    r->body_cb = NULL;
+    s->body_paused = 0;
+    lx_sess_enter(s);
+    cb(r, NULL, 0, err);
+    lx_sess_leave(s);
+    return c->state == LX_CONN_CLOSED || sess(c) != s ? -1 : 0;
+}
+
 static void timed_out_reading(lx_conn_t *c) {
     lx_sess_t *s = sess(c);
     if (s == NULL || s->req.resp.state != LX_RESP_NONE || s->out.n || s->req.gen == NULL) {
         lx_conn_close(c);
         return;
     }
+    if (body_failed(s, -ETIMEDOUT) < 0) return;
     s->req.keepalive = 0;
     s->req.body_state = LX_BODY_DONE; /* nothing more is read */
     c->state = LX_CONN_HANDLING;
@@ -368,8 +388,10 @@ static void each_cb(uv_handle_t *h, void *arg) {
     each_t *e = arg;
     lx_worker_t *w = h->loop->data;
     /* The loop's connections are its uv_tcp_t handles that are not
-     * listeners. */
-    if (h->type != UV_TCP || uv_is_closing(h)) return;
+     * listeners, nor the proxy's upstream connections: those are uv_tcp_t
+     * too, and taken for an lx_conn_t they had a stop close them with the
+     * client's callbacks (a crash at SIGQUIT with one in a pool). */
+    if (h->type != UV_TCP || uv_is_closing(h) || lx_upconn_is(h)) return;
     for (size_t i = 0; i < w->nlisteners; i++)
         if ((uv_handle_t *)&w->listeners[i]->tcp == h) return;
     e->fn(container_of((uv_tcp_t *)h, lx_conn_t, tcp), e->arg);
@@ -566,6 +588,7 @@ static void conn_start(lx_conn_t *c) {
 static void parse_error(lx_sess_t *s, int status) {
     lx_conn_t *c = s->c;
     lx_req_t *r = &s->req;
+    if (body_failed(s, -EPROTO) < 0) return;
     r->keepalive = 0;
     r->body_state = LX_BODY_DONE; /* nothing more is parsed */
     want_read(c, 0);

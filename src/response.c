@@ -324,6 +324,14 @@ void lx_resp_interim(lx_req_t *r) {
     lx_resp_t *rs = &r->resp;
     lx_out_t *o = &s->out;
     if (r->aborted || rs->state != LX_RESP_NONE || r->http_minor == 0) return;
+    /* A client that does not read while a backend sends 1xx after 1xx
+     * (103s, 102s) would have them all queued here, with nothing to stop
+     * the backend: past the stream's high-water mark they are dropped.
+     * They are advice, and the final response still comes. */
+    if (o->queued > STREAM_HIGH_WATER || o->n > LX_OUT_MAX / 2) {
+        rs->len = 0;
+        return;
+    }
     char line[64];
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", rs->status,
                      lx_status_reason(rs->status));

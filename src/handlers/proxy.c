@@ -64,6 +64,7 @@ typedef struct {
     char *head;              /**< the request head as sent (malloc) */
     size_t head_len;         /**< bytes in head */
     uint64_t tried;          /**< servers tried (bit i: server i; past 64 not tracked) */
+    size_t picks;            /**< servers picked so far: never more than the upstream has */
     uint64_t started;        /**< loop ms the request was handed over */
     int server;              /**< index of the server in use */
     int last_status;         /**< what the failures so far add up to: 502 or 504 */
@@ -291,6 +292,19 @@ static void put_path(lx_buf_t *b, const char *p, size_t len) {
     lx_buf_put(b, p + run, len - run);
 }
 
+/* The values of every field named name.len bytes of lname (lower case)
+ * that goes on, from the first at index `from`, each followed by ", ": the
+ * lines of one list (RFC 9110 5.3), in order. */
+static void put_list(lx_buf_t *b, const lx_req_t *r, const conn_list_t *conn, unsigned from,
+                     const char *lname, size_t len) {
+    for (unsigned i = from; i < r->nheaders; i++) {
+        lx_str_t n = r->headers[i].name, v = r->headers[i].value;
+        if (!lx_str_ieq(n, lname, len) || conn_listed(conn, n) || v.len == 0) continue;
+        lx_buf_put(b, v.p, v.len);
+        LX_BUF_PUTS(b, ", ");
+    }
+}
+
 static int build_head(px_t *px) {
     lx_req_t *r = px->r;
     const lx_site_t *s = r->site;
@@ -314,7 +328,8 @@ static int build_head(px_t *px) {
     LX_BUF_PUTS(&b, "\r\n");
     conn_list_t conn;
     conn_list(&conn, r->known[LX_H_CONNECTION]);
-    lx_str_t xff = {0}, via = {0}, upgrade = {0};
+    lx_str_t upgrade = {0};
+    unsigned xff = UINT32_MAX, via = UINT32_MAX; /* the first of each, if any */
     for (unsigned i = 0; i < r->nheaders; i++)
         if (lx_str_ieq(r->headers[i].name, "upgrade", 7)) upgrade = r->headers[i].value;
     /* An Upgrade (WebSocket) goes on to the backend, the one hop-by-hop
@@ -328,7 +343,7 @@ static int build_head(px_t *px) {
         switch (n.len) {
         case 3:
             if (lx_str_ieq(n, "via", 3)) {
-                via = v; /* one list, ours appended */
+                if (via == UINT32_MAX) via = i; /* one list, ours appended */
                 continue;
             }
             break;
@@ -344,7 +359,7 @@ static int build_head(px_t *px) {
             break;
         case 15:
             if (lx_str_ieq(n, "x-forwarded-for", 15)) {
-                if (xff.len == 0) xff = v;
+                if (xff == UINT32_MAX) xff = i; /* all its lines, ours appended */
                 continue;
             }
             break;
@@ -358,28 +373,36 @@ static int build_head(px_t *px) {
         if (named_in(s, n)) continue;
         put_field(&b, n, v);
     }
-    char peer[48];
-    lx_req_peer(r, peer);
-    LX_BUF_PUTS(&b, "X-Forwarded-For: ");
-    if (xff.len) {
-        lx_buf_put(&b, xff.p, xff.len);
-        LX_BUF_PUTS(&b, ", ");
+    /* The fields luxd makes itself give way to proxy_headers of the same
+     * name (set there, or removed with ""), as the client's do: the config
+     * behind a TLS front end says X-Forwarded-Proto: https, and the backend
+     * must not get http beside it. */
+    if (!named_in(s, LX_STR("X-Forwarded-For"))) {
+        char peer[48];
+        lx_req_peer(r, peer);
+        LX_BUF_PUTS(&b, "X-Forwarded-For: ");
+        if (xff != UINT32_MAX) put_list(&b, r, &conn, xff, "x-forwarded-for", 15);
+        lx_buf_put(&b, peer, strlen(peer));
+        LX_BUF_PUTS(&b, "\r\n");
     }
-    lx_buf_put(&b, peer, strlen(peer));
-    LX_BUF_PUTS(&b, "\r\nX-Forwarded-Proto: http\r\n");
-    if (host.len) put_field(&b, LX_STR("X-Forwarded-Host"), host);
-    if (s->proxy_via) {
+    if (!named_in(s, LX_STR("X-Forwarded-Proto"))) LX_BUF_PUTS(&b, "X-Forwarded-Proto: http\r\n");
+    if (host.len && !named_in(s, LX_STR("X-Forwarded-Host")))
+        put_field(&b, LX_STR("X-Forwarded-Host"), host);
+    if (!named_in(s, LX_STR("Via")) && (s->proxy_via || via != UINT32_MAX)) {
+        size_t at = b.len;
         LX_BUF_PUTS(&b, "Via: ");
-        if (via.len) {
-            lx_buf_put(&b, via.p, via.len);
-            LX_BUF_PUTS(&b, ", ");
+        if (via != UINT32_MAX) put_list(&b, r, &conn, via, "via", 3);
+        if (s->proxy_via) {
+            if (r->http_minor)
+                LX_BUF_PUTS(&b, "1.1 luxd\r\n");
+            else
+                LX_BUF_PUTS(&b, "1.0 luxd\r\n");
+        } else if (!b.oom && b.len > at + 5) {
+            b.len -= 2; /* the last ", " */
+            LX_BUF_PUTS(&b, "\r\n");
+        } else if (!b.oom) {
+            b.len = at; /* only empty values */
         }
-        if (r->http_minor)
-            LX_BUF_PUTS(&b, "1.1 luxd\r\n");
-        else
-            LX_BUF_PUTS(&b, "1.0 luxd\r\n");
-    } else if (via.len) {
-        put_field(&b, LX_STR("Via"), via);
     }
     for (size_t i = 0; i < s->nproxy_headers; i++)
         if (s->proxy_headers[i].value.len)
@@ -475,8 +498,13 @@ static int px_next(px_t *px) {
     for (;;) {
         int i = px->server;
         if (!px->fresh) {
+            /* tried stops a server past the 64th being picked again only
+             * until max_fails marks it down; with max_fails = 0 a request
+             * to 65 refusing servers went round them for ever. */
+            if (px->picks == px->u->nservers) return px->last_status;
             i = pick(px, now);
             if (i < 0) return px->last_status;
+            px->picks++;
         }
         px->server = i;
         if (i < 64) px->tried |= 1ull << i;
@@ -529,7 +557,8 @@ static void px_error(px_t *px, int err, const char *why) {
     int stale = err == UV_EOF || err == UV_ECONNRESET || err == UV_EPIPE
                     ? !px->got_bytes
                     : err == UV_EPROTO && px->resp.parser.status_code == 0;
-    if (reused && stale && !px->retried && idempotent &&
+    int race = reused && stale;
+    if (race && !px->retried && idempotent &&
         (px->body == PX_BODY_NONE || px->body == PX_BODY_PENDING || px->body == PX_BODY_EXPECT)) {
         px->retried = 1;
         px->fresh = 1;
@@ -539,7 +568,11 @@ static void px_error(px_t *px, int err, const char *why) {
         return;
     }
     lx_log_error("upstream %s: %s: %s", px->u->name, srv->addr_text, why ? why : uv_strerror(err));
-    if (err == UV_ETIMEDOUT || err == UV_ECONNRESET || err == UV_EOF || err == UV_ECONNREFUSED)
+    /* A pooled connection the backend closed says nothing about the
+     * server: counted as a failure, one POST that met the idle-close race
+     * marked a healthy server down (502 for everyone for fail_timeout). */
+    if (!race &&
+        (err == UV_ETIMEDOUT || err == UV_ECONNRESET || err == UV_EOF || err == UV_ECONNREFUSED))
         peer_failed(px, uv_now(&r->w->loop));
     px_fail(px, err == UV_ETIMEDOUT ? 504 : 502);
 }
@@ -584,6 +617,15 @@ static void px_send_head(px_t *px) {
 }
 
 static void px_body_cb(lx_req_t *r, const char *p, size_t len, int status);
+
+/* The deadline while luxd waits on the client, not on the backend (for the
+ * next piece of the request body, or for room in the client's output):
+ * none, unless a response is being read meanwhile. The client's own
+ * timeouts bound that wait; a backend timed out (504, and marked down) for
+ * a slow client would let one client take an upstream away from all. */
+static void wait_client(px_t *px) {
+    lx_upconn_deadline(px->uc, px->responding && !px->paused ? px->u->read_timeout : 0);
+}
 
 /* The head is out: the body follows (or waits for the backend's 100). */
 static void px_start_body(px_t *px) {
@@ -633,10 +675,12 @@ static void px_body_cb(lx_req_t *r, const char *p, size_t len, int status) {
     if (px->chunked) b[n++] = uv_buf_init("\r\n", 2);
     lx_upconn_deadline(px->uc, px->u->send_timeout);
     int rc = lx_upconn_write(px->uc, b, n);
-    if (rc < 0)
+    if (rc < 0) {
         px_error(px, rc, NULL);
-    else if (rc == 1)
+    } else if (rc == 1) {
+        wait_client(px);
         lx_body_more(r);
+    }
     px_leave(px);
 }
 
@@ -658,7 +702,7 @@ static void on_written(lx_upconn_t *uc, int status) {
         px->head_out = 1;
         px_start_body(px);
     } else if (px->body == PX_BODY_SENDING) {
-        lx_upconn_deadline(uc, px->u->read_timeout);
+        wait_client(px);
         lx_body_more(px->r);
     } else {
         lx_upconn_deadline(uc, px->u->read_timeout);
@@ -683,7 +727,10 @@ static void on_timeout(lx_upconn_t *uc) {
 static void px_proceed(lx_req_t *r) {
     px_t *px = r->handler_data;
     if (px == NULL || px->uc == NULL) return;
-    px->paused = 0;
+    if (px->paused) {
+        px->paused = 0;
+        lx_upconn_deadline(px->uc, px->u->read_timeout); /* lifted while paused */
+    }
     if (lx_upconn_read(px->uc, 1) < 0) px_error(px, UV_EPIPE, NULL);
 }
 
@@ -767,7 +814,10 @@ static const lx_h1resp_ops_t px_resp_ops = {on_resp_head, on_resp_body};
 /* Bytes from the backend to the client, as they are. */
 static void tunnel_down(px_t *px, const char *p, size_t len) {
     if (len && lx_stream_send(px->r, p, len) == -EAGAIN) px->paused = 1;
-    if (!px->dead && px->paused && px->uc) lx_upconn_read(px->uc, 0);
+    if (!px->dead && px->paused && px->uc) {
+        lx_upconn_read(px->uc, 0);
+        lx_upconn_deadline(px->uc, 0); /* waiting on the client: px_proceed */
+    }
 }
 
 /* Bytes from the client to the backend; the next piece is asked for when
@@ -851,8 +901,10 @@ static void on_read(lx_upconn_t *uc, ssize_t nread, const char *buf) {
         px_error(px, UV_EPROTO, px->resp.why);
     else if (rc == LX_H1R_DONE)
         px_done(px, used < (size_t)nread);
-    else if (px->paused && px->uc)
+    else if (px->paused && px->uc) {
         lx_upconn_read(px->uc, 0);
+        lx_upconn_deadline(px->uc, 0); /* waiting on the client: px_proceed */
+    }
     px_leave(px);
 }
 
@@ -883,8 +935,11 @@ int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u) {
     px->peers = &pg->peers[(size_t)r->w->index * pg->total + pg->offset[u->index]];
     px->last_status = 502;
     px->started = uv_now(&r->w->loop);
-    /* A body some handler already dropped is not the backend's. */
-    px->body = r->body_state == LX_BODY_UNREAD ? PX_BODY_PENDING : PX_BODY_NONE;
+    /* A body some handler already dropped is not the backend's, nor is
+     * that of a request whose error page this is: the page is a GET, and
+     * the body was meant for the location that failed (perhaps another
+     * upstream); the core drops it after the answer. */
+    px->body = r->body_state == LX_BODY_UNREAD && !r->error_status ? PX_BODY_PENDING : PX_BODY_NONE;
     if (build_head(px) < 0) {
         free(px);
         return 500;

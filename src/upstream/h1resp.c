@@ -82,7 +82,7 @@ static int on_header_value_complete(llhttp_t *lp) {
     if (m[1] == 0) return fail(p, "an empty header name");
     /* llhttp 8's response mode itself refuses a name that is no token
      * ("Name :" too), a control character or bare CR or LF in a value and
-     * bare-LF line ends (t/unit/test_h1resp.c pins that down); obs-fold
+     * bare-LF line ends (t/94 and t/99 pin that down); obs-fold
      * and the transfer codings are ours to refuse. */
     const char *v = p->hbuf + m[2];
     while (m[3] && (v[m[3] - 1] == ' ' || v[m[3] - 1] == '\t'))
@@ -106,6 +106,10 @@ static int on_headers_complete(llhttp_t *lp) {
     if (p->status < 100 || p->status > 599) return fail(p, "a status outside 100..599");
     if ((lp->flags & F_CONTENT_LENGTH) && (lp->flags & F_CHUNKED))
         return fail(p, "both Content-Length and Transfer-Encoding");
+    /* llhttp takes any 64-bit length; p->length is signed, and one past
+     * INT64_MAX became -1, "unknown": relayed chunked, never ending. */
+    if ((lp->flags & F_CONTENT_LENGTH) && lp->content_length > INT64_MAX)
+        return fail(p, "a Content-Length too big");
     p->length = (lp->flags & F_CONTENT_LENGTH) && !(lp->flags & F_CHUNKED)
                     ? (int64_t)lp->content_length
                     : -1;

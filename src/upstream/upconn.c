@@ -2,11 +2,15 @@
 #include "upconn.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 
 #include "../lx.h"
+
+/* lx_upconn_is() tells an upstream socket by its data pointing at itself. */
+_Static_assert(offsetof(lx_upconn_t, h) == 0, "the socket is the first member of lx_upconn_t");
 
 struct lx_uppool_s {
     struct sockaddr_storage addr; /**< the server's address: the pool's key */

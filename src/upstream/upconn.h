@@ -64,6 +64,14 @@ struct lx_upconn_s {
     unsigned reading : 1;       /**< uv_read_start is in force */
 };
 
+/* Whether a handle of the loop is an upstream connection's socket (the
+ * loop's uv_tcp_t handles are clients' connections, listeners and these):
+ * its data points at the lx_upconn_t, which starts with the handle, while a
+ * client connection's data is its session or NULL. */
+static inline int lx_upconn_is(const uv_handle_t *h) {
+    return h->data == (const void *)h;
+}
+
 /* A loop's pools (the proxy handler's per-loop state). */
 lx_uploop_t *lx_uploop_new(uv_loop_t *loop);
 /* Closes every idle connection and frees the pools (the loop's end). */
