@@ -62,6 +62,21 @@ static void set_deadline_at(lx_conn_t *c, lx_dl_kind_t kind, uint64_t due) {
     lx_dl_set(&worker_of(c)->dlq, &c->dl, kind, due);
 }
 
+/* A request refused before its head was parsed has no method or version
+ * for the log: it shows the first line as received instead, cut at
+ * LX_RAW_LINE_MAX (and escaped when written). */
+static void keep_raw_line(lx_sess_t *s) {
+    lx_req_t *r = &s->req;
+    if (r->line_parsed || s->rbuf == NULL) return;
+    const char *p = s->rbuf + s->req_start, *end = s->rbuf + s->rlen;
+    while (p < end && (*p == '\r' || *p == '\n')) /* empty lines before a request */
+        p++;
+    const char *q = p;
+    while (q < end && *q != '\r' && *q != '\n' && q - p < LX_RAW_LINE_MAX)
+        q++;
+    r->raw_line = (lx_str_t){p, (size_t)(q - p)};
+}
+
 /* A request that timed out reading: tell the client why if nothing of a
  * response went out (408), then close. */
 static void timed_out_reading(lx_conn_t *c) {
@@ -70,6 +85,7 @@ static void timed_out_reading(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
+    keep_raw_line(s);
     s->req.keepalive = 0;
     s->req.body_state = LX_BODY_DONE; /* nothing more is read */
     c->state = LX_CONN_HANDLING;
@@ -568,6 +584,7 @@ static void parse_error(lx_sess_t *s, int status) {
     lx_req_t *r = &s->req;
     r->keepalive = 0;
     r->body_state = LX_BODY_DONE; /* nothing more is parsed */
+    keep_raw_line(s);
     want_read(c, 0);
     lx_log_debug("bad request (%d): %s", status,
                  llhttp_get_error_reason(&s->parser) ? llhttp_get_error_reason(&s->parser)
@@ -1068,6 +1085,7 @@ int lx_sess_send_continue(lx_sess_t *s) {
     if (b == NULL) return -ENOMEM;
     memcpy(b, cont, sizeof(cont) - 1);
     s->out.olen += sizeof(cont) - 1;
+    s->req.head_bytes += sizeof(cont) - 1;
     lx_out_obuf(&s->out, from);
     return 0;
 }

@@ -245,7 +245,8 @@ static int on_headers_complete(llhttp_t *p) {
         return -1;
     }
     r->http_minor = p->http_minor;
-    r->method = p->method;
+    r->method = r->client_method = p->method;
+    r->line_parsed = 1;
     r->head = p->method == HTTP_HEAD;
     if (r->http_minor >= 1 && r->hosts == 0)
         return -1; /* RFC 9112 3.2: a 1.1 request without Host gets 400 */

@@ -412,3 +412,18 @@ void lx_req_wake(lx_req_t *r, int status) {
     }
     lx_request_resume(r);
 }
+
+const char *lx_req_id(lx_req_t *r) {
+    if (r->request_id == NULL) {
+        static const char hex[] = "0123456789abcdef";
+        char *id = lx_arena_alloc(r->arena, 32);
+        if (id == NULL) return "00000000000000000000000000000000"; /* out of memory */
+        for (int half = 0; half < 2; half++) {
+            uint64_t v = lx_worker_random(r->w);
+            for (int i = 0; i < 16; i++)
+                id[half * 16 + i] = hex[(v >> (60 - 4 * i)) & 15];
+        }
+        r->request_id = id;
+    }
+    return r->request_id;
+}

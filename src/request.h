@@ -37,6 +37,9 @@ enum {
 
 #define LX_MAX_HEADERS 100
 
+/* Bytes of a refused request's first line the access log shows. */
+#define LX_RAW_LINE_MAX 1024
+
 /* What a handler's handle() answers: one of these, or an HTTP status
  * (200..599) that finish() turns into the site's error page or the
  * built-in one (a 1xx, which is no final answer, becomes 500). */
@@ -98,6 +101,7 @@ struct lx_req_s {
     lx_gen_t *gen;                 /**< the generation it runs under, start to end */
     lx_worker_t *w;                /**< the loop it runs on */
     int method;                    /**< llhttp_method_t; GET for an error page's redirect */
+    int client_method;             /**< the method as sent, for the log */
     int http_minor;                /**< 0 or 1 (major is always 1) */
     lx_str_t target;               /**< request target as sent */
     lx_str_t path;                 /**< raw path part of target */
@@ -115,6 +119,7 @@ struct lx_req_s {
     int error_status;              /**< serving the error page for this status, or 0 */
     int status;                    /**< response status, for the log */
     uint64_t body_bytes;           /**< response body bytes, for the log */
+    uint64_t head_bytes;           /**< response status lines and headers queued, for the log */
     uint64_t content_length;       /**< request body length announced */
     uint64_t body_read;            /**< request body bytes received */
     lx_resp_t resp;                /**< the response */
@@ -126,6 +131,11 @@ struct lx_req_s {
     unsigned aborted : 1;          /**< the connection is gone: a waiter only lets go */
     unsigned waiting : 1;          /**< the handler at `handler` answered LX_ASYNC */
     unsigned waiting_body : 1;     /**< ... and waits for the body to be dropped */
+    unsigned line_parsed : 1;      /**< method and version are known (the head was parsed) */
+    lx_str_t raw_line;             /**< of a request refused before that: its first line as
+                                      received (cut at LX_RAW_LINE_MAX), for the log */
+    const char *request_id;        /**< $request_id, 32 hex digits in the arena, or NULL before
+                                      it is first needed (lx_req_id) */
     lx_body_cb body_cb;            /**< the body's reader, or NULL */
     lx_waiter_t wait;              /**< what an ASYNC handler waits with */
     int pending;                   /**< thread-pool jobs that will call back into the request */
@@ -167,6 +177,10 @@ void lx_req_wake(lx_req_t *r, int status);
  * it is finished once it returns (lx_sess_enter/leave). */
 void lx_req_enter(lx_req_t *r);
 void lx_req_leave(lx_req_t *r);
+
+/* $request_id: 32 hex digits, random, made once per request (the loop's
+ * generator, seeded from the kernel). */
+const char *lx_req_id(lx_req_t *r);
 
 /* The client's address (asked of the kernel once per connection, when
  * first needed), and as text ("-" when unknown) in buf of 48 bytes. */
