@@ -62,19 +62,24 @@ static void set_deadline_at(lx_conn_t *c, lx_dl_kind_t kind, uint64_t due) {
     lx_dl_set(&worker_of(c)->dlq, &c->dl, kind, due);
 }
 
-/* A request refused before its head was parsed has no method or version
- * for the log: it shows the first line as received instead, cut at
- * LX_RAW_LINE_MAX (and escaped when written). */
-static void keep_raw_line(lx_sess_t *s) {
+/* A request refused before its method and version were known (before
+ * on_headers_complete, or by its first checks, which set r->unparsed) has
+ * none for the log: it shows the first line as received instead, cut at
+ * LX_RAW_LINE_MAX (and escaped when written), where it would show the
+ * method, target and version. Only refusals pay for this. */
+static void keep_first_line(lx_sess_t *s) {
     lx_req_t *r = &s->req;
-    if (r->line_parsed || s->rbuf == NULL) return;
+    if (s->headers_done && !r->unparsed) return;
+    r->unparsed = 1;
+    r->target = (lx_str_t){"", 0};
+    if (s->rbuf == NULL) return;
     const char *p = s->rbuf + s->req_start, *end = s->rbuf + s->rlen;
     while (p < end && (*p == '\r' || *p == '\n')) /* empty lines before a request */
         p++;
     const char *q = p;
     while (q < end && *q != '\r' && *q != '\n' && q - p < LX_RAW_LINE_MAX)
         q++;
-    r->raw_line = (lx_str_t){p, (size_t)(q - p)};
+    r->target = (lx_str_t){p, (size_t)(q - p)};
 }
 
 /* A request that timed out reading: tell the client why if nothing of a
@@ -85,7 +90,7 @@ static void timed_out_reading(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
-    keep_raw_line(s);
+    keep_first_line(s);
     s->req.keepalive = 0;
     s->req.body_state = LX_BODY_DONE; /* nothing more is read */
     c->state = LX_CONN_HANDLING;
@@ -584,7 +589,7 @@ static void parse_error(lx_sess_t *s, int status) {
     lx_req_t *r = &s->req;
     r->keepalive = 0;
     r->body_state = LX_BODY_DONE; /* nothing more is parsed */
-    keep_raw_line(s);
+    keep_first_line(s);
     want_read(c, 0);
     lx_log_debug("bad request (%d): %s", status,
                  llhttp_get_error_reason(&s->parser) ? llhttp_get_error_reason(&s->parser)
@@ -656,6 +661,7 @@ static void request_begin(lx_sess_t *s) {
     c->nreq++;
     c->state = LX_CONN_HEAD;
     s->req_started = uv_now(&s->w->loop);
+    if (s->req.gen->srv.request_id_header_len) lx_req_add_id_header(&s->req);
 }
 
 /* Bytes of a chunked body that no limit counts: chunk-size lines (llhttp

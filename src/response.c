@@ -278,10 +278,8 @@ void lx_resp_send_headers(lx_req_t *r) {
         end_len = 26;
     }
     size_t allow_len = st == 405 ? 18 : 0; /* RFC 9110 15.5.6, error page too */
-    /* request_id_header: "Name: <32 hex>\r\n" (the id $request_id logs). */
-    size_t id_len = r->gen->srv.request_id_header_len;
     size_t len = head_len + allow_len + rs->block_len + (num_len ? 16 + num_len + 2 : 0) + te_len +
-                 rs->len + r->extra_len + (id_len ? id_len + 36 : 0) + end_len;
+                 rs->len + r->extra_len + end_len;
     /* One reservation for the whole header block. Out of memory, the
      * response comes out short and the close tells (out.failed). */
     char *b = lx_out_reserve(o, len);
@@ -297,12 +295,6 @@ void lx_resp_send_headers(lx_req_t *r) {
     if (te_len) p = copy(p, "Transfer-Encoding: chunked\r\n", 28);
     if (rs->len) p = copy(p, rs->lines, rs->len);
     if (r->extra_len) p = copy(p, r->extra, r->extra_len);
-    if (id_len) {
-        p = copy(p, r->gen->srv.request_id_header, id_len);
-        p = copy(p, ": ", 2);
-        p = copy(p, lx_req_id(r), 32);
-        p = copy(p, "\r\n", 2);
-    }
     copy(p, end, end_len);
     o->olen += len;
     r->head_bytes += len;

@@ -38,6 +38,8 @@ void lx_worker_set_time(lx_worker_t *w, time_t t) {
              months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
     snprintf(w->iso_time, sizeof(w->iso_time), "%04d-%02d-%02dT%02d:%02d:%02d+00:00",
              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    w->clf_time_len = (uint8_t)strlen(w->clf_time);
+    w->iso_time_len = (uint8_t)strlen(w->iso_time);
 }
 
 static uint64_t rotl(uint64_t x, int k) {

@@ -76,6 +76,8 @@ typedef struct lx_worker_s {
     char date[LX_HTTP_DATE_LEN + 1]; /**< Date header value for `now` */
     char clf_time[32];               /**< "29/Nov/2026:17:50:54 +0000" for `now` */
     char iso_time[64];               /**< "2026-11-29T17:50:54+00:00" for `now` */
+    uint8_t clf_time_len;            /**< strlen(clf_time) */
+    uint8_t iso_time_len;            /**< strlen(iso_time) */
     uint64_t rng[4];                 /**< xoshiro256** state for $request_id */
     char head200[80];                /**< status line, Server and Date of a 200, for `now` */
     size_t head200_len;              /**< bytes in head200 */

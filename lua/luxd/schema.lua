@@ -128,6 +128,15 @@ local function log_var_problem(name, what)
   for i, n in ipairs(S.LOG_VARIABLES) do candidates[i] = "$" .. n end
   local dym = V.dym("$" .. name, candidates)
   if dym == "" then
+    -- A name cut short ("$time_iso", "$upstream"): the one it begins.
+    for _, n in ipairs(S.LOG_VARIABLES) do
+      if #name >= 3 and n:sub(1, #name) == name then
+        dym = fmt(" (did you mean %s?)", V.q("$" .. n))
+        break
+      end
+    end
+  end
+  if dym == "" then
     -- "$hostname" for the host followed by "name": a name runs on over
     -- letters, digits and "_", so that needs ${host}name.
     for _, n in ipairs(S.LOG_VARIABLES) do
