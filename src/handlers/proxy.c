@@ -325,7 +325,7 @@ static int build_head(px_t *px) {
     /* request_id_header: the backend gets this request's id, the one the
      * client is answered with and the log shows, in place of a client's. */
     const char *idh = r->gen->srv.request_id_header;
-    lx_str_t idname = {idh, idh ? strlen(idh) : 0};
+    lx_str_t idname = {idh, r->gen->srv.request_id_header_len};
     for (unsigned i = 0; i < r->nheaders; i++) {
         lx_str_t n = r->headers[i].name, v = r->headers[i].value;
         if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
@@ -702,7 +702,7 @@ static void relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
     conn_list_t conn;
     conn_list(&conn, lx_h1resp_get(p, "connection", 10));
     const char *idh = r->gen->srv.request_id_header;
-    size_t idlen = idh ? strlen(idh) : 0;
+    size_t idlen = r->gen->srv.request_id_header_len;
     for (unsigned i = 0; i < p->nheaders; i++) {
         lx_str_t n = p->headers[i].name;
         if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
