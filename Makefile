@@ -215,4 +215,4 @@ format:
 clean:
 	rm -rf build
 
--include $(OBJS:.o=.d)
+-include $(OBJS:.o=.d) $(BUILD)/t/handlers/test_handler.d

@@ -63,8 +63,26 @@ static void set_deadline_at(lx_conn_t *c, lx_dl_kind_t kind, uint64_t due) {
     lx_dl_set(&worker_of(c)->dlq, &c->dl, kind, due);
 }
 
-/* A request that timed out reading: tell the client why if nothing of a
- * response went out (408), then close. */
+/* A request refused before its method and version were known (before
+ * on_headers_complete, or by its first checks, which set r->unparsed) has
+ * none for the log: it shows the first line as received instead, cut at
+ * LX_RAW_LINE_MAX (and escaped when written), where it would show the
+ * method, target and version. Only refusals pay for this. */
+static void keep_first_line(lx_sess_t *s) {
+    lx_req_t *r = &s->req;
+    if (s->headers_done && !r->unparsed) return;
+    r->unparsed = 1;
+    r->target = (lx_str_t){"", 0};
+    if (s->rbuf == NULL) return;
+    const char *p = s->rbuf + s->req_start, *end = s->rbuf + s->rlen;
+    while (p < end && (*p == '\r' || *p == '\n')) /* empty lines before a request */
+        p++;
+    const char *q = p;
+    while (q < end && *q != '\r' && *q != '\n' && q - p < LX_RAW_LINE_MAX)
+        q++;
+    r->target = (lx_str_t){p, (size_t)(q - p)};
+}
+
 /* The core answers a request whose body broke (malformed, over a limit,
  * too slow): a handler reading it is told first and lets go (request.h),
  * as when the client goes away. Untold, the proxy's request lived on past
@@ -83,6 +101,8 @@ static int body_failed(lx_sess_t *s, int err) {
     return c->state == LX_CONN_CLOSED || sess(c) != s ? -1 : 0;
 }
 
+/* A request that timed out reading: tell the client why if nothing of a
+ * response went out (408), then close. */
 static void timed_out_reading(lx_conn_t *c) {
     lx_sess_t *s = sess(c);
     if (s == NULL || s->req.resp.state != LX_RESP_NONE || s->out.n || s->req.gen == NULL) {
@@ -90,6 +110,7 @@ static void timed_out_reading(lx_conn_t *c) {
         return;
     }
     if (body_failed(s, -ETIMEDOUT) < 0) return;
+    keep_first_line(s);
     s->req.keepalive = 0;
     s->req.body_state = LX_BODY_DONE; /* nothing more is read */
     c->state = LX_CONN_HANDLING;
@@ -591,6 +612,7 @@ static void parse_error(lx_sess_t *s, int status) {
     if (body_failed(s, -EPROTO) < 0) return;
     r->keepalive = 0;
     r->body_state = LX_BODY_DONE; /* nothing more is parsed */
+    keep_first_line(s);
     want_read(c, 0);
     lx_log_debug("bad request (%d): %s", status,
                  llhttp_get_error_reason(&s->parser) ? llhttp_get_error_reason(&s->parser)
@@ -662,6 +684,7 @@ static void request_begin(lx_sess_t *s) {
     c->nreq++;
     c->state = LX_CONN_HEAD;
     s->req_started = uv_now(&s->w->loop);
+    if (s->req.gen->srv.request_id_header_len) lx_req_add_id_header(&s->req);
 }
 
 /* Bytes of a chunked body that no limit counts: chunk-size lines (llhttp
@@ -1091,6 +1114,7 @@ int lx_sess_send_continue(lx_sess_t *s) {
     if (b == NULL) return -ENOMEM;
     memcpy(b, cont, sizeof(cont) - 1);
     s->out.olen += sizeof(cont) - 1;
+    s->req.head_bytes += sizeof(cont) - 1;
     lx_out_obuf(&s->out, from);
     return 0;
 }

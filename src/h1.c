@@ -236,12 +236,16 @@ static int on_headers_complete(llhttp_t *p) {
     lx_req_t *r = &c->req;
     const lx_server_conf_t *s = &c->w->gen->srv;
     c->headers_done = 1;
+    /* Refused before the method and version are set: the log shows the
+     * first line as received (conn.c keep_first_line). */
     if (c->last_end && (size_t)(c->last_end - (c->rbuf + c->req_start)) > s->max_header_bytes) {
         c->err_status = 431;
+        r->unparsed = 1;
         return -1;
     }
     if (p->http_major != 1) {
         c->err_status = 505;
+        r->unparsed = 1;
         return -1;
     }
     r->http_minor = p->http_minor;

@@ -246,6 +246,8 @@ void lx_request_finish(lx_req_t *r, int status) {
         return;
     }
     if (status >= 400 && lx_request_error_page(r, status)) {
+        r->method_sent = (uint8_t)r->method; /* for the log */
+        r->method_changed = 1;
         r->method = HTTP_GET;
         r->handler = 0;
         r->handler_data = NULL;
@@ -319,6 +321,20 @@ static int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m) {
     return 1;
 }
 
+void lx_req_add_id_header(lx_req_t *r) {
+    const lx_server_conf_t *srv = &r->gen->srv;
+    size_t n = srv->request_id_header_len + 36, cap = n < 256 ? 256 : n;
+    char *b = lx_arena_alloc(r->arena, cap);
+    if (b == NULL) return; /* out of memory: no header, the log still has the id */
+    memcpy(b, srv->request_id_header, srv->request_id_header_len);
+    memcpy(b + srv->request_id_header_len, ": ", 2);
+    memcpy(b + srv->request_id_header_len + 2, lx_req_id(r), 32);
+    memcpy(b + n - 2, "\r\n", 2);
+    r->extra = b;
+    r->extra_len = n;
+    r->extra_cap = cap;
+}
+
 void lx_request_run(lx_req_t *r) {
     lx_str_t host = {0};
     if (split_target(r) < 0) {
@@ -352,6 +368,7 @@ void lx_request_run(lx_req_t *r) {
         return;
     }
     if (lx_path_normalize(r->path.p, r->path.len, r->decoded, &r->decoded_len) < 0) {
+        r->decoded = NULL; /* $uri: the path as sent */
         lx_request_finish(r, 400);
         return;
     }
@@ -411,4 +428,19 @@ void lx_req_wake(lx_req_t *r, int status) {
         return;
     }
     lx_request_resume(r);
+}
+
+const char *lx_req_id(lx_req_t *r) {
+    if (r->request_id == NULL) {
+        static const char hex[] = "0123456789abcdef";
+        char *id = lx_arena_alloc(r->arena, 32);
+        if (id == NULL) return "00000000000000000000000000000000"; /* out of memory */
+        for (int half = 0; half < 2; half++) {
+            uint64_t v = lx_worker_random(r->w);
+            for (int i = 0; i < 16; i++)
+                id[half * 16 + i] = hex[(v >> (60 - 4 * i)) & 15];
+        }
+        r->request_id = id;
+    }
+    return r->request_id;
 }

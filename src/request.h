@@ -37,6 +37,10 @@ enum {
 
 #define LX_MAX_HEADERS 100
 
+/* Bytes of a refused request's first line the access log shows (r->target
+ * of an unparsed request). */
+#define LX_RAW_LINE_MAX 1024
+
 /* What a handler's handle() answers: one of these, or an HTTP status
  * (200..599) that finish() turns into the site's error page or the
  * built-in one (a 1xx, which is no final answer, becomes 500). */
@@ -99,7 +103,11 @@ struct lx_req_s {
     lx_worker_t *w;                /**< the loop it runs on */
     int method;                    /**< llhttp_method_t; GET for an error page's redirect */
     int http_minor;                /**< 0 or 1 (major is always 1) */
-    lx_str_t target;               /**< request target as sent */
+    uint32_t head_bytes;           /**< status lines and header blocks queued, for the log */
+    int pending;                   /**< thread-pool jobs that will call back into the request
+                                      (here to fill a hole: request_begin clears the struct) */
+    lx_str_t target;               /**< request target as sent; of a request refused before
+                                      its head was parsed, its first line (unparsed) */
     lx_str_t path;                 /**< raw path part of target */
     lx_str_t query;                /**< after '?', without it; len 0 if none */
     lx_str_t known[LX_H_KNOWN];    /**< values of the headers above */
@@ -120,15 +128,20 @@ struct lx_req_s {
     lx_resp_t resp;                /**< the response */
     uint8_t body_state;            /**< lx_body_state_t */
     uint8_t handler;               /**< index in the site's chain of the handler that runs */
+    uint8_t method_sent;           /**< the method as sent, once an error page changed it */
     unsigned keepalive : 1;        /**< the connection stays open after this response */
     unsigned head : 1;             /**< HEAD: headers only */
     unsigned chunked : 1;          /**< the request body is chunked */
     unsigned aborted : 1;          /**< the connection is gone: a waiter only lets go */
     unsigned waiting : 1;          /**< the handler at `handler` answered LX_ASYNC */
     unsigned waiting_body : 1;     /**< ... and waits for the body to be dropped */
+    unsigned method_changed : 1;   /**< an error page made `method` GET: see method_sent */
+    unsigned unparsed : 1;         /**< refused before its method and version were known:
+                                      target is the first line as received, for the log */
+    const char *request_id;        /**< $request_id, 32 hex digits in the arena, or NULL before
+                                      it is first needed (lx_req_id) */
     lx_body_cb body_cb;            /**< the body's reader, or NULL */
     lx_waiter_t wait;              /**< what an ASYNC handler waits with */
-    int pending;                   /**< thread-pool jobs that will call back into the request */
     lx_arena_t *arena;             /**< request memory, reset when the request ends */
     void *handler_data;            /**< a handler's state across an LX_ASYNC wait */
     lx_str_t host;                 /**< Host without port, for policies */
@@ -167,6 +180,15 @@ void lx_req_wake(lx_req_t *r, int status);
  * it is finished once it returns (lx_sess_enter/leave). */
 void lx_req_enter(lx_req_t *r);
 void lx_req_leave(lx_req_t *r);
+
+/* request_id_header: "Name: <$request_id>" goes out with whatever answers,
+ * among the lines a policy adds (r->extra), so that the serializer pays
+ * nothing for it when it is off. conn.c calls it as a request begins. */
+void lx_req_add_id_header(lx_req_t *r);
+
+/* $request_id: 32 hex digits, random, made once per request (the loop's
+ * generator, seeded from the kernel). */
+const char *lx_req_id(lx_req_t *r);
 
 /* The client's address (asked of the kernel once per connection, when
  * first needed), and as text ("-" when unknown) in buf of 48 bytes. */

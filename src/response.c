@@ -297,6 +297,7 @@ void lx_resp_send_headers(lx_req_t *r) {
     if (r->extra_len) p = copy(p, r->extra, r->extra_len);
     copy(p, end, end_len);
     o->olen += len;
+    r->head_bytes += len;
     lx_out_obuf(o, o->olen - len);
 }
 
@@ -339,6 +340,7 @@ void lx_resp_interim(lx_req_t *r) {
     put(o, line, clamp_len(n, sizeof(line)));
     if (rs->len) put(o, rs->lines, rs->len);
     put(o, "\r\n", 2);
+    r->head_bytes += o->olen - from;
     lx_out_obuf(o, from);
     rs->len = 0;
     lx_sess_output(s);

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -35,6 +36,44 @@ void lx_worker_set_time(lx_worker_t *w, time_t t) {
     gmtime_r(&t, &tm);
     snprintf(w->clf_time, sizeof(w->clf_time), "%02d/%s/%04d:%02d:%02d:%02d +0000", tm.tm_mday,
              months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    snprintf(w->iso_time, sizeof(w->iso_time), "%04d-%02d-%02dT%02d:%02d:%02d+00:00",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    w->clf_time_len = (uint8_t)strlen(w->clf_time);
+    w->iso_time_len = (uint8_t)strlen(w->iso_time);
+}
+
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t lx_worker_random(lx_worker_t *w) {
+    uint64_t *s = w->rng;
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Each loop its own generator, seeded from the kernel: request ids of two
+ * loops, or of two runs, never follow one sequence. */
+static void seed_random(lx_worker_t *w) {
+    ssize_t n = getrandom(w->rng, sizeof(w->rng), GRND_NONBLOCK);
+    if (n != (ssize_t)sizeof(w->rng)) {
+        /* No entropy yet (early boot): time, address and index, mixed. */
+        uint64_t x = uv_hrtime() ^ (uint64_t)(uintptr_t)w ^ ((uint64_t)w->index << 56);
+        for (int i = 0; i < 4; i++) {
+            x += 0x9e3779b97f4a7c15ULL; /* splitmix64 */
+            uint64_t z = x;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+            w->rng[i] = z ^ (z >> 31);
+        }
+    }
+    if ((w->rng[0] | w->rng[1] | w->rng[2] | w->rng[3]) == 0) w->rng[0] = 1;
 }
 
 /* Connections are accepted with libuv (uv_listen on each loop's own
@@ -363,6 +402,7 @@ static void thread_main(void *arg) {
 
 int lx_worker_init_conns(lx_worker_t *w) {
     w->loop.data = w;
+    seed_random(w);
     lx_dlq_init(&w->dlq, &w->loop, lx_conn_on_deadline);
     lx_pool_init(&w->rbufs, RBUF_SIZE(&w->gen->srv), 256);
     lx_pool_init(&w->obufs, LX_OUT_BUF, 64);

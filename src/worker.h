@@ -75,6 +75,10 @@ typedef struct lx_worker_s {
     time_t now;                      /**< second of the cached strings below */
     char date[LX_HTTP_DATE_LEN + 1]; /**< Date header value for `now` */
     char clf_time[32];               /**< "29/Nov/2026:17:50:54 +0000" for `now` */
+    char iso_time[64];               /**< "2026-11-29T17:50:54+00:00" for `now` */
+    uint8_t clf_time_len;            /**< strlen(clf_time) */
+    uint8_t iso_time_len;            /**< strlen(iso_time) */
+    uint64_t rng[4];                 /**< xoshiro256** state for $request_id */
     char head200[80];                /**< status line, Server and Date of a 200, for `now` */
     size_t head200_len;              /**< bytes in head200 */
 } lx_worker_t;
@@ -101,6 +105,9 @@ void lx_worker_join(lx_worker_t *w);
 
 /* Rebuilds the cached Date strings for second t. */
 void lx_worker_set_time(lx_worker_t *w, time_t t);
+
+/* 64 random bits from the loop's generator (not for secrets). */
+uint64_t lx_worker_random(lx_worker_t *w);
 
 /* Refreshes the cached Date strings when the second changed. */
 static inline void lx_worker_update_time(lx_worker_t *w) {

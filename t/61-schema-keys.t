@@ -192,6 +192,10 @@ my %PROOF = (
         probe => sub { my $s = shift; $s->get('/'); sleep 0.2; -s $s->dir . '/access.log' ? 'logged' : 'not logged' },
     },
     'server.access_log_buffer' => { server_b => { access_log_buffer => 65536 }, probe => \&logged_at_once },
+    'server.request_id_header' => {
+        server_a => { request_id_header => 'X-Proof' },
+        probe => sub { my $v = $_[0]->get('/')->{headers}{'x-proof'}; defined $v && $v =~ /^[0-9a-f]{32}$/ ? 'an id' : 'none' },
+    },
     'server.keepalive_timeout' => {
         server_a => { keepalive_timeout => 0.3 },
         probe => sub { my $c = $_[0]->connect; $c->send(Luxd::request()); $c->response; closes_within($c, 1.5) },
@@ -266,10 +270,18 @@ my %PROOF = (
         server_a => { policy_memory => 1048576 },
     },
 
-    # server { access_log = { path, format } }
+    # server { access_log = { path, format, escape } }
     'access_log.path' => {
         server_a => { access_log => { path => '$DIR/other-access.log' } },
         probe => sub { my $s = shift; $s->get('/'); sleep 0.2; -s $s->dir . '/other-access.log' ? 'other' : 'none' },
+    },
+    'access_log.escape' => {
+        server_a => { access_log => { path => '$DIR/access.log', format => '$http_user_agent', escape => 'json' } },
+        server_b => { access_log => { path => '$DIR/access.log', format => '$http_user_agent' } },
+        probe => sub {
+            my $s = shift; $s->get('/', 'User-Agent' => "\xc3\xa9\""); sleep 0.2;
+            (split /\n/, $s->access_log)[-1] // '';
+        },
     },
     'access_log.format' => {
         server_a => { access_log => { path => '$DIR/access.log', format => 'common' } },

@@ -26,11 +26,13 @@
 --   error_log         "stderr" (default) | absolute path
 --   error_log_level   "debug" | "info" (default) | "notice" | "warn" | "error"
 --   access_log        false | { path = absolute path, format = "combined" |
---                     "common" | "json" | template containing $ or % }.
+--                     "common" | "json" | template of $variables, escape =
+--                     "default" | "json" } (variables: schema.LOG_VARIABLES).
 --                     Default { path = PREFIX/logs/access.log, format =
 --                     "combined" }, as with nginx. "off" means false; "stderr"
 --                     and "stdout" become "/dev/stderr" and "/dev/stdout".
 --   access_log_buffer 65536 (bytes buffered per worker; 0 = unbuffered)
+--   request_id_header nil | header name sent with each response's $request_id
 --   keepalive_timeout 30 (seconds, >= 0; 0 = no keep-alive)
 --   keepalive_requests 1000 (integer >= 1)
 --   tcp_nodelay       true     defer_accept    true

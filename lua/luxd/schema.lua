@@ -20,7 +20,7 @@ local function seconds() return T.number({ above = 0 }) end
 
 S.SERVER_ORDER = {
   "listen", "workers", "user", "pid_file", "error_log", "error_log_level",
-  "access_log", "access_log_buffer", "keepalive_timeout", "keepalive_requests",
+  "access_log", "access_log_buffer", "request_id_header", "keepalive_timeout", "keepalive_requests",
   "tcp_nodelay", "defer_accept", "header_timeout", "body_timeout", "send_timeout",
   "max_header_bytes", "max_body_bytes", "max_connections", "vhost_dir",
   "drain_timeout", "backlog", "policy_budget", "policy_memory",
@@ -103,14 +103,98 @@ end
 
 local LOG_FORMATS = { "combined", "common", "json" }
 
+-- The variables of an access-log template besides $http_NAME (any request
+-- header: NAME in lower case with "_" for "-"). src/io/accesslog.c has the
+-- same list (var_names) and compiles the template again at load.
+S.LOG_VARIABLES = {
+  "remote_addr", "time_local", "time_iso8601", "msec", "request", "request_method",
+  "request_uri", "uri", "args", "server_protocol", "status", "body_bytes_sent",
+  "bytes_sent", "request_time", "request_id", "host", "upstream_addr",
+  "upstream_status", "upstream_response_time",
+}
+local LOG_VAR_SET = {}
+for _, n in ipairs(S.LOG_VARIABLES) do LOG_VAR_SET[n] = true end
+
+-- What is wrong with the variable `name` of the template `what`, or nil.
+local function log_var_problem(name, what)
+  if LOG_VAR_SET[name] then return nil end
+  if name:sub(1, 5) == "http_" and #name > 5 then return nil end
+  local shown = V.q("$" .. name)
+  if name == "http_" then
+    return fmt("%s has %s without a header name (as in $http_user_agent or " ..
+               "$http_x_forwarded_for)", what, shown)
+  end
+  local candidates = {}
+  for i, n in ipairs(S.LOG_VARIABLES) do candidates[i] = "$" .. n end
+  local dym = V.dym("$" .. name, candidates)
+  if dym == "" then
+    -- A name cut short ("$time_iso", "$upstream"): the one it begins.
+    for _, n in ipairs(S.LOG_VARIABLES) do
+      if #name >= 3 and n:sub(1, #name) == name then
+        dym = fmt(" (did you mean %s?)", V.q("$" .. n))
+        break
+      end
+    end
+  end
+  if dym == "" then
+    -- "$hostname" for the host followed by "name": a name runs on over
+    -- letters, digits and "_", so that needs ${host}name.
+    for _, n in ipairs(S.LOG_VARIABLES) do
+      if name:sub(1, #n) == n then
+        local rest = name:sub(#n + 1)
+        dym = fmt(" (for $%s followed by %s, write ${%s}%s)", n, V.q(rest), n, rest)
+        break
+      end
+    end
+  end
+  return fmt("%s has an unknown variable %s%s", what, shown, dym)
+end
+
+-- Checks the $variables of a template; returns how many it has. A name is
+-- [A-Za-z0-9_]+, or written ${name} when letters follow it; "$$" is a "$".
+local function check_log_template(ctx, key, v, what)
+  local n, i = 0, 1
+  while true do
+    local d = v:find("$", i, true)
+    if not d then break end
+    local nxt = v:sub(d + 1, d + 1)
+    if nxt == "$" then
+      i = d + 2
+    else
+      local name, e
+      if nxt == "{" then
+        name, e = v:match("^{([%w_]+)}()", d + 1)
+        if not name then
+          V.fail(ctx, key, fmt('%s has "${" without a variable name and "}" after it ' ..
+                               '(as in ${status})', what))
+        end
+      else
+        name, e = v:match("^([%w_]+)()", d + 1)
+        if not name then
+          V.fail(ctx, key, fmt('%s has a "$" that starts no variable name (write "$$" for a ' ..
+                               '"$" of its own)', what))
+        end
+      end
+      local problem = log_var_problem(name, what)
+      if problem then V.fail(ctx, key, problem) end
+      n, i = n + 1, e
+    end
+  end
+  return n
+end
+
 local function check_log_format(ctx, key, v, what)
   STR(ctx, key, v, what)
   for _, f in ipairs(LOG_FORMATS) do if v == f then return v end end
   -- Anything else is a template; one without a single variable is far more
   -- likely a misspelt format name than a log line that never changes.
-  if not v:find("[%$%%]") then
+  if check_log_template(ctx, key, v, what) == 0 then
+    local hint = V.dym(v, LOG_FORMATS)
+    if hint == "" and v:find("%%") then
+      hint = ' (the variables are nginx\'s, as in "$remote_addr $status", not "%h %s")'
+    end
     V.fail(ctx, key, fmt('%s must be "combined", "common", "json" or a template with ' ..
-                         '$variables, got %s%s', what, V.q(v), V.dym(v, LOG_FORMATS)))
+                         '$variables, got %s%s', what, V.q(v), hint))
   end
   return v
 end
@@ -122,8 +206,9 @@ local function log_path(ctx, key, v, what)
 end
 
 local ACCESS_LOG_SCHEMA = {
-  keys = { path = log_path, format = check_log_format },
-  order = { "path", "format" },
+  keys = { path = log_path, format = check_log_format,
+           escape = T.enum({ "default", "json" }) },
+  order = { "path", "format", "escape" },
 }
 
 local function check_access_log(ctx, key, v, what)
@@ -141,7 +226,7 @@ local function check_access_log(ctx, key, v, what)
   local c = ctx:child("access_log", ctx:key_line(key))
   local got = V.check_block(c, v, ACCESS_LOG_SCHEMA)
   if not got.path then V.fail(c, nil, '"path" is missing') end
-  return { path = got.path, format = got.format or "combined" }
+  return { path = got.path, format = got.format or "combined", escape = got.escape or "default" }
 end
 
 local SERVER_KEYS = {
@@ -153,6 +238,12 @@ local SERVER_KEYS = {
   error_log_level = T.enum({ "debug", "info", "notice", "warn", "error" }),
   access_log = check_access_log,
   access_log_buffer = int(0),
+  request_id_header = T.string({ check = function(ctx, key, v, what)
+    if not V.is_token(v) then
+      V.fail(ctx, key, fmt('%s must be a header name such as "X-Request-Id", got %s',
+                           what, V.q(v)))
+    end
+  end }),
   keepalive_timeout = T.number({ min = 0 }),
   keepalive_requests = int(1),
   tcp_nodelay = T.boolean(),

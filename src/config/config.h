@@ -120,9 +120,49 @@ typedef struct {
     int line;
 } lx_listen_t;
 
+/* What a $name of an access-log template stands for (io/accesslog.c
+ * prints each; lua/luxd/schema.lua has the same list for -t's errors). */
+typedef enum {
+    LX_LV_TEXT, /**< not a variable: literal bytes */
+    LX_LV_REMOTE_ADDR,
+    LX_LV_TIME_LOCAL,
+    LX_LV_TIME_ISO8601,
+    LX_LV_MSEC,
+    LX_LV_REQUEST,
+    LX_LV_REQUEST_METHOD,
+    LX_LV_REQUEST_URI,
+    LX_LV_URI,
+    LX_LV_ARGS,
+    LX_LV_SERVER_PROTOCOL,
+    LX_LV_STATUS,
+    LX_LV_BODY_BYTES_SENT,
+    LX_LV_BYTES_SENT,
+    LX_LV_REQUEST_TIME,
+    LX_LV_REQUEST_ID,
+    LX_LV_HOST,
+    LX_LV_HTTP_KNOWN, /**< $http_NAME of a header the parser keeps in r->known */
+    LX_LV_HTTP,       /**< $http_NAME of any other header */
+    LX_LV_UPSTREAM_ADDR,
+    LX_LV_UPSTREAM_STATUS,
+    LX_LV_UPSTREAM_RESPONSE_TIME,
+} lx_logvar_t;
+
+/* One piece of a compiled template: literal bytes or a variable. */
 typedef struct {
-    const char *path;   /**< absolute path of the access log */
-    const char *format; /**< "combined", "common", "json" or a template */
+    uint8_t var;      /**< lx_logvar_t */
+    uint8_t known;    /**< LX_LV_HTTP_KNOWN: the index in r->known */
+    uint32_t len;     /**< bytes in text */
+    const char *text; /**< LX_LV_TEXT: the bytes; LX_LV_HTTP: the header name, lower case */
+} lx_log_piece_t;
+
+typedef struct {
+    const char *path;             /**< absolute path of the access log */
+    const char *format;           /**< as written: "combined", "common", "json" or a template */
+    const lx_log_piece_t *pieces; /**< the format compiled at load (lx_access_log_compile) */
+    size_t npieces;               /**< entries in pieces */
+    unsigned json : 1;            /**< values escaped for JSON strings (format "json",
+                                     escape = "json") */
+    unsigned uses_time : 1;       /**< a piece needs the time now ($request_time, $msec) */
 } lx_access_log_conf_t;
 
 typedef struct {
@@ -136,6 +176,8 @@ typedef struct {
     lx_access_log_conf_t access_log; /**< path NULL: off */
     size_t access_log_buffer;        /**< bytes buffered per loop before a write */
     int access_log_unbuffered;       /**< write each line at once (access_log_buffer = 0) */
+    const char *request_id_header;   /**< response header carrying $request_id, or NULL */
+    size_t request_id_header_len;    /**< its length; 0: none */
     uint32_t keepalive_timeout;      /**< ms; 0 disables keep-alive */
     uint32_t keepalive_requests;     /**< requests per connection */
     uint32_t header_timeout;         /**< ms for the whole request header */

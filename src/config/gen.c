@@ -187,9 +187,11 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
     fprintf(out, "server\n");
     for (size_t i = 0; i < s->nlisten; i++)
         fprintf(out, "  listen %s\n", s->listen[i].text);
-    fprintf(out, "  workers %d\n  error_log %s\n  access_log %s (%s)\n", s->workers, s->error_log,
-            s->access_log.path ? s->access_log.path : "off",
-            s->access_log.format ? s->access_log.format : "-");
+    fprintf(out, "  workers %d\n  error_log %s\n  access_log %s (%s%s, %zu pieces)\n", s->workers,
+            s->error_log, s->access_log.path ? s->access_log.path : "off",
+            s->access_log.format ? s->access_log.format : "-",
+            s->access_log.json ? "; JSON escaping" : "", s->access_log.npieces);
+    if (s->request_id_header) fprintf(out, "  request_id_header %s\n", s->request_id_header);
     fprintf(out,
             "  keepalive_timeout %ums, keepalive_requests %u\n"
             "  header_timeout %ums, body_timeout %ums, send_timeout %ums\n"

@@ -21,6 +21,7 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include "../io/accesslog.h"
 #include "../log.h"
 #include "lua_embed.h"
 #include "../policy/shared.h"
@@ -153,6 +154,8 @@ static int read_server(loader_t *ld, int idx) {
     if (lua_istable(L, -1)) {
         s->access_log.path = get_str(ld, lua_gettop(L), "path", NULL);
         s->access_log.format = get_str(ld, lua_gettop(L), "format", "combined");
+        const char *esc = get_str(ld, lua_gettop(L), "escape", "default");
+        s->access_log.json = strcmp(esc, "json") == 0;
     } else if (lua_type(L, -1) == LUA_TSTRING) {
         s->access_log.path = lx_arena_strdup(&ld->g->arena, lua_tostring(L, -1));
         s->access_log.format = "combined";
@@ -167,6 +170,19 @@ static int read_server(loader_t *ld, int idx) {
         s->error_log_line = s->access_log_line = s->line;
     }
     lua_pop(L, 1);
+    if (s->access_log.path) {
+        /* luxd.schema checked the template already; this is what the loops
+         * print from, so that no request matches a variable name. */
+        char why[160];
+        int r = lx_access_log_compile(&ld->g->arena, &s->access_log, why, sizeof(why));
+        if (r == -ENOMEM) return fail(ld, "server: out of memory");
+        if (r < 0) {
+            ld->line = s->access_log_line;
+            return fail(ld, "server: access_log: %s", why);
+        }
+    }
+    s->request_id_header = get_str(ld, idx, "request_id_header", NULL);
+    s->request_id_header_len = s->request_id_header ? strlen(s->request_id_header) : 0;
     s->access_log_buffer = (size_t)get_num(ld, idx, "access_log_buffer", 65536);
     s->access_log_unbuffered = s->access_log_buffer == 0;
     if (s->access_log_buffer < 16384) s->access_log_buffer = 16384;

@@ -337,9 +337,14 @@ static int build_head(px_t *px) {
      * Only for a request without a body, whose end is then the tunnel's
      * start. */
     px->upgrade = upgrade.len && conn.upgrade && px->body == PX_BODY_NONE;
+    /* request_id_header: the backend gets this request's id, the one the
+     * client is answered with and the log shows, in place of a client's. */
+    const char *idh = r->gen->srv.request_id_header;
+    lx_str_t idname = {idh, r->gen->srv.request_id_header_len};
     for (unsigned i = 0; i < r->nheaders; i++) {
         lx_str_t n = r->headers[i].name, v = r->headers[i].value;
         if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
+        if (idh && same_name(n, idname.p, idname.len)) continue;
         switch (n.len) {
         case 3:
             if (lx_str_ieq(n, "via", 3)) {
@@ -407,6 +412,7 @@ static int build_head(px_t *px) {
     for (size_t i = 0; i < s->nproxy_headers; i++)
         if (s->proxy_headers[i].value.len)
             put_field(&b, s->proxy_headers[i].name, s->proxy_headers[i].value);
+    if (idh && !named_in(s, idname)) put_field(&b, idname, (lx_str_t){lx_req_id(r), 32});
     if (px->body != PX_BODY_NONE) {
         if (r->chunked) {
             LX_BUF_PUTS(&b, "Transfer-Encoding: chunked\r\n");
@@ -737,15 +743,18 @@ static void px_proceed(lx_req_t *r) {
 static const lx_producer_t px_producer = {px_proceed, px_abort};
 
 /* The response's fields that go on to the client: none of this hop's, and
- * not Date or Server, which the serializer writes for luxd. */
+ * not Date or Server, which the serializer writes for luxd, nor the
+ * request_id_header it writes too. */
 static void relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
     conn_list_t conn;
     conn_list(&conn, lx_h1resp_get(p, "connection", 10));
+    const char *idh = r->gen->srv.request_id_header;
+    size_t idlen = r->gen->srv.request_id_header_len;
     for (unsigned i = 0; i < p->nheaders; i++) {
         lx_str_t n = p->headers[i].name;
         if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
         if (lx_str_ieq(n, "content-length", 14) || lx_str_ieq(n, "date", 4) ||
-            lx_str_ieq(n, "server", 6))
+            lx_str_ieq(n, "server", 6) || (idh && same_name(n, idh, idlen)))
             continue;
         lx_resp_field(r, n, p->headers[i].value);
     }

@@ -7,6 +7,12 @@
 #include "../request.h"
 #include "../worker.h"
 
+/* Compiles c->format ("combined", "common", "json" or a template of
+ * $variables) into c->pieces, in memory from a (the generation's arena).
+ * Returns 0, or -EINVAL with what is wrong in err (no file or line), or
+ * -ENOMEM. */
+int lx_access_log_compile(lx_arena_t *a, lx_access_log_conf_t *c, char *err, size_t errlen);
+
 void lx_access_log(lx_worker_t *w, lx_req_t *r);
 void lx_access_log_flush(lx_worker_t *w);
 
