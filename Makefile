@@ -115,6 +115,12 @@ $(BUILD)/unit/test_h1resp: t/unit/test_h1resp.c src/upstream/h1resp.c src/upstre
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_h1resp.c src/upstream/h1resp.c $(LL_OBJS)
 
+# The output ring and its writer, against the fake stream the test defines
+# (uv_try_write, uv_write): it links out.c alone, without libuv.
+$(BUILD)/unit/test_out: t/unit/test_out.c src/out.c src/out.h src/conn.h t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_out.c src/out.c
+
 unit: $(UNITS)
 
 # The reference is the man pages (mdoc): doc/luxd.lua.5 and doc/luxd.8,

@@ -37,6 +37,13 @@ static void head_prev(lx_out_t *o) {
     o->head = o->head ? o->head - 1 : LX_OUT_MAX - 1;
 }
 
+/* Whether bytes read from the head file piece can go in front of it as a
+ * buffer piece: when they do not finish it, that takes an entry more, and
+ * a full ring has none (81 entries would wrap onto the last one). */
+static int room_in_front(const lx_out_t *o, uint64_t bytes) {
+    return o->n < LX_OUT_MAX || bytes >= o->q[o->head].len;
+}
+
 void lx_out_init(lx_out_t *o) {
     memset(o, 0, sizeof(*o));
 }
@@ -258,9 +265,11 @@ static void read_done(uv_work_t *w, int status) {
     lx_log_debug("read-ahead done at %llu (%zd bytes)", (unsigned long long)o->work_off,
                  o->work_got);
     if (s->c == NULL || status < 0 || o->work_got <= 0 || o->n == 0 ||
-        o->q[o->head].kind != LX_PIECE_FILE || o->q[o->head].off != o->work_off) {
+        o->q[o->head].kind != LX_PIECE_FILE || o->q[o->head].off != o->work_off ||
+        !room_in_front(o, (uint64_t)o->work_got)) {
         /* The connection is gone, or the file shrank (a short read makes the
-         * announced length a lie: close). */
+         * announced length a lie: close), or the ring is full (no response
+         * has that many pieces; be safe). */
         lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
         lx_sess_written(s, s->c == NULL || status < 0 ? -ECANCELED : -EIO);
         return;
@@ -296,6 +305,10 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
          * A small one does that as well as a whole buffer. */
         struct iovec iov = {buf, n < WAIT_PIECE ? n : WAIT_PIECE};
         ssize_t r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, RWF_NOWAIT);
+        if (r > 0 && !room_in_front(o, (uint64_t)r)) {
+            lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
+            return -ENOBUFS; /* as push: no response has that many pieces */
+        }
         if (r > 0) {
             consume(s, (uint64_t)r);
             head_prev(o);

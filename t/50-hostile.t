@@ -233,6 +233,17 @@ my @cases = (
     ['a range past the end', "${GET}Range: bytes=100-\r\n\r\n", 416, 0],
     ['a zero-length suffix range', "${GET}Range: bytes=-0\r\n\r\n", 416, 0],
 
+    # --- the one-run parse of a request without a body, and known field
+    # names matched by length, first letter and eight bytes a step
+    # (issue 9, t/112 has the rest)
+    ['Content-Length: 0 is no body', "${GETB}Content-Length: 0\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
+    ['an empty chunked body', "$GETB$TE\r\n0\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
+    ['HTTP/1.0 keep-alive without a body', "GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
+    ['known field names in capitals', "GET /a.txt HTTP/1.1\r\nHOST: localhost\r\nCONNECTION: keep-alive\r\nTRANSFER-ENCODING: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
+    ['a name one letter off Host is no Host', "GET /a.txt HTTP/1.1\r\nHosu: localhost\r\n\r\n", 400, 1, split => 1],
+    ['a name one letter off Transfer-Encoding frames nothing', "${GETB}Transfer-Encodinf: chunked\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
+    ['a name one letter off Connection closes nothing', "${GET}Connectioo: close\r\n\r\n", 200, 0, body => "aaa\n", split => 1],
+
     # --- connection management
     ['Connection: close', "${GET}Connection: close\r\n\r\n", 200, 1, body => "aaa\n"],
     ['HTTP/1.0 without keep-alive', "GET /a.txt HTTP/1.0\r\n\r\n", 200, 1, body => "aaa\n"],
