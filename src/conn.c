@@ -1053,6 +1053,8 @@ static void request_end(lx_sess_t *s) {
         /* The common case, no pipelined request: nothing to parse. */
         s->rpos = s->rlen = 0;
         want_read(c, 1);
+        /* A failed uv_read_start closed the connection (and pooled s). */
+        if (c->state == LX_CONN_CLOSED) return;
         conn_idle(c, s);
         return;
     }
