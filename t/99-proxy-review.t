@@ -351,4 +351,18 @@ subtest 'a request body that fails while it streams to the backend' => sub {
     kill_backend($b);
 };
 
+# Under `make tsan` (this file runs several workers): the first proxied
+# request of each worker set the handler's slot, a data race.
+subtest 'two workers proxy their first requests at once' => sub {
+    my $be = Luxd::Backend->start(name => 'be');
+    my $s = Luxd->new(config => proxy_config($be->addr), server => { workers => 2 });
+    my @c = map { $s->connect } 1 .. 40;
+    $_->send(Luxd::request(path => '/ok/10')) for @c;
+    my $ok = grep { my $r = $_->response(timeout => 5); $r && $r->{status} == 200 } @c;
+    is $ok, 40, 'all 40 answered';
+    $_->close for @c;
+    $s->stop;
+    $be->stop;
+};
+
 done_testing;

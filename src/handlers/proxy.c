@@ -83,12 +83,13 @@ typedef struct {
     unsigned tunnel : 1;     /**< the backend said 101: bytes flow both ways as they are */
 } px_t;
 
-static int px_slot = -1; /* index of this handler in lx_handlers[]: w->hstate */
+/* Index of this handler in lx_handlers[]: w->hstate. Set by the first
+ * px_loop_init, which runs in the main thread before any worker thread
+ * starts; the workers only read it (set lazily by each, it was a data race
+ * TSan reported). */
+static int px_slot = -1;
 
 static lx_uploop_t *loop_pools(lx_worker_t *w) {
-    if (px_slot < 0)
-        for (size_t i = 0; i < lx_nhandlers; i++)
-            if (lx_handlers[i] == &lx_proxy_handler) px_slot = (int)i;
     return px_slot < 0 ? NULL : w->hstate[px_slot];
 }
 
@@ -127,6 +128,9 @@ static void px_gen_free(lx_gen_t *g) {
 }
 
 static int px_loop_init(lx_worker_t *w, void **state) {
+    if (px_slot < 0)
+        for (size_t i = 0; i < lx_nhandlers; i++)
+            if (lx_handlers[i] == &lx_proxy_handler) px_slot = (int)i;
     *state = lx_uploop_new(&w->loop);
     return *state ? 0 : -ENOMEM;
 }
