@@ -232,12 +232,12 @@ end
 d = load_ok([[server { access_log = { path = "/var/log/a.log", format = "json" }, vhost_dir = "sites" }]],
             "access_log table")
 if d then
-  same(d.server.access_log, { path = "/var/log/a.log", format = "json" }, "access_log table")
+  same(d.server.access_log, { path = "/var/log/a.log", format = "json", escape = "default" }, "access_log table")
   is(d.server.vhost_dir, prefix .. "/sites", "vhost_dir made absolute")
 end
 d = load_ok([[server { access_log = { path = "stdout", format = "$remote_addr $status" } }]], "access_log template")
 if d then
-  same(d.server.access_log, { path = "/dev/stdout", format = "$remote_addr $status" }, "template format, stdout")
+  same(d.server.access_log, { path = "/dev/stdout", format = "$remote_addr $status", escape = "default" }, "template format, stdout")
 end
 
 load_err([[
