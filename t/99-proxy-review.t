@@ -365,4 +365,40 @@ subtest 'two workers proxy their first requests at once' => sub {
     $be->stop;
 };
 
+# The backend's 100 Continue and its final answer in one write, to a
+# request whose Expect luxd forwarded: the 100 starts the body inside the
+# parser's callback, and what that does must not leave the parser going on.
+subtest '100 Continue and the answer in one piece' => sub {
+    my $b = raw_backend(sub {
+        my ($c) = @_;
+        sysread($c, my $buf, 100);    # not the whole head: the 100 comes early
+        syswrite $c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nBACKEND-BYTES";
+        sleep 1;
+        1 while sysread($c, $buf, 1 << 20);
+    });
+    my $s = Luxd->new(config => proxy_config($b->[1]), server => { max_header_bytes => 8_000_000 });
+    # A head of 6.6 MB: its write to the backend is still in flight when the
+    # 100 comes; the body waits for it (it went out at once: -EBUSY, 502).
+    my $big = join '', map { "X-Pad-$_: " . ('p' x 70_000) . "\r\n" } 1 .. 95;
+    my $c = $s->connect;
+    $c->send("POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n$big\r\nhello");
+    my $t0 = time;
+    $c->_fill(0.3) while time - $t0 < 4 && $c->{buf} !~ /BACKEND-BYTES/ && !$c->{eof};
+    like $c->{buf}, qr/\AHTTP\/1\.1 200 OK\r\n.*\r\n\r\nBACKEND-BYTES\z/s, 'a 100 before the head is out: the answer, not 502';
+    $c->close;
+    # The body is broken (a malformed chunk, already buffered): starting it
+    # answers 400 and lets go; the 200 after the 100 must not reach the client.
+    $c = $s->connect;
+    $c->send("POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+           . "5\r\nhello\r\nzz\r\n");
+    $t0 = time;
+    while (time - $t0 < 1.5) { $c->{eof} ? sleep 0.1 : $c->_fill(0.1) }
+    like $c->{buf}, qr/\AHTTP\/1\.1 400 /, 'a body that breaks when the 100 starts it: 400';
+    unlike $c->{buf}, qr/BACKEND-BYTES|200 OK/, 'and nothing of the answer that followed the 100';
+    $c->close;
+    ok $s->alive, 'luxd is alive';
+    $s->stop;
+    kill_backend($b);
+};
+
 done_testing;

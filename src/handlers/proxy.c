@@ -764,9 +764,14 @@ static void relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
     }
 }
 
+/* Returns -1 once px is dead (what it called let the request go: the
+ * client's write failed, or the body did): the parser must stop, or it
+ * went on through the rest of the buffer, into the final response's head,
+ * with px's parser state freed and its request answered. */
 static int on_resp_head(lx_h1resp_t *p) {
     px_t *px = p->data;
     lx_req_t *r = px->r;
+    if (px->dead) return -1;
     if (p->status == 101) {
         /* Switching to what the request asked for: the 101 goes to the
          * client with the backend's Upgrade; on_read starts the tunnel. */
@@ -780,17 +785,20 @@ static int on_resp_head(lx_h1resp_t *p) {
         lx_resp_field(r, LX_STR("Upgrade"), up);
         lx_resp_header(r, "Connection: upgrade\r\n", 21);
         lx_resp_send_headers(r);
-        return 0;
+        return px->dead ? -1 : 0;
     }
     if (p->status < 200) {
         if (p->status == 100) {
             /* The backend wants the body: now the client is asked for it
-             * (lx_body_read sends the client its 100). */
+             * (lx_body_read sends the client its 100). A 100 that comes
+             * while the head is still being written waits for on_written:
+             * a body piece now would meet the write in flight (-EBUSY, a
+             * 502). */
             if (px->body == PX_BODY_EXPECT) {
                 px->body = PX_BODY_PENDING;
-                px_start_body(px);
+                if (px->head_out) px_start_body(px);
             }
-            return 0;
+            return px->dead ? -1 : 0;
         }
         /* 103 Early Hints and others: passed on to a client that can take
          * them (RFC 9110 15.2: never to HTTP/1.0). */
@@ -799,7 +807,7 @@ static int on_resp_head(lx_h1resp_t *p) {
             relay_fields(r, p);
             lx_resp_interim(r);
         }
-        return 0;
+        return px->dead ? -1 : 0;
     }
     peer_ok(px);
     r->upstream_status = p->status;
@@ -810,7 +818,7 @@ static int on_resp_head(lx_h1resp_t *p) {
     if (r->site->headers_len) lx_resp_header(r, r->site->headers, r->site->headers_len);
     r->resp.length = p->length;
     lx_stream_start(r, &px_producer);
-    return 0;
+    return px->dead ? -1 : 0;
 }
 
 static int on_resp_body(lx_h1resp_t *p, const char *at, size_t len) {
