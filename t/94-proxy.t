@@ -201,6 +201,13 @@ subtest 'WebSocket: 101 makes a tunnel, both ways, closed together' => sub {
     $c->close;
     my $rec = $be->wait_close($conn, 3);
     ok $rec, 'the client\'s close closed the backend\'s side';
+    # Only WebSocket is tunnelled: h2c would carry requests past luxd's
+    # rules; its Upgrade stays behind and the request is an ordinary one.
+    my $h = $s->http(path => '/ok/2', headers => ['Upgrade' => 'h2c', 'Connection' => 'Upgrade, HTTP2-Settings', 'HTTP2-Settings' => 'AAMAAABkAAQAAP__']);
+    is $h->{status}, 200, 'Upgrade: h2c is answered as HTTP/1.1';
+    my $hq = ($be->requests)[-1];
+    is hdr($hq, 'Upgrade'), undef, 'and its Upgrade does not reach the backend';
+    is hdr($hq, 'HTTP2-Settings'), undef, 'nor what Connection names';
     # An Upgrade the backend does not take is an ordinary request.
     my $r = $s->http(path => '/ok/4', headers => ['Upgrade' => 'websocket', 'Connection' => 'Upgrade']);
     is $r->{status}, 200, 'no 101: an ordinary answer';

@@ -78,11 +78,14 @@ subtest 'round robin with weights; passive health; all down is an immediate 502'
     my $b2 = Luxd::Backend->start(name => 'two');
     my ($a1, $a2) = ($b1->addr, $b2->addr);
     my $dead = Luxd::free_port();
+    my $dead2 = Luxd::free_port();
     my $s = Luxd->new(config => <<"EOF");
 upstream "rr" { "$a1", { "$a2", weight = 3 } }
 upstream "h" { "127.0.0.1:$dead", "$a1", max_fails = 1, fail_timeout = 30 }
-upstream "down" { "127.0.0.1:$dead" }
-vhost "l" { default = true, location "/" { proxy = "rr" }, location "/h/" { proxy = "h" }, location "/down/" { proxy = "down" } }
+upstream "down" { "127.0.0.1:$dead", "127.0.0.1:$dead2", fail_timeout = 30 }
+upstream "lone" { "127.0.0.1:$dead2" }
+vhost "l" { default = true, location "/" { proxy = "rr" }, location "/h/" { proxy = "h" }, location "/down/" { proxy = "down" },
+  location "/lone/" { proxy = "lone" } }
 EOF
     my %n;
     $n{ $s->get('/ok/1')->{headers}{'x-backend'} // 'none' }++ for 1 .. 8;
@@ -98,9 +101,22 @@ EOF
     is $after, $before, 'and skipped while down (no new connect to it)';
 
     my $t0 = time;
-    is $s->get('/down/x')->{status}, 502, 'the only server refuses: 502';
-    is $s->get('/down/x')->{status}, 502, 'marked down: 502 again';
+    is $s->get('/down/x')->{status}, 502, 'both servers refuse: 502';
+    $before = () = $s->error_log =~ /connect to /g;
+    is $s->get('/down/x')->{status}, 502, 'both marked down: 502 again';
+    like $s->error_log, qr/upstream down: no server to send/, 'with no server left to try';
+    $after = () = $s->error_log =~ /connect to /g;
+    is $after, $before, 'and no connect was tried';
     ok time - $t0 < 1, 'at once';
+
+    # A lone server is never marked down (nginx neither): every request
+    # tries it, so it is back as soon as it is.
+    $s->get('/lone/x') for 1 .. 2;
+    $before = () = $s->error_log =~ /connect to 127\.0\.0\.1:$dead2/g;
+    $s->get('/lone/x');
+    $after = () = $s->error_log =~ /connect to 127\.0\.0\.1:$dead2/g;
+    is $after, $before + 1, 'a lone server is tried again after failing';
+    unlike $s->error_log, qr/upstream lone: server .* marked down/, 'and never marked down';
     $s->stop;
     $b1->stop;
     $b2->stop;

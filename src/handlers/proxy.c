@@ -167,7 +167,10 @@ static int pick(px_t *px, uint64_t now) {
 static void peer_failed(px_t *px, uint64_t now) {
     const lx_upstream_t *u = px->u;
     px_peer_t *p = &px->peers[px->server];
-    if (u->max_fails == 0) return;
+    /* A lone server is never marked down (as nginx does): skipping it
+     * would turn one failure, a restart say, into fail_timeout of 502s
+     * for everyone, with no other server to take them. */
+    if (u->max_fails == 0 || u->nservers == 1) return;
     if (now - p->fail_start > u->fail_timeout) {
         p->fail_start = now;
         p->fails = 0;
@@ -339,8 +342,9 @@ static int build_head(px_t *px) {
     /* An Upgrade (WebSocket) goes on to the backend, the one hop-by-hop
      * field that does: a 101 then makes the two connections one tunnel.
      * Only for a request without a body, whose end is then the tunnel's
-     * start. */
-    px->upgrade = upgrade.len && conn.upgrade && px->body == PX_BODY_NONE;
+     * start, and only to WebSocket: another protocol (h2c) would carry
+     * requests past luxd's rules and policies, each one unseen. */
+    px->upgrade = lx_str_ieq(upgrade, "websocket", 9) && conn.upgrade && px->body == PX_BODY_NONE;
     /* request_id_header: the backend gets this request's id, the one the
      * client is answered with and the log shows, in place of a client's. */
     const char *idh = r->gen->srv.request_id_header;
