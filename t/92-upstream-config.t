@@ -36,6 +36,7 @@ unless ($ENV{LUXD_FAKE_HOSTS}) {
 }
 END { require File::Path; File::Path::remove_tree($1) if ($ENV{LUXD_FAKE_HOSTS} // '') =~ m{^(.*)/hosts$} }
 require Luxd;
+no warnings "once"; # $Luxd::ROOT, set by the module required at run time
 
 # A name that must not resolve: .invalid is reserved for that (RFC 6761).
 # Checked here first, so a failure below is luxd's, not the resolver's.
