@@ -25,8 +25,8 @@
 #include "../upstream/h1resp.h"
 #include "../upstream/upconn.h"
 #include "../worker.h"
-#include "../buf.h"
 #include "handler.h"
+#include "proxy_fields.h"
 
 /* A server's health and rotation, per loop (nginx keeps them per worker
  * too unless told to share a zone). */
@@ -187,270 +187,6 @@ static void peer_ok(px_t *px) {
     px_peer_t *p = &px->peers[px->server];
     p->fails = 0;
     p->down_until = 0;
-}
-
-/* ---- the request head ----------------------------------------------- */
-
-/* Fields that describe one connection, not the message (RFC 9110 7.6.1). */
-static int hop_by_hop(lx_str_t n) {
-    switch (n.len) {
-    case 2: return lx_str_ieq(n, "te", 2);
-    case 7: return lx_str_ieq(n, "trailer", 7) || lx_str_ieq(n, "upgrade", 7);
-    case 10: return lx_str_ieq(n, "connection", 10) || lx_str_ieq(n, "keep-alive", 10);
-    case 17: return lx_str_ieq(n, "transfer-encoding", 17);
-    default: return n.len > 6 && lx_str_ieq((lx_str_t){n.p, 6}, "proxy-", 6);
-    }
-}
-
-static int same_name(lx_str_t a, const char *b, size_t len) {
-    if (a.len != len) return 0;
-    for (size_t i = 0; i < len; i++)
-        if ((a.p[i] | 0x20) != (b[i] | 0x20)) return 0;
-    return 1;
-}
-
-/* The field names a Connection value lists (RFC 9110 7.6.1: hop-by-hop
- * too), read once per message. "close", "keep-alive" and "upgrade" name
- * fields hop_by_hop() drops anyway and are not kept: the common value
- * lists nothing else, and then no field is compared with it. */
-#define CONN_NAMES 8
-typedef struct {
-    lx_str_t name[CONN_NAMES];
-    unsigned n;
-    unsigned upgrade : 1; /**< "upgrade" is listed */
-    unsigned many : 1;    /**< more than CONN_NAMES: every field is compared with the value */
-    lx_str_t value;
-} conn_list_t;
-
-/* The next element of a comma-separated list at *p (before end), or len
- * 0 when there is none left. */
-static lx_str_t next_token(const char **p, const char *end) {
-    const char *q = *p;
-    while (q < end && (*q == ' ' || *q == '\t' || *q == ','))
-        q++;
-    const char *t = q;
-    while (q < end && *q != ',' && *q != ' ' && *q != '\t')
-        q++;
-    *p = q;
-    return (lx_str_t){t, (size_t)(q - t)};
-}
-
-static void conn_list(conn_list_t *cl, lx_str_t v) {
-    const char *p = v.p, *end = v.p + v.len;
-    cl->n = 0;
-    cl->upgrade = cl->many = 0;
-    cl->value = v;
-    for (lx_str_t tok; p && (tok = next_token(&p, end)).len;) {
-        if (lx_str_ieq(tok, "close", 5) || lx_str_ieq(tok, "keep-alive", 10)) continue;
-        if (lx_str_ieq(tok, "upgrade", 7)) {
-            cl->upgrade = 1;
-            continue;
-        }
-        if (cl->n == CONN_NAMES) {
-            cl->many = 1;
-            continue;
-        }
-        cl->name[cl->n++] = tok;
-    }
-}
-
-static int conn_listed(const conn_list_t *cl, lx_str_t name) {
-    if (cl->many) {
-        const char *p = cl->value.p, *end = p + cl->value.len;
-        for (lx_str_t tok; (tok = next_token(&p, end)).len;)
-            if (same_name(name, tok.p, tok.len)) return 1;
-        return 0;
-    }
-    for (unsigned i = 0; i < cl->n; i++)
-        if (same_name(name, cl->name[i].p, cl->name[i].len)) return 1;
-    return 0;
-}
-
-static int named_in(const lx_site_t *s, lx_str_t name) {
-    for (size_t i = 0; i < s->nproxy_headers; i++)
-        if (same_name(name, s->proxy_headers[i].name.p, s->proxy_headers[i].name.len)) return 1;
-    return 0;
-}
-
-static void put_field(lx_buf_t *b, lx_str_t name, lx_str_t value) {
-    lx_buf_put(b, name.p, name.len);
-    LX_BUF_PUTS(b, ": ");
-    lx_buf_put(b, value.p, value.len);
-    LX_BUF_PUTS(b, "\r\n");
-}
-
-/* The path luxd routed on, percent-encoded again where RFC 3986 wants it:
- * the backend sees what chose the location, never a raw form that a
- * different normalisation could read as another path. */
-static void put_path(lx_buf_t *b, const char *p, size_t len) {
-    /* RFC 3986 pchar and '/' as a 256-bit set: unreserved, sub-delims, ':'
-     * and '@'. */
-    static const uint64_t keep[4] = {0x2fffffd200000000ULL, 0x47fffffe87ffffffULL, 0, 0};
-    static const char hex[] = "0123456789ABCDEF";
-    size_t run = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if ((keep[ch >> 6] >> (ch & 63)) & 1) continue;
-        lx_buf_put(b, p + run, i - run);
-        char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-        lx_buf_put(b, e, 3);
-        run = i + 1;
-    }
-    lx_buf_put(b, p + run, len - run);
-}
-
-/* The values of every field named name.len bytes of lname (lower case)
- * that goes on, from the first at index `from`, each followed by ", ": the
- * lines of one list (RFC 9110 5.3), in order. */
-static void put_list(lx_buf_t *b, const lx_req_t *r, const conn_list_t *conn, unsigned from,
-                     const char *lname, size_t len) {
-    for (unsigned i = from; i < r->nheaders; i++) {
-        lx_str_t n = r->headers[i].name, v = r->headers[i].value;
-        if (!lx_str_ieq(n, lname, len) || conn_listed(conn, n) || v.len == 0) continue;
-        lx_buf_put(b, v.p, v.len);
-        LX_BUF_PUTS(b, ", ");
-    }
-}
-
-static int build_head(px_t *px) {
-    lx_req_t *r = px->r;
-    const lx_site_t *s = r->site;
-    lx_buf_t b = {0};
-    const char *m = llhttp_method_name((llhttp_method_t)r->method);
-    lx_buf_put(&b, m, strlen(m));
-    LX_BUF_PUTS(&b, " ");
-    put_path(&b, r->decoded, r->decoded_len);
-    if (r->query.len) {
-        LX_BUF_PUTS(&b, "?");
-        lx_buf_put(&b, r->query.p, r->query.len);
-    }
-    LX_BUF_PUTS(&b, " HTTP/1.1\r\nHost: ");
-    lx_str_t host = r->known[LX_H_HOST];
-    if (s->proxy_host)
-        lx_buf_put(&b, s->proxy_host, strlen(s->proxy_host));
-    else if (host.len)
-        lx_buf_put(&b, host.p, host.len);
-    else
-        lx_buf_put(&b, px->u->name, strlen(px->u->name));
-    LX_BUF_PUTS(&b, "\r\n");
-    conn_list_t conn;
-    conn_list(&conn, r->known[LX_H_CONNECTION]);
-    lx_str_t upgrade = {0};
-    unsigned xff = UINT32_MAX, via = UINT32_MAX; /* the first of each, if any */
-    for (unsigned i = 0; i < r->nheaders; i++)
-        if (lx_str_ieq(r->headers[i].name, "upgrade", 7)) upgrade = r->headers[i].value;
-    /* An Upgrade (WebSocket) goes on to the backend, the one hop-by-hop
-     * field that does: a 101 then makes the two connections one tunnel.
-     * Only for a request without a body, whose end is then the tunnel's
-     * start, and only to WebSocket: another protocol (h2c) would carry
-     * requests past luxd's rules and policies, each one unseen. */
-    px->upgrade = lx_str_ieq(upgrade, "websocket", 9) && conn.upgrade && px->body == PX_BODY_NONE;
-    /* request_id_header: the backend gets this request's id, the one the
-     * client is answered with and the log shows, in place of a client's. */
-    const char *idh = r->gen->srv.request_id_header;
-    lx_str_t idname = {idh, r->gen->srv.request_id_header_len};
-    for (unsigned i = 0; i < r->nheaders; i++) {
-        lx_str_t n = r->headers[i].name, v = r->headers[i].value;
-        if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
-        if (idh && same_name(n, idname.p, idname.len)) continue;
-        switch (n.len) {
-        case 3:
-            if (lx_str_ieq(n, "via", 3)) {
-                if (via == UINT32_MAX) via = i; /* one list, ours appended */
-                continue;
-            }
-            break;
-        case 4:
-            if (lx_str_ieq(n, "host", 4)) continue;
-            break;
-        case 6:
-            /* Expect is this hop's business: luxd asks for it itself. */
-            if (lx_str_ieq(n, "expect", 6)) continue;
-            break;
-        case 14:
-            if (lx_str_ieq(n, "content-length", 14)) continue;
-            break;
-        case 15:
-            if (lx_str_ieq(n, "x-forwarded-for", 15)) {
-                if (xff == UINT32_MAX) xff = i; /* all its lines, ours appended */
-                continue;
-            }
-            break;
-        case 16:
-            if (lx_str_ieq(n, "x-forwarded-host", 16)) continue;
-            break;
-        case 17:
-            if (lx_str_ieq(n, "x-forwarded-proto", 17)) continue;
-            break;
-        }
-        if (named_in(s, n)) continue;
-        put_field(&b, n, v);
-    }
-    /* The fields luxd makes itself give way to proxy_headers of the same
-     * name (set there, or removed with ""), as the client's do: the config
-     * behind a TLS front end says X-Forwarded-Proto: https, and the backend
-     * must not get http beside it. */
-    if (!named_in(s, LX_STR("X-Forwarded-For"))) {
-        char peer[48];
-        lx_req_peer(r, peer);
-        LX_BUF_PUTS(&b, "X-Forwarded-For: ");
-        if (xff != UINT32_MAX) put_list(&b, r, &conn, xff, "x-forwarded-for", 15);
-        lx_buf_put(&b, peer, strlen(peer));
-        LX_BUF_PUTS(&b, "\r\n");
-    }
-    if (!named_in(s, LX_STR("X-Forwarded-Proto"))) LX_BUF_PUTS(&b, "X-Forwarded-Proto: http\r\n");
-    if (host.len && !named_in(s, LX_STR("X-Forwarded-Host")))
-        put_field(&b, LX_STR("X-Forwarded-Host"), host);
-    if (!named_in(s, LX_STR("Via")) && (s->proxy_via || via != UINT32_MAX)) {
-        size_t at = b.len;
-        LX_BUF_PUTS(&b, "Via: ");
-        if (via != UINT32_MAX) put_list(&b, r, &conn, via, "via", 3);
-        if (s->proxy_via) {
-            if (r->http_minor)
-                LX_BUF_PUTS(&b, "1.1 luxd\r\n");
-            else
-                LX_BUF_PUTS(&b, "1.0 luxd\r\n");
-        } else if (!b.oom && b.len > at + 5) {
-            b.len -= 2; /* the last ", " */
-            LX_BUF_PUTS(&b, "\r\n");
-        } else if (!b.oom) {
-            b.len = at; /* only empty values */
-        }
-    }
-    for (size_t i = 0; i < s->nproxy_headers; i++)
-        if (s->proxy_headers[i].value.len)
-            put_field(&b, s->proxy_headers[i].name, s->proxy_headers[i].value);
-    if (idh && !named_in(s, idname)) put_field(&b, idname, (lx_str_t){lx_req_id(r), 32});
-    if (px->body != PX_BODY_NONE) {
-        if (r->chunked) {
-            LX_BUF_PUTS(&b, "Transfer-Encoding: chunked\r\n");
-            px->chunked = 1;
-        } else {
-            char cl[48];
-            int n = snprintf(cl, sizeof(cl), "Content-Length: %llu\r\n",
-                             (unsigned long long)r->content_length);
-            lx_buf_put(&b, cl, (size_t)n);
-        }
-        if (r->known[LX_H_EXPECT].len) {
-            LX_BUF_PUTS(&b, "Expect: 100-continue\r\n");
-            px->body = PX_BODY_EXPECT;
-            px->expect = 1;
-        }
-    }
-    if (px->upgrade) {
-        put_field(&b, LX_STR("Upgrade"), upgrade);
-        LX_BUF_PUTS(&b, "Connection: upgrade\r\n");
-    } else if (px->u->keepalive == 0) {
-        LX_BUF_PUTS(&b, "Connection: close\r\n");
-    }
-    LX_BUF_PUTS(&b, "\r\n");
-    if (b.oom) {
-        free(b.p);
-        return -ENOMEM;
-    }
-    px->head = b.p;
-    px->head_len = b.len;
-    return 0;
 }
 
 /* ---- lifetime ------------------------------------------------------- */
@@ -750,24 +486,6 @@ static void px_proceed(lx_req_t *r) {
 
 static const lx_producer_t px_producer = {px_proceed, px_abort};
 
-/* The response's fields that go on to the client: none of this hop's, and
- * not Date or Server, which the serializer writes for luxd, nor the
- * request_id_header it writes too. */
-static void relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
-    conn_list_t conn;
-    conn_list(&conn, lx_h1resp_get(p, "connection", 10));
-    const char *idh = r->gen->srv.request_id_header;
-    size_t idlen = r->gen->srv.request_id_header_len;
-    for (unsigned i = 0; i < p->nheaders; i++) {
-        lx_str_t n = p->headers[i].name;
-        if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
-        if (lx_str_ieq(n, "content-length", 14) || lx_str_ieq(n, "date", 4) ||
-            lx_str_ieq(n, "server", 6) || (idh && same_name(n, idh, idlen)))
-            continue;
-        lx_resp_field(r, n, p->headers[i].value);
-    }
-}
-
 /* Returns -1 once px is dead (what it called let the request go: the
  * client's write failed, or the body did): the parser must stop, or it
  * went on through the rest of the buffer, into the final response's head,
@@ -784,7 +502,7 @@ static int on_resp_head(lx_h1resp_t *p) {
         px->responding = 1;
         px->tunnel = 1;
         lx_resp_init(r, 101);
-        relay_fields(r, p);
+        lx_proxy_relay_fields(r, p);
         lx_str_t up = lx_h1resp_get(p, "upgrade", 7);
         lx_resp_field(r, LX_STR("Upgrade"), up);
         lx_resp_header(r, "Connection: upgrade\r\n", 21);
@@ -808,7 +526,7 @@ static int on_resp_head(lx_h1resp_t *p) {
          * them (RFC 9110 15.2: never to HTTP/1.0). */
         if (r->http_minor >= 1 && r->resp.state == LX_RESP_NONE) {
             lx_resp_init(r, p->status);
-            relay_fields(r, p);
+            lx_proxy_relay_fields(r, p);
             lx_resp_interim(r);
         }
         return px->dead ? -1 : 0;
@@ -818,7 +536,7 @@ static int on_resp_head(lx_h1resp_t *p) {
     if (px->body == PX_BODY_EXPECT || px->body == PX_BODY_PENDING) px->body = PX_BODY_CUT;
     px->responding = 1;
     lx_resp_init(r, p->status);
-    relay_fields(r, p);
+    lx_proxy_relay_fields(r, p);
     if (r->site->headers_len) lx_resp_header(r, r->site->headers, r->site->headers_len);
     r->resp.length = p->length;
     lx_stream_start(r, &px_producer);
@@ -965,10 +683,17 @@ int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u) {
      * the body was meant for the location that failed (perhaps another
      * upstream); the core drops it after the answer. */
     px->body = r->body_state == LX_BODY_UNREAD && !r->error_status ? PX_BODY_PENDING : PX_BODY_NONE;
-    if (build_head(px) < 0) {
+    lx_proxy_head_t h = {0};
+    if (lx_proxy_head(r, u, px->body != PX_BODY_NONE, &h) < 0) {
         free(px);
         return 500;
     }
+    px->head = h.head;
+    px->head_len = h.len;
+    px->chunked = h.chunked;
+    px->expect = h.expect;
+    px->upgrade = h.upgrade;
+    if (h.expect) px->body = PX_BODY_EXPECT;
     r->handler_data = px;
     r->on_abort = px_abort;
     px_enter(px);
