@@ -19,7 +19,7 @@
 #define MAX_IOV        16
 /* Bytes of a file written by uv_write when the socket is full (see
  * file_to_buffer). */
-#define WAIT_PIECE (16 * 1024)
+#define WAIT_PIECE (4 * 1024)
 
 /* Entry i of the queue, counted from its head (i < LX_OUT_MAX, so one
  * compare wraps it: no division by LX_OUT_MAX in the hot path). */
