@@ -82,7 +82,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     char req[1024];
-    int req_len = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: bench\r\nUser-Agent: slow_client\r\n\r\n", argv[2]);
+    int req_len =
+        snprintf(req, sizeof req,
+                 "GET %s HTTP/1.1\r\nHost: bench\r\nUser-Agent: slow_client\r\n\r\n", argv[2]);
     struct cx *cx = calloc(conns, sizeof *cx);
     if (!cx) return 1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -93,10 +95,19 @@ int main(int argc, char **argv) {
     for (int i = 0; i < conns; i++) {
         struct cx *c = &cx[i];
         c->fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (c->fd < 0) { fail(c, i, strerror(errno)); continue; }
+        if (c->fd < 0) {
+            fail(c, i, strerror(errno));
+            continue;
+        }
         setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-        if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) { fail(c, i, strerror(errno)); continue; }
-        if (send(c->fd, req, req_len, MSG_NOSIGNAL) != req_len) { fail(c, i, "send"); continue; }
+        if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            fail(c, i, strerror(errno));
+            continue;
+        }
+        if (send(c->fd, req, req_len, MSG_NOSIGNAL) != req_len) {
+            fail(c, i, "send");
+            continue;
+        }
         if ((i + 1) % batch == 0) usleep(10000);
     }
 
@@ -112,19 +123,27 @@ int main(int argc, char **argv) {
         for (int i = 0; i < conns; i++) {
             struct cx *c = &cx[i];
             if (c->state == ST_HEAD) {
-                ssize_t n = recv(c->fd, c->head + c->head_len, sizeof c->head - 1 - c->head_len, MSG_PEEK | MSG_DONTWAIT);
-                if (n == 0 || (n < 0 && errno != EAGAIN)) { fail(c, i, n ? strerror(errno) : "closed before the head"); continue; }
+                ssize_t n = recv(c->fd, c->head + c->head_len, sizeof c->head - 1 - c->head_len,
+                                 MSG_PEEK | MSG_DONTWAIT);
+                if (n == 0 || (n < 0 && errno != EAGAIN)) {
+                    fail(c, i, n ? strerror(errno) : "closed before the head");
+                    continue;
+                }
                 if (n > 0) {
                     /* Peeked: take only the head off the socket, so the
                      * body is read at RATE like the rest. */
                     c->head[c->head_len + n] = 0;
                     char *e = strstr(c->head, "\r\n\r\n");
                     size_t take = e ? (size_t)(e + 4 - c->head) - c->head_len : (size_t)n;
-                    if (recv(c->fd, c->head + c->head_len, take, MSG_DONTWAIT) != (ssize_t)take) { fail(c, i, "recv"); continue; }
+                    if (recv(c->fd, c->head + c->head_len, take, MSG_DONTWAIT) != (ssize_t)take) {
+                        fail(c, i, "recv");
+                        continue;
+                    }
                     c->head_len += take;
                     c->head[c->head_len] = 0;
                     if (e) {
-                        if (strncmp(c->head, "HTTP/1.1 200 ", 13) != 0 && strncmp(c->head, "HTTP/1.0 200 ", 13) != 0) {
+                        if (strncmp(c->head, "HTTP/1.1 200 ", 13) != 0 &&
+                            strncmp(c->head, "HTTP/1.0 200 ", 13) != 0) {
                             fail(c, i, "status is not 200");
                             continue;
                         }
@@ -136,8 +155,13 @@ int main(int argc, char **argv) {
                 }
             } else if (c->state == ST_BODY && ready) {
                 ssize_t n = recv(c->fd, buf, per_tick, MSG_DONTWAIT);
-                if (n > 0) bytes += n;
-                else if (n == 0 || errno != EAGAIN) { c->state = ST_DONE; close(c->fd); c->fd = -1; }
+                if (n > 0)
+                    bytes += n;
+                else if (n == 0 || errno != EAGAIN) {
+                    c->state = ST_DONE;
+                    close(c->fd);
+                    c->fd = -1;
+                }
             }
             if (c->state == ST_HEAD) heads++;
             if (c->state == ST_BODY) ok++;
@@ -161,13 +185,16 @@ int main(int argc, char **argv) {
             for (int i = 0; i < conns; i++)
                 if (cx[i].fd >= 0) close(cx[i].fd);
             char ch;
-            while (read(0, &ch, 1) > 0) {}
+            while (read(0, &ch, 1) > 0) {
+            }
             return 0;
         }
         /* Heads are polled every 10 ms; the body once per tick. */
         next += ready ? TICK_MS / 1000.0 : 0.01;
         double wait = next - now();
-        if (wait > 0) usleep((useconds_t)(wait * 1e6));
-        else next = now();
+        if (wait > 0)
+            usleep((useconds_t)(wait * 1e6));
+        else
+            next = now();
     }
 }
