@@ -555,12 +555,13 @@ local FRAMING = {
   trailer = true, te = true,
 }
 
-local function check_headers(ctx, key, v, what)
+-- The names of a headers table, checked as HTTP tokens, in a stable
+-- order (case-blind, then as written); list and seen start empty.
+local function header_names(ctx, key, v, what, example)
   if type(v) ~= "table" then
-    V.fail(ctx, key, fmt('%s must be a table like { ["X-Frame-Options"] = "DENY" }, got %s',
-                         what, type(v)))
+    V.fail(ctx, key, fmt('%s must be a table like %s, got %s', what, example, type(v)))
   end
-  local names, list, seen = {}, {}, {}
+  local names = {}
   for name in pairs(v) do
     if type(name) ~= "string" or not V.is_token(name) then
       V.fail(ctx, key, fmt('%s: %s is not a header name; write { ["X-Name"] = "value" }',
@@ -573,6 +574,11 @@ local function check_headers(ctx, key, v, what)
     if la ~= lb then return la < lb end
     return a < b
   end)
+  return names, {}, {}
+end
+
+local function check_headers(ctx, key, v, what)
+  local names, list, seen = header_names(ctx, key, v, what, '{ ["X-Frame-Options"] = "DENY" }')
   for _, name in ipairs(names) do
     local value = v[name]
     local lname = name:lower()
@@ -652,23 +658,7 @@ local HOP_BY_HOP = {
 }
 
 local function check_proxy_headers(ctx, key, v, what)
-  if type(v) ~= "table" then
-    V.fail(ctx, key, fmt('%s must be a table like { ["X-Forwarded-Port"] = "443" }, got %s',
-                         what, type(v)))
-  end
-  local names, list, seen = {}, {}, {}
-  for name in pairs(v) do
-    if type(name) ~= "string" or not V.is_token(name) then
-      V.fail(ctx, key, fmt('%s: %s is not a header name; write { ["X-Name"] = "value" }',
-                           what, V.show(name)))
-    end
-    names[#names + 1] = name
-  end
-  sort(names, function(a, b)
-    local la, lb = a:lower(), b:lower()
-    if la ~= lb then return la < lb end
-    return a < b
-  end)
+  local names, list, seen = header_names(ctx, key, v, what, '{ ["X-Forwarded-Port"] = "443" }')
   for _, name in ipairs(names) do
     local value, lname = v[name], name:lower()
     if seen[lname] then
