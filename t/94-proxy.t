@@ -103,6 +103,21 @@ subtest 'request fields: hop-by-hop out, X-Forwarded-*, Via' => sub {
     is hdr($q, $_), undef, "$_ removed" for qw(Connection X-Secret Keep-Alive TE Upgrade Proxy-Authorization);
 };
 
+# luxd keeps up to 8 names Connection lists (proxy_fields.c CONN_NAMES) and
+# compares every field with the whole value past that: both ways must drop
+# exactly the listed fields.
+subtest 'Connection listing 8 names, and 9' => sub {
+    for my $n (8, 9) {
+        my @names = map { "X-L$_" } 1 .. $n;
+        my $r = $s->http(path => '/ok/1',
+            headers => ['Connection' => join(', ', 'keep-alive', @names), (map { ($_ => 'v') } @names), 'X-Kept' => 'k']);
+        is $r->{status}, 200, "$n names: answered";
+        my $q = ($be->requests)[-1];
+        is scalar(grep { defined hdr($q, $_) } @names), 0, "$n names: every listed field removed";
+        is hdr($q, 'X-Kept'), 'k', "$n names: an unlisted field kept";
+    }
+};
+
 subtest 'response fields: hop-by-hop out, Set-Cookie kept apart' => sub {
     my $r = $s->get('/hop');
     is $r->{status}, 200, 'answered';
