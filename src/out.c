@@ -49,6 +49,7 @@ void lx_out_init(lx_out_t *o) {
 }
 
 static void piece_release(lx_piece_t *p, lx_sess_t *s) {
+    if (p->kind == LX_PIECE_FILE) s->out.warm_to = 0; /* the next file piece is checked anew */
     if (p->file) lx_file_unref(p->file);
     if (p->kind == LX_PIECE_BUF) lx_pool_put(&s->w->obufs, p->buf, LX_OUT_BUF);
     p->file = NULL;
@@ -64,6 +65,7 @@ void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
     o->olen = 0;
     o->queued = 0;
     o->failed = 0;
+    o->warm_to = 0;
 }
 
 void lx_out_free(lx_out_t *o) {
@@ -350,14 +352,24 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
     return -EAGAIN;
 }
 
-/* Whether the page cache holds the first and last byte of a range: a miss
- * would make sendfile wait for the disk. */
-static int in_page_cache(int fd, uint64_t off, uint64_t len) {
+/* Whether the page cache holds the first and last byte of the head file
+ * piece's next n bytes: a miss would make sendfile wait for the disk. A big
+ * file goes out in many sendfile calls, each starting where the last one
+ * stopped inside or at the end of the range checked before: then only the
+ * new end is checked. */
+static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
+    lx_out_t *o = &s->out;
+    lx_file_t *f = p->file;
+    uint64_t end = p->off + n;
+    if (end <= o->warm_to) return 1;
     char b;
     struct iovec iov = {&b, 1};
-    if (preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0 && errno == EAGAIN) return 0;
-    if (len > 1 && preadv2(fd, &iov, 1, (off_t)(off + len - 1), RWF_NOWAIT) < 0 && errno == EAGAIN)
+    if ((o->warm_to == 0 || p->off > o->warm_to) &&
+        preadv2(f->fd, &iov, 1, (off_t)p->off, RWF_NOWAIT) < 0 && errno == EAGAIN)
         return 0;
+    if (n > 1 && preadv2(f->fd, &iov, 1, (off_t)(end - 1), RWF_NOWAIT) < 0 && errno == EAGAIN)
+        return 0;
+    o->warm_to = end;
     return 1;
 }
 
@@ -370,7 +382,7 @@ int lx_out_flush(lx_sess_t *s) {
         lx_piece_t *p = &o->q[o->head];
         if (p->kind == LX_PIECE_FILE) {
             size_t n = p->len < SENDFILE_CHUNK ? (size_t)p->len : SENDFILE_CHUNK;
-            if (!in_page_cache(p->file->fd, p->off, n)) {
+            if (!in_page_cache(s, p, n)) {
                 int r = file_to_buffer(s, 0);
                 if (r < 0) return r;
                 continue;
