@@ -152,6 +152,8 @@ static lx_sess_t *sess_get(lx_conn_t *c) {
     s->depth = 0;
     s->cork = 0;
     s->flush_pending = 0;
+    s->proceeding = 0;
+    s->proceed_again = 0;
     s->end_pending = s->free_pending = 0;
     /* request_begin clears the request; until then only what a close
      * looks at (sess_detach) must say "nothing in flight". */
@@ -941,8 +943,22 @@ static void conn_flush(lx_sess_t *s) {
     if (c->dl_kind == LX_DL_SEND) set_deadline(c, LX_DL_NONE, 0);
     lx_req_t *req = &s->req;
     if (req->resp.state == LX_RESP_STREAMING && req->resp.producer) {
+        /* Output written at once calls proceed from inside the producer's
+         * own send: it is called again once the outer call returns, so a
+         * stream the socket keeps taking loops here instead of growing
+         * the stack. */
+        if (s->proceeding) {
+            s->proceed_again = 1;
+            return;
+        }
         lx_sess_enter(s);
-        req->resp.producer->proceed(req);
+        s->proceeding = 1;
+        do {
+            s->proceed_again = 0;
+            req->resp.producer->proceed(req);
+        } while (s->proceed_again && s->c && req->resp.state == LX_RESP_STREAMING &&
+                 req->resp.producer);
+        s->proceeding = 0;
         lx_sess_leave(s);
         return;
     }

@@ -110,6 +110,8 @@ struct lx_sess_s {
     unsigned depth;             /**< calls into the request layer on the stack */
     unsigned cork;              /**< outside callbacks on the stack (lx_req_enter): output waits */
     unsigned flush_pending : 1; /**< output came while corked: written at the last lx_req_leave */
+    unsigned proceeding : 1;    /**< the producer's proceed is on the stack (conn_flush) */
+    unsigned proceed_again : 1; /**< its output went out at once: call it again when it returns */
 };
 
 /* Takes the connection waiting on a listener (after uv_listen's callback). */

@@ -65,6 +65,7 @@ void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
     o->olen = 0;
     o->queued = 0;
     o->failed = 0;
+    o->full = 0;
     o->warm_to = 0;
 }
 
@@ -220,6 +221,7 @@ static void on_write(uv_write_t *req, int status) {
     lx_out_t *o = container_of(req, lx_out_t, wreq);
     lx_sess_t *s = container_of(o, lx_sess_t, out);
     o->writing = 0;
+    o->full = 0; /* the socket took these bytes: it may take the next at once */
     free(o->obuf_old);
     o->obuf_old = NULL;
     if (status == 0) consume(s, o->wlen);
@@ -397,60 +399,41 @@ int lx_out_flush(lx_sess_t *s) {
             if (errno != EAGAIN) return -errno;
             /* The socket is full. libuv waits for writability only for a
              * uv_write, so the next piece of the file goes as one. */
+            o->full = 1;
             if ((r = file_to_buffer(s, 1)) < 0) return (int)r;
             continue;
         }
+        /* Buffers up to the next file piece, in one writev. Streamed
+         * pieces too: uv_write for what the socket takes at once would
+         * cost an epoll_ctl each time (libuv arms and disarms POLLOUT
+         * around it), so it is kept for what the socket refuses; the
+         * producer's proceed runs from conn_flush, which does not re-enter
+         * it. */
         uv_buf_t bufs[MAX_IOV];
         int nb = 0;
         size_t total = 0;
-        int before_file = 0;
-        if (p->kind == LX_PIECE_BUF) {
-            /* Pooled buffers (streamed pieces, file pieces read because
-             * the socket was full) go by uv_write: libuv waits for the
-             * socket, and its callback, from the loop, asks for more, so a
-             * fast client of a long stream does not keep the loop to itself. */
-            for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
-                lx_piece_t *q = at(o, i);
-                if (q->kind != LX_PIECE_BUF) break;
-                bufs[nb].base = q->ptr;
-                bufs[nb++].len = (size_t)q->len;
-            }
-            return write_rest(s, bufs, nb, 0);
-        }
-        int then_buf = 0;
+        int before_file = 0, has_buf = 0;
         for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
             lx_piece_t *q = at(o, i);
             if (q->kind == LX_PIECE_FILE) {
                 before_file = 1;
                 break;
             }
-            if (q->kind == LX_PIECE_BUF) {
-                then_buf = 1;
-                break;
-            }
+            has_buf |= q->kind == LX_PIECE_BUF;
             bufs[nb].base = q->kind == LX_PIECE_OBUF ? o->obuf + q->off : q->ptr;
             bufs[nb].len = (size_t)q->len;
             total += (size_t)q->len;
             nb++;
         }
-        if (then_buf) {
-            /* Headers, then a stream's first pieces (a proxied response's
-             * head and body from one read): one uv_write, so one writev,
-             * rather than a write for the head and another for the body.
-             * The stream's pace stays its callback's. */
-            for (unsigned i = (unsigned)nb; i < o->n && nb < MAX_IOV; i++) {
-                lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
-                if (q->kind != LX_PIECE_BUF) break;
-                bufs[nb].base = q->ptr;
-                bufs[nb++].len = (size_t)q->len;
-            }
-            return write_rest(s, bufs, nb, 0);
-        }
+        /* A socket just found full would refuse a try as well: libuv
+         * waits for it (its uv_write tries once more first). */
+        if (o->full) return write_rest(s, bufs, nb, 0);
         ssize_t r;
-        if (before_file && uv_stream_get_write_queue_size(st) == 0) {
+        if (before_file && !has_buf && uv_stream_get_write_queue_size(st) == 0) {
             /* Headers before a file: what uv_try_write does (a writev while
              * libuv's queue is empty), with MSG_MORE so that they leave in
-             * one segment with the file's first bytes. */
+             * one segment with the file's first bytes. (A file's bytes read
+             * into a buffer fill segments of their own.) */
             struct msghdr mh = {.msg_iov = (struct iovec *)bufs, .msg_iovlen = (size_t)nb};
             r = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_MORE);
             if (r < 0) r = errno == EAGAIN ? 0 : -errno;
@@ -460,6 +443,7 @@ int lx_out_flush(lx_sess_t *s) {
         }
         if (r < 0) return (int)r;
         if ((size_t)r < total) {
+            o->full = 1;
             int e = write_rest(s, bufs, nb, (size_t)r);
             /* What the socket took is out; the rest is in flight. */
             consume(s, (uint64_t)r);
