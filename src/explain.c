@@ -236,9 +236,9 @@ static int split_line(const char *line, int have_host, char *buf, size_t cap) {
     int absolute = url[0] != '/', version = n - (1 - off) == 2;
     int r = snprintf(buf, cap, "%.*s %.*s %.*s\r\n", off ? 3 : (int)wl[0], off ? "GET" : w[0],
                      (int)ul, url, version ? (int)wl[2 - off] : 8,
-                     version    ? w[2 - off]
-                     : absolute ? "HTTP/1.1"
-                                : "HTTP/1.0");
+                     version                 ? w[2 - off]
+                     : absolute || have_host ? "HTTP/1.1"
+                                             : "HTTP/1.0");
     if (r < 0 || (size_t)r >= cap) return -1;
     if (absolute && !version && !have_host) {
         const char *h = url + (url[4] == ':' ? 7 : 8), *e = h;
@@ -355,7 +355,8 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
     /* How far routing went: the chain is past every other stop. */
     int reached = t.at == LX_TRACE_AT_CHAIN ? LX_TRACE_AT_ERROR : (int)t.at;
 
-    if (host.p && r.known[LX_H_HOST].p != host.p)
+    if (host.p &&
+        (r.known[LX_H_HOST].len != host.len || memcmp(r.known[LX_H_HOST].p, host.p, host.len) != 0))
         fprintf(out,
                 "host: the URL's host \"%.*s\" is used, not the Host header (RFC 9112 3.2.2)\n",
                 (int)r.known[LX_H_HOST].len, r.known[LX_H_HOST].p);

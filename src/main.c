@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (sig && (test || dump || explain)) {
-        fprintf(stderr, "luxd: -s cannot be combined with -t, -T or --explain\n");
+        fprintf(stderr, "luxd: -s cannot be combined with -t or -T (nor with --explain)\n");
         usage(stderr, 0);
         return EXIT_USAGE;
     }
