@@ -514,15 +514,22 @@ local function rewrites(is_redirect)
                            V.show(badk)))
     end
     local out = {}
+    local lines, from = ctx.st.lines[ctx.file], nil
     for i = 1, n do
       local e = v[i]
       local c = ctx:child_at_key(fmt("%s %d", key, i), key)
+      from = from or c:start()
       if type(e) ~= "table" then
         V.fail(c, nil, fmt("expected %s, got %s; write %s = { %s }", example, type(e), key, example))
       end
       local got = V.check_block(c, e, schema)
       if not got.regex then V.fail(c, nil, fmt("expected %s, got an empty table", example)) end
-      out[i] = { regex = got.regex, target = got.target, _file = c.file, _line = c:start() }
+      -- Its own line (for -T and --explain): where its regex is written,
+      -- searched from the rule before; the key's line when it is not found
+      -- as written (a regex spelt with escapes).
+      local line = V.item_line(lines, from, got.regex)
+      if line then from = line end
+      out[i] = { regex = got.regex, target = got.target, _file = c.file, _line = line or c:start() }
       if is_redirect then out[i].status = got.status or 302 end
     end
     return out

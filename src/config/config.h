@@ -76,6 +76,8 @@ typedef struct lx_site_s {
     const int *error_status;          /**< statuses that have an error page */
     const char **error_page;          /**< the page (a path in the site) for each */
     uint32_t policy;                  /**< policy slot (1..), 0: none */
+    const char *policy_file;          /**< where the policy function was written, or NULL */
+    int policy_line;                  /**< the line its definition starts on */
     size_t nerror_pages;              /**< entries in both */
     unsigned test_handler : 1;        /**< test_handler = true (luxd-test only) */
     const lx_upstream_t *proxy;       /**< proxy = "name": every request goes there, or NULL */
@@ -256,6 +258,9 @@ void lx_gen_unref(lx_gen_t *g);
 /* The vhost named by a Host value (port already stripped, any case): exact
  * names first, then wildcards, longest suffix first; NULL when none. */
 lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len);
+/* The same, and *slot is the name that matched (".suffix" for a wildcard). */
+lx_vhost_t *lx_gen_match_vhost_slot(const lx_gen_t *g, const char *host, size_t len,
+                                    const lx_host_slot_t **slot);
 /* The same, falling back to the default vhost (which may be NULL). */
 lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len);
 
@@ -264,6 +269,10 @@ const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, s
 
 /* The upstream named name, or NULL. */
 const lx_upstream_t *lx_gen_upstream(const lx_gen_t *g, const char *name, size_t len);
+
+/* Prints what rule r tests and does ("deny prefix=/admin/ status=403"),
+ * without its file:line and newline (luxd -T, --explain). */
+void lx_rule_describe(const lx_rule_t *r, FILE *out);
 
 /* Prints the compiled tables (luxd -T). */
 void lx_gen_dump(const lx_gen_t *g, FILE *out);

@@ -33,7 +33,11 @@ static const lx_host_slot_t *host_get(const lx_gen_t *g, const char *name, size_
     }
 }
 
-lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len) {
+/* One lookup for the request path and for --explain, which also wants the
+ * name that matched; inlined into both, so the request path's copy, with
+ * slot NULL, stores nothing. */
+static inline __attribute__((always_inline)) lx_vhost_t *
+match_vhost(const lx_gen_t *g, const char *host, size_t len, const lx_host_slot_t **slot) {
     char lower[256];
     if (len > 0 && host[len - 1] == '.') len--; /* "example.com." names the same host */
     if (len == 0 || len >= sizeof(lower) || g->hosts == NULL) return NULL;
@@ -42,12 +46,23 @@ lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len) 
         lower[i] = (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
     }
     const lx_host_slot_t *s = host_get(g, lower, len);
-    if (s != NULL) return s->vhost;
-    /* Wildcards: the longest suffix first, so "*.a.example" beats "*.example". */
-    for (size_t i = 1; i < len; i++) {
-        if (lower[i] == '.' && (s = host_get(g, lower + i, len - i)) != NULL) return s->vhost;
+    if (s == NULL) {
+        /* Wildcards: the longest suffix first, so "*.a.example" beats "*.example". */
+        for (size_t i = 1; i < len && s == NULL; i++)
+            if (lower[i] == '.') s = host_get(g, lower + i, len - i);
+        if (s == NULL) return NULL;
     }
-    return NULL;
+    if (slot) *slot = s;
+    return s->vhost;
+}
+
+lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len) {
+    return match_vhost(g, host, len, NULL);
+}
+
+lx_vhost_t *lx_gen_match_vhost_slot(const lx_gen_t *g, const char *host, size_t len,
+                                    const lx_host_slot_t **slot) {
+    return match_vhost(g, host, len, slot);
 }
 
 lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len) {
@@ -70,6 +85,24 @@ const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, s
 
 static const char *const kind_names[] = {"allow", "deny", "rewrite", "redirect"};
 
+void lx_rule_describe(const lx_rule_t *r, FILE *out) {
+    fprintf(out, "%s", kind_names[r->kind]);
+    if (r->prefix) fprintf(out, " prefix=%s", r->prefix);
+    for (size_t j = 0; j < r->nsuffix; j++)
+        fprintf(out, "%s%s", j ? "," : " suffix=", r->suffix[j]);
+    if (r->regex) fprintf(out, " regex=%s", r->regex);
+    if (r->methods) {
+        fprintf(out, " method=");
+        for (int m = 0; m < 63; m++)
+            if (r->methods & (1ULL << m))
+                fprintf(out, "%s ", llhttp_method_name((llhttp_method_t)m));
+    }
+    if (r->has_from) fprintf(out, " from=(%zu ranges)", r->from.n);
+    if (r->target) fprintf(out, " -> %s", r->target);
+    if (r->kind == LX_RULE_DENY || r->kind == LX_RULE_REDIRECT)
+        fprintf(out, " status=%d", r->status);
+}
+
 static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, const char *indent) {
     if (rs == NULL) return;
     fprintf(out, "%s%s (%u rules; indexed: %zu by prefix, %zu by suffix; %u always tested)\n",
@@ -77,21 +110,8 @@ static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, con
             rs->nalways);
     for (uint32_t i = 0; i < rs->n; i++) {
         const lx_rule_t *r = &rs->rules[i];
-        fprintf(out, "%s  %u. %s", indent, i + 1, kind_names[r->kind]);
-        if (r->prefix) fprintf(out, " prefix=%s", r->prefix);
-        for (size_t j = 0; j < r->nsuffix; j++)
-            fprintf(out, "%s%s", j ? "," : " suffix=", r->suffix[j]);
-        if (r->regex) fprintf(out, " regex=%s", r->regex);
-        if (r->methods) {
-            fprintf(out, " method=");
-            for (int m = 0; m < 63; m++)
-                if (r->methods & (1ULL << m))
-                    fprintf(out, "%s ", llhttp_method_name((llhttp_method_t)m));
-        }
-        if (r->has_from) fprintf(out, " from=(%zu ranges)", r->from.n);
-        if (r->target) fprintf(out, " -> %s", r->target);
-        if (r->kind == LX_RULE_DENY || r->kind == LX_RULE_REDIRECT)
-            fprintf(out, " status=%d", r->status);
+        fprintf(out, "%s  %u. ", indent, i + 1);
+        lx_rule_describe(r, out);
         fprintf(out, "  (%s:%d)\n", r->file, r->line);
     }
 }

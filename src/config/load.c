@@ -354,8 +354,18 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     lua_pop(L, 1);
 
     lua_getfield(L, idx, "policy");
-    if (lua_isfunction(L, -1))
+    if (lua_isfunction(L, -1)) {
         site->policy = ++ld->g->npolicies; /* policy.c binds it by vhost name and prefix */
+        /* Where the function was written, for --explain: Lua knows the
+         * chunk ("@file") and the line its definition starts on. */
+        lua_Debug ar;
+        lua_pushvalue(L, -1);
+        if (lua_getinfo(L, ">S", &ar) && ar.source && ar.linedefined > 0) {
+            site->policy_file =
+                lx_arena_strdup(&ld->g->arena, ar.source[0] == '@' ? ar.source + 1 : ar.source);
+            site->policy_line = ar.linedefined;
+        }
+    }
     lua_pop(L, 1);
 
     site->etag = (unsigned)get_bool(ld, idx, "etag", site->etag);

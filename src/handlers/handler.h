@@ -34,6 +34,10 @@ extern const lx_handler_t lx_proxy_handler;
  * r:proxy too): returns LX_ASYNC, or a status. */
 int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u);
 
+/* The status the static handler answers for a file that fails to open
+ * with err (404, 403 or 500); --explain says the same. */
+int lx_static_status(int err);
+
 #define LX_HANDLERS_MAX 8
 /* All of them, for per-generation and per-loop set-up. */
 extern const lx_handler_t *const lx_handlers[];

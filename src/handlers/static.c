@@ -248,7 +248,7 @@ static int serve(lx_req_t *r, lx_file_t *f) {
  * site's own doing, as a refused link is, and nginx answers it 403 too; a
  * Unix socket in the root fails to open with ENXIO and is one of the files
  * never served. Neither is the server's error. */
-static int error_status(int err) {
+int lx_static_status(int err) {
     return err == -ENOENT || err == -ENOTDIR || err == -ENAMETOOLONG           ? 404
            : err == -EACCES || err == -EPERM || err == -ELOOP || err == -ENXIO ? 403
                                                                                : 500;
@@ -320,7 +320,7 @@ static int static_serve(lx_req_t *r) {
         /* A directory without an index: the listing handler's, if the
          * chain has one. A listing is no error page: it would answer 200
          * for a request that earned a 404 or 403. */
-        res = f->err ? error_status(f->err) : f->is_dir ? 403 : 404;
+        res = f->err ? lx_static_status(f->err) : f->is_dir ? 403 : 404;
         if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) res = LX_DECLINED;
         lx_file_unref(f);
         return res;
@@ -329,7 +329,7 @@ static int static_serve(lx_req_t *r) {
     if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN) return LX_ASYNC;
     if (rc < 0) return 500;
     if (f->err) {
-        res = error_status(f->err);
+        res = lx_static_status(f->err);
     } else if (f->is_dir) {
         /* "/dir" -> "/dir/": the path being served (after any rewrite),
          * encoded again, with the query. */

@@ -196,21 +196,31 @@ static void build_headers(lx_file_t *f) {
     f->hdr_len = (size_t)n + s->headers_len;
 }
 
+int lx_file_open(const char *path, size_t root_len, lx_symlinks_t symlinks, struct stat *st) {
+    int fd = lx_open_beneath(path, root_len, symlinks);
+    if (fd < 0) return fd;
+    if (fstat(fd, st) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+        close(fd);
+        return -EACCES; /* devices, sockets and FIFOs are never served */
+    }
+    return fd;
+}
+
 /* Runs on the thread pool: everything that may touch the disk. */
 static void load_work(uv_work_t *w) {
     lx_file_t *f = container_of(w, lx_file_t, work);
     /* The symlink policy is applied here, once per cache fill: a hit never
      * pays for it, and the revalidating stat notices a path that changed
      * (its inode does), which sends it through here again. */
-    int fd = lx_open_beneath(f->path, f->root_len, f->symlinks);
+    struct stat st;
+    int fd = lx_file_open(f->path, f->root_len, f->symlinks, &st);
     if (fd < 0) {
         f->err = fd;
-        return;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        f->err = -errno;
-        close(fd);
         return;
     }
     f->dev = st.st_dev;
@@ -219,11 +229,6 @@ static void load_work(uv_work_t *w) {
     f->size = (uint64_t)st.st_size;
     if (S_ISDIR(st.st_mode)) {
         f->is_dir = 1;
-        close(fd);
-        return;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        f->err = -EACCES; /* devices, sockets and FIFOs are never served */
         close(fd);
         return;
     }

@@ -6,6 +6,7 @@
 #define LX_FILECACHE_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <uv.h>
@@ -56,6 +57,11 @@ typedef struct lx_file_s {
     lx_waiter_t *waiters;   /**< waiting for the load, called when it is done */
     uv_work_t work;         /**< the thread-pool load */
 } lx_file_t;
+
+/* Opens a file for the cache (and --explain) under the site's symlink
+ * policy: the fd of a regular file or a directory, st filled; or a negative
+ * errno (-EACCES for what is never served: devices, sockets, FIFOs). */
+int lx_file_open(const char *path, size_t root_len, lx_symlinks_t symlinks, struct stat *st);
 
 lx_filecache_t *lx_filecache_new(uv_loop_t *loop);
 void lx_filecache_free(lx_filecache_t *fc);
