@@ -439,9 +439,7 @@ static int wants_json(const lx_req_t *r) {
 
 static int st_handle(lx_req_t *r) {
     if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
-        lx_resp_simple(r, 405, "Allow: GET, HEAD\r\n");
-        lx_resp_done(r);
-        return LX_DONE;
+        return 405; /* the core says Allow: GET, HEAD */
     }
     lx_stats_t *one[1] = {r->w->stats};
     lx_stats_t *many[64];
