@@ -17,6 +17,7 @@
 #include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
+#include "stats.h"
 #include "upstream/upconn.h"
 
 /* How long a half-closed connection may keep sending before we close it. */
@@ -44,6 +45,15 @@ static lx_worker_t *worker_of(lx_conn_t *c) {
 
 static lx_sess_t *sess(lx_conn_t *c) {
     return c->tcp.data;
+}
+
+/* Every change of state goes through here: the loop's gauges of
+ * connections by state (stats.h) follow it, two plain increments. */
+static inline void set_state(lx_conn_t *c, lx_conn_state_t st) {
+    lx_stats_t *t = worker_of(c)->stats;
+    LX_ST_DEC(&t->conns[c->state]);
+    LX_ST_INC(&t->conns[st]);
+    c->state = (uint8_t)st;
 }
 
 /* ---- deadlines ------------------------------------------------------ */
@@ -113,7 +123,7 @@ static void timed_out_reading(lx_conn_t *c) {
     keep_first_line(s);
     s->req.keepalive = 0;
     s->req.body_state = LX_BODY_DONE; /* nothing more is read */
-    c->state = LX_CONN_HANDLING;
+    set_state(c, LX_CONN_HANDLING);
     lx_resp_simple(&s->req, 408, NULL);
     lx_resp_done(&s->req);
 }
@@ -270,6 +280,7 @@ static void sess_detach(lx_conn_t *c) {
     lx_sess_t *s = sess(c);
     if (s == NULL) return;
     c->tcp.data = NULL;
+    if (s->gen_held) LX_ST_INC(&s->w->stats->aborted); /* a request in progress */
     release_gen(s);
     s->c = NULL;
     s->req.aborted = 1;
@@ -332,7 +343,7 @@ static void on_closed(uv_handle_t *h) {
 void lx_conn_close(lx_conn_t *c) {
     if (c->state == LX_CONN_CLOSED) return;
     lx_worker_t *w = worker_of(c);
-    c->state = LX_CONN_CLOSED;
+    set_state(c, LX_CONN_CLOSED);
     lx_dl_clear(&c->dl);
     lx_sess_t *s = sess(c);
     /* A uv_write in flight is cancelled by uv_close, and its callback runs
@@ -347,6 +358,8 @@ void lx_conn_close(lx_conn_t *c) {
 static void conn_setup(lx_worker_t *w, lx_conn_t *c) {
     c->tcp.data = NULL;
     c->state = LX_CONN_IDLE;
+    LX_ST_INC(&w->stats->conns[LX_CONN_IDLE]);
+    LX_ST_INC(&w->stats->accepted);
     w->nconns++;
 }
 
@@ -356,11 +369,13 @@ void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener) {
     lx_conn_t *c = malloc(sizeof(*c));
     if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) < 0) {
         free(c);
+        LX_ST_INC(&w->stats->refused);
         return;
     }
     memset((char *)c + sizeof(c->tcp), 0, sizeof(*c) - sizeof(c->tcp));
     if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
         uv_close((uv_handle_t *)&c->tcp, on_closed);
+        LX_ST_INC(&w->stats->refused);
         return;
     }
     conn_setup(w, c);
@@ -372,11 +387,13 @@ int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer) {
     if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) < 0) {
         free(c);
         close(fd);
+        LX_ST_INC(&w->stats->refused);
         return -ENOMEM;
     }
     memset((char *)c + sizeof(c->tcp), 0, sizeof(*c) - sizeof(c->tcp));
     int r = uv_tcp_open(&c->tcp, fd);
     if (r < 0) {
+        LX_ST_INC(&w->stats->refused);
         close(fd);
         uv_close((uv_handle_t *)&c->tcp, on_closed);
         return r;
@@ -536,6 +553,7 @@ static void got_bytes(lx_conn_t *c, char *base, size_t n) {
         s->rlen = s->rpos = 0;
     }
     s->rlen += n;
+    lx_st_add(&s->w->stats->bytes_in, n);
     conn_parse(c);
 }
 
@@ -586,7 +604,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
  * then never enters epoll at all. */
 static void conn_start(lx_conn_t *c) {
     lx_worker_t *w = worker_of(c);
-    c->state = LX_CONN_IDLE;
+    set_state(c, LX_CONN_IDLE);
     set_deadline(c, LX_DL_HEADER, w->gen->srv.header_timeout);
     char *b = lx_pool_get(&w->rbufs);
     if (b == NULL) {
@@ -625,7 +643,7 @@ static void parse_error(lx_sess_t *s, int status) {
         lx_conn_close(c);
         return;
     }
-    c->state = LX_CONN_HANDLING;
+    set_state(c, LX_CONN_HANDLING);
     lx_resp_simple(r, status, NULL);
     lx_resp_done(r);
 }
@@ -684,7 +702,7 @@ static void request_begin(lx_sess_t *s) {
     s->cur_header = NULL;
     s->last_end = NULL;
     c->nreq++;
-    c->state = LX_CONN_HEAD;
+    set_state(c, LX_CONN_HEAD);
     s->req_started = uv_now(&s->w->loop);
     if (s->req.gen->srv.request_id_header_len) lx_req_add_id_header(&s->req);
 }
@@ -719,7 +737,7 @@ static int may_parse(lx_sess_t *s) {
 static void dispatch(lx_sess_t *s) {
     lx_conn_t *c = s->c;
     lx_req_t *r = &s->req;
-    c->state = LX_CONN_HANDLING;
+    set_state(c, LX_CONN_HANDLING);
     set_deadline(c, LX_DL_NONE, 0);
     /* A request without a body has been parsed to its end already
      * (on_headers_complete pauses only for one with a body), so the next
@@ -969,7 +987,7 @@ static void conn_flush(lx_sess_t *s) {
     }
     /* The response is out; the rest of the body is read and dropped before
      * the next request. */
-    c->state = LX_CONN_BODY;
+    set_state(c, LX_CONN_BODY);
     req->body_state = LX_BODY_DISCARD;
     /* A reader that answered without asking for the rest (a piece left
      * it paused) is done with the body: it lets go, and the parser goes on
@@ -1009,7 +1027,7 @@ void lx_sess_output(lx_sess_t *s) {
 void lx_sess_response_done(lx_sess_t *s) {
     lx_conn_t *c = s->c;
     if (c == NULL) return;
-    c->state = LX_CONN_WRITING;
+    set_state(c, LX_CONN_WRITING);
     conn_flush(s);
 }
 
@@ -1035,7 +1053,7 @@ static void linger(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
-    c->state = LX_CONN_LINGER;
+    set_state(c, LX_CONN_LINGER);
     set_deadline(c, LX_DL_LINGER, LINGER_MS);
     lx_sess_t *s = sess(c);
     if (s) s->rpos = s->rlen = 0;
@@ -1052,6 +1070,8 @@ static void request_end(lx_sess_t *s) {
         return;
     }
     if (r->gen->srv.access_log.path) lx_access_log(s->w, r);
+    lx_stats_request(s->w->stats, r->vhost ? r->vhost->stat_slot : 0, r->status,
+                     r->head_bytes + r->body_bytes);
     release_gen(s);
     int unread = !s->message_done || s->rpos != s->rlen;
     /* A response that came out short (out of memory or queue entries in
@@ -1064,7 +1084,7 @@ static void request_end(lx_sess_t *s) {
         return;
     }
     lx_out_reset(&s->out, s);
-    c->state = LX_CONN_IDLE;
+    set_state(c, LX_CONN_IDLE);
     if (s->rpos == s->rlen) {
         /* The common case, no pipelined request: nothing to parse. */
         s->rpos = s->rlen = 0;
@@ -1111,7 +1131,7 @@ void lx_tunnel_start(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
     r->resp.producer = p;
     r->body_cb = cb;
     r->waiting = 0;
-    c->state = LX_CONN_TUNNEL;
+    set_state(c, LX_CONN_TUNNEL);
     set_deadline(c, LX_DL_NONE, 0);
     s->tunnel_paused = 0;
     lx_sess_output(s);

@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "io/filecache.h"
 #include "log.h"
+#include "stats.h"
 
 /* Bytes sendfile moves per call: large enough to amortise the syscall, small
  * enough that one big download does not starve the loop's other clients. */
@@ -260,6 +261,7 @@ static void read_work(uv_work_t *w) {
 static void read_done(uv_work_t *w, int status) {
     lx_out_t *o = container_of(w, lx_out_t, work);
     lx_sess_t *s = container_of(o, lx_sess_t, out);
+    LX_ST_DEC(&s->w->stats->io_jobs);
     o->file_io = 0;
     s->req.pending--;
     lx_file_unref(o->work_file);
@@ -350,6 +352,8 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
     }
     o->file_io = 1;
     s->req.pending++;
+    LX_ST_INC(&s->w->stats->io_jobs);
+    LX_ST_INC(&s->w->stats->io_jobs_total);
     lx_log_debug("read-ahead of %zu bytes at %llu queued", n, (unsigned long long)p->off);
     return -EAGAIN;
 }

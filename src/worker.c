@@ -18,6 +18,7 @@
 #include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
+#include "stats.h"
 
 /* Read buffers fit a request head under the generation's limits (conn.c
  * RBUF_SLACK). */
@@ -109,6 +110,7 @@ static void on_connection(uv_stream_t *st, int status) {
         return;
     }
     if (!w->listening || w->nconns >= w->max_conns) {
+        if (w->listening) LX_ST_INC(&w->stats->accept_paused);
         listen_pause(w);
         l->pending = 1;
         return;
@@ -216,6 +218,7 @@ void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
             lx_filecache_drop_gen(w->cache, gen);
             lx_gen_unref(gen);
             *rt = w->retired[--w->nretired];
+            lx_st_set(&w->stats->draining, w->nretired);
         }
         return;
     }
@@ -300,6 +303,8 @@ static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
     }
     w->gen = m->gen;
     w->gen_users = 0;
+    lx_st_set(&w->stats->generation, w->gen->id);
+    lx_st_set(&w->stats->draining, w->nretired);
     free(m);
 }
 
@@ -402,6 +407,8 @@ static void thread_main(void *arg) {
 
 int lx_worker_init_conns(lx_worker_t *w) {
     w->loop.data = w;
+    if (w->stats == NULL && (w->stats = lx_stats_loop(w->index)) == NULL) return -ENOMEM;
+    lx_st_set(&w->stats->generation, w->gen->id);
     seed_random(w);
     lx_dlq_init(&w->dlq, &w->loop, lx_conn_on_deadline);
     lx_pool_init(&w->rbufs, RBUF_SIZE(&w->gen->srv), 256);
@@ -414,6 +421,8 @@ void lx_worker_free_conns(lx_worker_t *w) {
     lx_sess_pool_free(w);
     lx_pool_free(&w->rbufs);
     lx_pool_free(&w->obufs);
+    lx_stats_loop_release(w->stats);
+    w->stats = NULL;
 }
 
 int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds,

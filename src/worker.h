@@ -62,6 +62,7 @@ typedef struct lx_worker_s {
     void *hstate[8];                 /**< handlers' per-loop state (handlers/chain.c) */
     uint32_t max_conns;              /**< this loop's share of max_connections */
     lx_filecache_t *cache;           /**< this loop's file cache */
+    struct lx_stats_s *stats;        /**< this loop's counters (stats.h) */
     void *match_data;                /**< pcre2_match_data for this loop's regex matches */
     char *alog;                      /**< access log buffer */
     size_t alog_len;                 /**< bytes in alog */

@@ -341,6 +341,7 @@ my %PROOF = (
     'vhost.redirect'      => { set => 'redirect = { { "^/r$", "/x" } }', path => '/r' },
     'vhost.policy'        => { set => 'policy = function(r) return 418 end', path => '/index.html' },
     'vhost.error_pages'   => { set => 'error_pages = { [404] = "/e404.html" }', path => '/missing' },
+    'vhost.status'        => { set => 'status = true', path => '/index.html' },
     # Only luxd-test has the test handler: the normal binary refuses the
     # key (t/79), luxd-test accepts it, and t/74..t/78 prove what it does.
     'vhost.test_handler'    => { test_only => vh("\n  test_handler = true,\n"), line => 2 },

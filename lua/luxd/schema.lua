@@ -543,7 +543,7 @@ S.VHOST_ORDER = {
   "aliases", "default", "root", "index", "etag", "last_modified", "cache_control",
   "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
   "fallback", "proxy", "proxy_host", "proxy_headers", "proxy_via", "policy", "error_pages",
-  "test_handler",
+  "status", "test_handler",
 }
 
 local function check_alias(ctx, key, v, what)
@@ -707,6 +707,12 @@ end
 -- proxy sends every request of a block to its upstream, so a fallback set
 -- beside it would never be used: a config must not say more than it does.
 local function check_proxy_fallback(ctx, got)
+  -- status = true answers every request of its block with the counters.
+  if got.status and (got.proxy or got.fallback) then
+    local k = got.proxy and "proxy" or "fallback"
+    V.fail(ctx, k, fmt('%s would never be used: "status = true" answers every request here ' ..
+                       "with the server's counters; set one of them", V.q(k)))
+  end
   if got.proxy and got.fallback then
     V.fail(ctx, "fallback", fmt('"fallback" would never be used: "proxy" sends every request ' ..
                                 "here to upstream %s; set one of them", V.q(got.proxy)))
@@ -751,6 +757,7 @@ local VHOST_KEYS = {
   proxy_via = T.boolean(),
   policy = T.func(),
   error_pages = check_error_pages,
+  status = T.boolean(),
   test_handler = check_test_handler,
 }
 
@@ -770,7 +777,7 @@ function S.vhost_defaults()
   return {
     aliases = {}, default = false, root = nil, index = { "index.html" },
     etag = true, last_modified = true, cache_control = nil, headers = {},
-    gzip_static = false, dir_listing = false,
+    gzip_static = false, dir_listing = false, status = false,
     -- follow_symlinks stays nil when unset: vhost_dir hosts default to false
     -- then, named vhosts to "owner" (src/config/load.c).
     access = {}, rewrite = {}, redirect = {},

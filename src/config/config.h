@@ -33,6 +33,7 @@ typedef struct {
     struct sockaddr_storage addr; /**< AF_INET, AF_INET6 or AF_UNIX */
     socklen_t addrlen;            /**< length of addr */
     uint32_t weight;              /**< share of round robin, 1.. (default 1) */
+    uint32_t stat_slot;           /**< its counters (stats.h, LX_ST_PEER), by addr_text */
     const char *file;             /**< where it was written */
     int line;
 } lx_upstream_server_t;
@@ -41,6 +42,7 @@ typedef struct {
 typedef struct lx_upstream_s {
     const char *name;              /**< as written */
     uint32_t index;                /**< in g->upstreams */
+    uint32_t stat_slot;            /**< its counters (stats.h, LX_ST_UPSTREAM), by name */
     lx_upstream_server_t *servers; /**< resolved at load, in the order written */
     size_t nservers;               /**< entries in servers (>= 1) */
     uint32_t keepalive;            /**< idle connections kept per loop and server; 0: none */
@@ -80,6 +82,7 @@ typedef struct lx_site_s {
     int policy_line;                  /**< the line its definition starts on */
     size_t nerror_pages;              /**< entries in both */
     unsigned test_handler : 1;        /**< test_handler = true (luxd-test only) */
+    unsigned status : 1;              /**< status = true: answers with the counters */
     const lx_upstream_t *proxy;       /**< proxy = "name": every request goes there, or NULL */
     const lx_upstream_t *fallback;    /**< fallback = "name": what no file answers, or NULL */
     const char *proxy_host;           /**< Host sent to the upstream; NULL: the client's */
@@ -112,6 +115,7 @@ typedef struct lx_vhost_s {
     lx_location_t *locations; /**< in declaration order */
     size_t nlocations;        /**< entries in locations */
     lx_trie_t *location_trie; /**< location index by prefix, or NULL */
+    uint32_t stat_slot;       /**< its counters (stats.h, LX_ST_VHOST), by name */
 } lx_vhost_t;
 
 typedef struct {
@@ -233,6 +237,7 @@ typedef struct lx_gen_s {
     void (*fini)(struct lx_gen_s *g); /**< what the handlers built for it, freed last */
     lx_ruleset_t **rulesets;          /**< every rule set, to free them */
     size_t nrulesets;                 /**< entries in rulesets */
+    int stats_live;                   /**< published: counted in lx_stats_server.gens_alive */
 } lx_gen_t;
 
 /* Set when the binary has the test handler (luxd-test): the key

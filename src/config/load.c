@@ -373,6 +373,7 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     site->gzip_static = (unsigned)get_bool(ld, idx, "gzip_static", site->gzip_static);
     site->dir_listing = (unsigned)get_bool(ld, idx, "dir_listing", site->dir_listing);
     site->test_handler = (unsigned)get_bool(ld, idx, "test_handler", site->test_handler);
+    site->status = (unsigned)get_bool(ld, idx, "status", site->status);
     /* follow_symlinks = true | false | "owner"; a location inherits its
      * vhost's. The default (the zero value, set by calloc) is "owner", as
      * nginx's disable_symlinks if_not_owner: a link is followed only when it

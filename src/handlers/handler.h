@@ -29,6 +29,7 @@ extern const lx_handler_t lx_test_handler __attribute__((weak)); /* luxd-test on
 extern const lx_handler_t lx_static_handler;
 extern const lx_handler_t lx_listing_handler;
 extern const lx_handler_t lx_proxy_handler;
+extern const lx_handler_t lx_status_handler;
 
 /* Hands r to upstream u (the proxy handler's handle, for a policy's
  * r:proxy too): returns LX_ASYNC, or a status. */

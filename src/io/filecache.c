@@ -12,6 +12,7 @@
 #include "../http/date.h"
 #include "../log.h"
 #include "../lx.h"
+#include "../stats.h"
 #include "open_beneath.h"
 
 /* Bounds per loop: memory for small-file bodies, entries, and open fds. */
@@ -254,6 +255,7 @@ static void load_work(uv_work_t *w) {
 static void load_done(uv_work_t *w, int status) {
     lx_file_t *f = container_of(w, lx_file_t, work);
     lx_filecache_t *fc = f->cache;
+    LX_ST_DEC(&lx_stats_of(fc->loop)->io_jobs);
     f->loading = 0;
     if (status == UV_ECANCELED) f->err = -ECANCELED;
     if (f->err == 0 && !f->is_dir) build_headers(f);
@@ -311,10 +313,15 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     while (f && !(f->hash == h && f->site_id == site_id && f->gen == gen && f->path_len == len &&
                   memcmp(f->path, path, len) == 0))
         f = f->hnext;
+    lx_stats_t *st = lx_stats_of(fc->loop);
     if (f) {
-        if (f->loading) return add_waiter(f, waiter);
+        if (f->loading) {
+            LX_ST_INC(&st->cache_hits); /* its load is under way: no second one */
+            return add_waiter(f, waiter);
+        }
         uint64_t now = uv_now(fc->loop);
         if (now - f->checked < REVALIDATE_MS || still_valid(f)) {
+            LX_ST_INC(&st->cache_hits);
             if (now - f->checked >= REVALIDATE_MS) f->checked = now;
             if (fc->lru_head != f) {
                 lru_unlink(fc, f);
@@ -326,6 +333,7 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
         }
         evict(fc, f);
     }
+    LX_ST_INC(&st->cache_misses);
 
     f = calloc(1, sizeof(*f));
     if (f == NULL || (f->path = malloc(len + 1)) == NULL) {
@@ -353,6 +361,10 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     fc->n++;
     lru_push(fc, f);
     int r = uv_queue_work(fc->loop, &f->work, load_work, load_done);
+    if (r == 0) {
+        LX_ST_INC(&st->io_jobs);
+        LX_ST_INC(&st->io_jobs_total);
+    }
     if (r < 0) {
         f->loading = 0;
         f->err = r;
