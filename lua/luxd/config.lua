@@ -20,8 +20,8 @@
 --                     host "" = all addresses, "::1" for "[::1]:8080".
 --                     Default ":8080". Accepted forms: "127.0.0.1:8080",
 --                     "[::1]:8080", ":8080", "*:8080", "8080", 8080, or a
---                     table { ADDRESS, proxy_protocol = true } (default false;
---                     needs real_ip).
+--                     table { ADDRESS, proxy_protocol = true } (proxy_protocol
+--                     true or absent; needs real_ip).
 --   workers           integer; 0 = one per core ("auto", the default)
 --   user              nil | string
 --   pid_file          nil | absolute path

@@ -109,7 +109,8 @@ local function check_listen(ctx, key, v, what)
     local id = host .. "|" .. port
     if seen[id] then V.fail(ctx, key, fmt("listen entry %s is given twice", V.show(e))) end
     seen[id] = true
-    out[#out + 1] = { host = host, port = port, proxy_protocol = pp, _file = ctx.file, _line = line }
+    out[#out + 1] = { host = host, port = port, proxy_protocol = pp or nil, _file = ctx.file,
+                      _line = line }
   end
   return out
 end
