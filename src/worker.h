@@ -14,9 +14,11 @@ typedef struct lx_conn_s lx_conn_t;
 typedef struct lx_filecache_s lx_filecache_t;
 
 typedef struct {
-    uv_tcp_t tcp; /**< the SO_REUSEPORT socket of this loop, listening */
-    int fd;       /**< its descriptor */
-    int pending;  /**< libuv holds an accepted connection we had no room for */
+    uv_tcp_t tcp;       /**< the SO_REUSEPORT socket of this loop, listening */
+    int fd;             /**< its descriptor */
+    int pending;        /**< libuv holds an accepted connection we had no room for */
+    int proxy_protocol; /**< its connections begin with a PROXY protocol header (the
+                           listen entry's, in the generation that last listed it) */
 } lx_listener_t;
 
 /* A generation replaced by a reload, kept while requests still use it. */

@@ -104,24 +104,37 @@ typedef struct {
     int line;
 } lx_location_t;
 
+/* real_ip = { from = { ... }, header = "X-Forwarded-For" }: the proxies
+ * whose word on the client's address is taken (conn.c lx_req_addr). */
+typedef struct {
+    lx_cidrset_t from;  /**< the trusted proxies */
+    const char *header; /**< lower-case field name, or NULL: none (the PROXY protocol only) */
+    size_t header_len;  /**< strlen(header) */
+    unsigned xff : 1;   /**< the header is X-Forwarded-For: a list, walked from the right */
+    const char *file;   /**< where real_ip was written */
+    int line;
+} lx_realip_t;
+
 typedef struct lx_vhost_s {
-    const char *name;         /**< lower-case primary name */
-    int is_default;           /**< serves requests whose Host matches no vhost */
-    lx_site_t site;           /**< the vhost's own settings */
-    const char *file;         /**< config file that declared it */
-    int line;                 /**< line of the declaration */
-    lx_ruleset_t *redirect;   /**< answered with Location, or NULL */
-    lx_ruleset_t *rewrite;    /**< internal rewrites, or NULL */
-    lx_location_t *locations; /**< in declaration order */
-    size_t nlocations;        /**< entries in locations */
-    lx_trie_t *location_trie; /**< location index by prefix, or NULL */
-    uint32_t stat_slot;       /**< its counters (stats.h, LX_ST_VHOST), by name */
+    const char *name;           /**< lower-case primary name */
+    int is_default;             /**< serves requests whose Host matches no vhost */
+    lx_site_t site;             /**< the vhost's own settings */
+    const char *file;           /**< config file that declared it */
+    int line;                   /**< line of the declaration */
+    lx_ruleset_t *redirect;     /**< answered with Location, or NULL */
+    lx_ruleset_t *rewrite;      /**< internal rewrites, or NULL */
+    lx_location_t *locations;   /**< in declaration order */
+    size_t nlocations;          /**< entries in locations */
+    lx_trie_t *location_trie;   /**< location index by prefix, or NULL */
+    const lx_realip_t *real_ip; /**< its own, the server's, or NULL (none, or real_ip = false) */
+    uint32_t stat_slot;         /**< its counters (stats.h, LX_ST_VHOST), by name */
 } lx_vhost_t;
 
 typedef struct {
     char text[80];                /**< as written in the config, for messages */
     struct sockaddr_storage addr; /**< resolved numeric address */
     socklen_t addrlen;            /**< length of addr */
+    int proxy_protocol;           /**< connections begin with a PROXY protocol header */
     const char *file;             /**< where it was written */
     int line;
 } lx_listen_t;
@@ -151,6 +164,7 @@ typedef enum {
     LX_LV_UPSTREAM_ADDR,
     LX_LV_UPSTREAM_STATUS,
     LX_LV_UPSTREAM_RESPONSE_TIME,
+    LX_LV_REALIP_REMOTE_ADDR, /**< the connection's peer, before real_ip (nginx's name) */
 } lx_logvar_t;
 
 /* One piece of a compiled template: literal bytes or a variable. */
@@ -204,6 +218,7 @@ typedef struct {
     size_t policy_memory;            /**< Lua bytes per loop for policies */
     const char *vhost_dir;           /**< mass hosting root, or NULL */
     size_t vhost_dir_len;            /**< strlen(vhost_dir) */
+    const lx_realip_t *real_ip;      /**< real_ip, or NULL; trusts PROXY protocol headers too */
 } lx_server_conf_t;
 
 /* One slot of the host-name hash. */

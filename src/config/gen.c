@@ -200,13 +200,20 @@ static void dump_upstreams(const lx_gen_t *g, FILE *out) {
     }
 }
 
+static void dump_realip(const lx_realip_t *ri, FILE *out, const char *ind) {
+    fprintf(out, "%sreal_ip from %zu range(s), header %s  (%s:%d)\n", ind, ri->from.n,
+            ri->header ? ri->header : "(none: PROXY protocol only)", ri->file, ri->line);
+}
+
 void lx_gen_dump(const lx_gen_t *g, FILE *out) {
     const lx_server_conf_t *s = &g->srv;
     fprintf(out, "# luxd compiled configuration, generation %llu, from %s\n",
             (unsigned long long)g->id, g->file);
     fprintf(out, "server\n");
     for (size_t i = 0; i < s->nlisten; i++)
-        fprintf(out, "  listen %s\n", s->listen[i].text);
+        fprintf(out, "  listen %s%s\n", s->listen[i].text,
+                s->listen[i].proxy_protocol ? " proxy_protocol" : "");
+    if (s->real_ip) dump_realip(s->real_ip, out, "  ");
     fprintf(out, "  workers %d\n  error_log %s\n  access_log %s (%s%s, %zu pieces)\n", s->workers,
             s->error_log, s->access_log.path ? s->access_log.path : "off",
             s->access_log.format ? s->access_log.format : "-",
@@ -233,6 +240,8 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
         fprintf(out, "vhost %s%s  (%s:%d)\n", v->name, v->is_default ? " [default]" : "", v->file,
                 v->line);
         dump_site(&v->site, out, "  ");
+        if (v->real_ip && v->real_ip != s->real_ip) dump_realip(v->real_ip, out, "  ");
+        if (v->real_ip == NULL && s->real_ip) fprintf(out, "  real_ip off\n");
         dump_rules("redirect", v->redirect, out, "  ");
         dump_rules("rewrite", v->rewrite, out, "  ");
         for (size_t j = 0; j < v->nlocations; j++) {
