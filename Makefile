@@ -206,7 +206,10 @@ $(BUILD)/doc/%.html: doc/%
 run: deps
 	@$(MAKE) --no-print-directory all
 	@mkdir -p logs
-	@echo "luxd: serving conf/luxd.lua on http://127.0.0.1:8080/ (Ctrl-C stops)"
+	@# The addresses in the banner are the config's, as luxd -T compiles them.
+	@$(BUILD)/luxd -T -c conf/luxd.lua 2>/dev/null | awk ' \
+	  /^  listen / { a = $$2; u = u " http://" (a ~ /^:/ ? "localhost" a "/ (every address)" : a "/") } \
+	  END { if (u != "") print "luxd: serving conf/luxd.lua on" u " (Ctrl-C stops)" }'
 	exec $(BUILD)/luxd -c conf/luxd.lua
 
 test: deps-test
