@@ -140,6 +140,8 @@ subtest 'systemd-analyze verify on the installed units' => sub {
 # The demo config as `make run` serves it: cwd is the tree that holds conf/,
 # www/ and logs/; only the port differs.
 subtest 'luxd -s reload -c conf/luxd.lua, as the README writes it' => sub {
+    my $readme = slurp("$root/README") // '';
+    like $readme, qr/^\s+luxd -s reload -c conf\/luxd\.lua\b/m, 'the README gives this command';
     my $site = "$tmp/site";
     make_path("$site/conf", "$site/logs");
     system('cp', '-R', "$root/www", "$site/www") == 0 or die "cp www";
