@@ -10,6 +10,7 @@ use Test::More;
 use File::Path qw(make_path);
 use File::Temp qw(tempdir);
 use IO::Socket::INET;
+use IO::Socket::IP;
 use POSIX qw(:sys_wait_h);
 use Time::HiRes qw(sleep time);
 use lib 't/lib';
@@ -135,6 +136,72 @@ subtest 'systemd-analyze verify on the installed units' => sub {
     } else {
         is $out, '', "systemd $ver: the notify-reload variant verifies too" or diag $out;
     }
+};
+
+# luxd.socket's ListenStream and the installed config's listen name the same
+# socket: luxd started with that socket passed (as systemd would) serves on it
+# instead of binding. The port is a free one, the paths under $tmp.
+subtest 'luxd.socket matches the installed config' => sub {
+    my ($sa) = grep { -x } map { "$_/systemd-socket-activate" } split /:/, $ENV{PATH};
+    ok $sa, 'systemd-socket-activate is installed (systemd)' or return;
+    my $d = "$tmp/destdir";
+    my $sock = slurp("$d/usr/local/lib/systemd/system/luxd.socket") // '';
+    my @ls = $sock =~ /^ListenStream=(\S+)$/mg;
+    is_deeply \@ls, ['80'], 'luxd.socket: ListenStream=80 (every address)';
+    my $conf = slurp("$d/etc/luxd/luxd.lua") // '';
+    like $conf, qr/^\s*listen\s*=\s*\{ ":80" \}/m, 'the config: listen = { ":80" }';
+
+    my $try = sub {
+        my ($listen_arg, $port) = @_;
+        (my $c = $conf) =~ s/":80"/":$port"/;
+        $c =~ s{"/run/luxd/}{"$tmp/sa-}g;
+        $c =~ s{"/var/log/luxd/}{"$tmp/sa-}g;
+        $c =~ s{"/var/www/html"}{"$tmp/sa-www"};
+        $c =~ s{^include .*$}{}m;
+        make_path("$tmp/sa-www");
+        spew("$tmp/sa-www/index.html", "socket\n");
+        spew("$tmp/sa.lua", $c);
+        unlink "$tmp/sa-error.log";
+        my $pid = fork // die "fork: $!";
+        if ($pid == 0) {
+            open STDIN, '<', '/dev/null';
+            open STDOUT, '>', "$tmp/sa.out";
+            open STDERR, '>&', \*STDOUT;
+            exec $sa, '-l', $listen_arg, $bin, '-c', "$tmp/sa.lua" or POSIX::_exit(127);
+        }
+        my ($v4, $v6, $exited) = ('', '');
+        for (1 .. 100) {
+            if (waitpid($pid, WNOHANG) == $pid) { $exited = $?; last }
+            my $c4 = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port", Timeout => 1);
+            if ($c4 && -s "$tmp/sa-luxd.pid") {
+                print $c4 "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+                local $/; $v4 = <$c4> // '';
+                my $c6 = IO::Socket::IP->new(PeerAddr => '::1', PeerPort => $port, Timeout => 1);
+                if ($c6) { print $c6 "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"; $v6 = <$c6> // '' }
+                last;
+            }
+            sleep 0.05;
+        }
+        unless (defined $exited) {
+            kill 'TERM', $pid;
+            waitpid($pid, 0);
+        }
+        my $log = (slurp("$tmp/sa.out") // '') . (slurp("$tmp/sa-error.log") // '');
+        return ($v4, $v6, $exited, $log);
+    };
+    my $port = Luxd::free_port();
+    my ($v4, $v6, $exited, $log) = $try->($port, $port);
+    ok !defined $exited, 'luxd starts on the passed socket' or diag $log;
+    like $v4, qr{^HTTP/1\.1 200 .*\r\n\r\nsocket\n$}s, 'and serves on it over IPv4';
+    like $v6, qr{^HTTP/1\.1 200 }, 'and IPv6 (one dual-stack socket, as ":80")';
+    unlike $log, qr/left alone|matches no listen/i, 'the socket matched a listen address' or diag $log;
+    # One past: a socket on another address than the config's; luxd must
+    # bind ":PORT" itself, which the passed socket holds.
+    $port = Luxd::free_port();
+    ($v4, $v6, $exited, $log) = $try->("127.0.0.1:$port", $port);
+    ok defined $exited && $exited != 0, 'a socket on 127.0.0.1 only does not stand for ":PORT": luxd refuses to start'
+      or diag $log;
+    like $log, qr/listen :$port: Address already in use/, 'saying the address is in use' or diag $log;
 };
 
 # The demo config as `make run` serves it: cwd is the tree that holds conf/,
