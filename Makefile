@@ -77,7 +77,7 @@ install: $(BUILD)/luxd
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua ]; then \
 	  echo "install: keeping the existing $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua"; \
 	else \
-	  echo "$(INSTALL_SUBST) conf/dist/luxd.lua > $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua"; \
+	  echo "install: conf/dist/luxd.lua -> $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua"; \
 	  $(INSTALL_SUBST) conf/dist/luxd.lua > $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua.tmp && \
 	  chmod 0644 $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua.tmp && \
 	  mv $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua.tmp $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua; \

@@ -47,6 +47,7 @@ subtest 'make install DESTDIR= lays out the files' => sub {
     my $d = "$tmp/destdir";
     my ($rc, $out) = make_install("DESTDIR=$d");
     is $rc, 0, 'make install DESTDIR=... exits 0' or diag $out;
+    unlike $out, qr/(^|\/)sh: |not found/m, 'with no shell error on the way' or diag $out;
     ok -x "$d/usr/local/sbin/luxd", 'the binary in PREFIX/sbin (PREFIX=/usr/local)';
     ok -f "$d/usr/local/share/man/man8/luxd.8", 'luxd(8)';
     ok -f "$d/usr/local/share/man/man5/luxd.lua.5", 'luxd.lua(5)';
