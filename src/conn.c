@@ -1035,7 +1035,8 @@ static void request_end(lx_sess_t *s) {
         s->end_pending = 1; /* a handler is on the stack: after it returns */
         return;
     }
-    if (r->gen->srv.access_log.path) lx_access_log(s->w, r);
+    const lx_access_log_conf_t *al = lx_access_log_of(r);
+    if (al) lx_access_log(s->w, r, al);
     release_gen(s);
     int unread = !s->message_done || s->rpos != s->rlen;
     /* A response that came out short (out of memory or queue entries in

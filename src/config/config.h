@@ -58,8 +58,10 @@ typedef struct lx_upstream_s {
 /* Serving settings of a vhost or of one of its locations. A location starts as
  * a copy of its vhost's site and overrides the keys it names. */
 typedef struct lx_site_s {
-    const char *root;              /**< absolute document root, no trailing slash; NULL: none */
-    size_t root_len;               /**< strlen(root) */
+    const char *root;      /**< absolute document root, no trailing slash; NULL: none */
+    size_t root_len;       /**< strlen(root) */
+    const char *root_file; /**< where root is set, for the start-up check */
+    int root_line;
     const char **index;            /**< index file names tried for a path ending in '/' */
     size_t nindex;                 /**< entries in index */
     const char *cache_control;     /**< Cache-Control value, or NULL */
@@ -110,6 +112,9 @@ typedef struct lx_vhost_s {
     lx_location_t *locations; /**< in declaration order */
     size_t nlocations;        /**< entries in locations */
     lx_trie_t *location_trie; /**< location index by prefix, or NULL */
+    /* Where its requests are logged: its own access_log, the server's (no
+     * access_log key), or NULL (access_log = false, or none at all). */
+    struct lx_access_log_conf_s *access_log;
 } lx_vhost_t;
 
 typedef struct {
@@ -155,7 +160,7 @@ typedef struct {
     const char *text; /**< LX_LV_TEXT: the bytes; LX_LV_HTTP: the header name, lower case */
 } lx_log_piece_t;
 
-typedef struct {
+typedef struct lx_access_log_conf_s {
     const char *path;             /**< absolute path of the access log */
     const char *format;           /**< as written: "combined", "common", "json" or a template */
     const lx_log_piece_t *pieces; /**< the format compiled at load (lx_access_log_compile) */
@@ -163,6 +168,12 @@ typedef struct {
     unsigned json : 1;            /**< values escaped for JSON strings (format "json",
                                      escape = "json") */
     unsigned uses_time : 1;       /**< a piece needs the time now ($request_time, $msec) */
+    const char *file;             /**< where the access_log key is written, for messages */
+    int line;
+    /* Set by the server before the generation is handed to the loops (a
+     * generation that is only checked, -t, has none): */
+    int slot; /**< the open file's slot (io/logfiles.c), -1: none */
+    int fd;   /**< that slot's fd, shared by every user of the path */
 } lx_access_log_conf_t;
 
 typedef struct {
@@ -231,6 +242,11 @@ typedef struct lx_gen_s {
     void (*fini)(struct lx_gen_s *g); /**< what the handlers built for it, freed last */
     lx_ruleset_t **rulesets;          /**< every rule set, to free them */
     size_t nrulesets;                 /**< entries in rulesets */
+    /* Access log files this generation holds open (io/logfiles.c slots),
+     * given back when it is freed: the server sets both. */
+    int *log_slots;
+    size_t nlog_slots;
+    void (*release_logs)(struct lx_gen_s *g);
 } lx_gen_t;
 
 /* Set when the binary has the test handler (luxd-test): the key
