@@ -266,6 +266,10 @@ struct lua_State;
 int lx_config_run(struct lua_State *L, const char *path, const char *prefix, char *err,
                   size_t errlen);
 
+/* Adds warnings to g about document roots that do not exist, are not
+ * directories, or that the user luxd serves as cannot search (roots.c). */
+void lx_config_check_roots(lx_gen_t *g);
+
 void lx_gen_ref(lx_gen_t *g);
 void lx_gen_unref(lx_gen_t *g);
 

@@ -1148,6 +1148,8 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
         lx_gen_unref(g);
         return r;
     }
+    /* Not for `luxd -s` (id 0), which only reads the pid_file. */
+    if (id != 0) lx_config_check_roots(g);
     *out = g;
     return 0;
 }

@@ -205,6 +205,7 @@ static void load_work(uv_work_t *w) {
     int fd = lx_open_beneath(f->path, f->root_len, f->symlinks);
     if (fd < 0) {
         f->err = fd;
+        if (lx_open_beneath_refused()) f->refused = LX_FILE_REFUSED_LINK;
         return;
     }
     struct stat st;
@@ -224,6 +225,7 @@ static void load_work(uv_work_t *w) {
     }
     if (!S_ISREG(st.st_mode)) {
         f->err = -EACCES; /* devices, sockets and FIFOs are never served */
+        f->refused = LX_FILE_REFUSED_TYPE;
         close(fd);
         return;
     }

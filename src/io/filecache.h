@@ -39,6 +39,7 @@ typedef struct lx_file_s {
      * read-modify-write of the shared word could undo a concurrent
      * "stale = 1" from a reload (ThreadSanitizer reports the race). */
     unsigned char is_dir;   /**< a directory */
+    unsigned char refused;  /**< err is a refusal, not open(2)'s: LX_FILE_REFUSED_* */
     unsigned loading : 1;   /**< a thread-pool load is in flight */
     unsigned stale : 1;     /**< removed from the hash; freed at last unref */
     int fd;                 /**< open file for large files, else -1 */
@@ -56,6 +57,11 @@ typedef struct lx_file_s {
     lx_waiter_t *waiters;   /**< waiting for the load, called when it is done */
     uv_work_t work;         /**< the thread-pool load */
 } lx_file_t;
+
+enum {
+    LX_FILE_REFUSED_LINK = 1, /**< follow_symlinks refused a link (or "..") on the way */
+    LX_FILE_REFUSED_TYPE = 2, /**< not a regular file: devices, sockets, FIFOs */
+};
 
 lx_filecache_t *lx_filecache_new(uv_loop_t *loop);
 void lx_filecache_free(lx_filecache_t *fc);
