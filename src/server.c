@@ -123,17 +123,24 @@ static void explain_open(char *out, size_t len, const char *what, const char *pa
     snprintf(dir, sizeof(dir), "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-    if (access(path, F_OK) == 0)
+    int there = access(path, F_OK) == 0 ? 0 : errno;
+    if (there == 0)
         snprintf(out, len,
                  "%s: %s: luxd runs as user \"%s\" (it dropped root at start) and that user "
                  "cannot write the file; make it writable by %s (chown %s %s)",
                  what, strerror(-err), srv.user, srv.user, srv.user, path);
-    else
+    else if (there == ENOENT)
         snprintf(out, len,
                  "%s: %s: luxd runs as user \"%s\" (it dropped root at start) and that user "
                  "cannot create files in %s; make the directory writable by %s, or have the file "
                  "created for %s (logrotate: create 0640 %s adm)",
                  what, strerror(-err), srv.user, dir, srv.user, srv.user, srv.user);
+    else
+        snprintf(out, len,
+                 "%s: %s: luxd runs as user \"%s\" (it dropped root at start) and that user "
+                 "cannot reach %s (a directory on the way is not searchable by it); give %s "
+                 "search permission there, or keep the logs in a directory it may use",
+                 what, strerror(-err), srv.user, dir, srv.user);
 }
 
 /* Finds a socket handed over by systemd (LISTEN_FDS) bound to l. */
@@ -673,7 +680,10 @@ int lx_server_reload(void) {
     }
     /* Files the new config names must open before anything is published. */
     int opened = r == 0;
-    if (r == 0 && (r = can_append(g->srv.error_log)) < 0) {
+    /* The error log open now stays (a reopen is SIGUSR1's job): only a new
+     * path must prove it can be opened, by the user luxd runs as. */
+    if (r == 0 && strcmp(g->srv.error_log, srv.gen->srv.error_log) != 0 &&
+        (r = can_append(g->srv.error_log)) < 0) {
         char what[4200];
         snprintf(what, sizeof(what), "%s:%d: error_log %s", g->srv.file, g->srv.error_log_line,
                  g->srv.error_log);
