@@ -253,23 +253,31 @@ static int serve(lx_req_t *r, lx_file_t *f) {
  * else (permissions, a refused link, a device) is the site's or the
  * operator's to fix and goes at error. The entry may be a cached negative
  * one: each request that meets it is logged, as nginx does. */
+/* Bytes a client chose, as printable ASCII only ('"', '\\', controls and
+ * 8-bit bytes as \xHH), so that no error-log line can be forged or split:
+ * the decoded path can hold any byte the client percent-encoded. */
+static void printable(char *out, size_t cap, const char *p, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 5 < cap; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c > 0x20 && c < 0x7f && c != '"' && c != '\\')
+            out[n++] = (char)c;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02X", c);
+    }
+    out[n] = '\0';
+}
+
 static void log_open_failure(lx_req_t *r, const lx_file_t *f) {
     int err = -f->err;
     int missing = !f->refused && (err == ENOENT || err == ENOTDIR || err == ENAMETOOLONG);
     int level = missing ? LX_LOG_INFO : LX_LOG_ERROR;
-    if (!lx_log_enabled(level)) return;
-    char peer[48], target[600], why[160];
+    if (r->open_logged || !lx_log_enabled(level)) return;
+    r->open_logged = 1;
+    char peer[48], path[1200], target[600], why[160];
     lx_req_peer(r, peer);
-    /* The target as sent, printable ASCII only, so no line can be forged. */
-    size_t n = 0;
-    for (size_t i = 0; i < r->target.len && n + 5 < sizeof(target); i++) {
-        unsigned char c = (unsigned char)r->target.p[i];
-        if (c > 0x20 && c < 0x7f && c != '"' && c != '\\')
-            target[n++] = (char)c;
-        else
-            n += (size_t)snprintf(target + n, sizeof(target) - n, "\\x%02X", c);
-    }
-    target[n] = '\0';
+    printable(path, sizeof(path), f->path, f->path_len);
+    printable(target, sizeof(target), r->target.p, r->target.len);
     if (f->refused == LX_FILE_REFUSED_LINK)
         snprintf(why, sizeof(why),
                  "refused by follow_symlinks = %s (a symbolic link or \"..\" on the way)",
@@ -279,7 +287,7 @@ static void log_open_failure(lx_req_t *r, const lx_file_t *f) {
                  "refused: not a regular file (devices, sockets and FIFOs are never served)");
     else
         snprintf(why, sizeof(why), "failed (%d: %s)", err, strerror(err));
-    lx_log(level, "open() \"%s\" %s, client: %s, vhost: %s, request: \"%s %s\"", f->path, why, peer,
+    lx_log(level, "open() \"%s\" %s, client: %s, vhost: %s, request: \"%s %s\"", path, why, peer,
            r->vhost && r->vhost->name ? r->vhost->name : "-",
            llhttp_method_name((llhttp_method_t)r->method), target);
 }
