@@ -41,7 +41,8 @@ my $bad = $s->raw("GET / HTTP/1.1\r\nHost: a.test\r\nBad Header\r\n\r\n");
 like($bad, qr{^HTTP/1\.1 400}, 'a malformed request is refused with 400');
 
 my $t = time + 5;
-sleep 0.05 while lines('access.log') < 2 && time < $t;
+# Lines are written just after their responses went out: wait for them.
+sleep 0.05 while (lines('access.log') < 2 || lines('a.log') < 2 || lines('shared.log') < 2) && time < $t;
 
 my $a = slurp('a.log');
 is($a, "A a.test 200 /\nA a.test 404 /x?q=1\n", "a.test's own log, in its own template, has exactly its two requests");
