@@ -32,7 +32,8 @@ UNIT_SRCS := $(wildcard t/unit/test_*.c)
 UNITS   := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/unit/%)
 PROVE_FILES = t/*.t $(UNITS) $(wildcard t/lua/*.lua)
 
-.PHONY: FORCE all doc deps deps-test run test asan tsan unit fuzz fuzz-build fuzzers clean format
+.PHONY: FORCE all doc deps deps-test run test asan tsan unit fuzz fuzz-build fuzzers clean format \
+  install deb
 all: $(BUILD)/luxd
 
 deps:
@@ -44,6 +45,74 @@ deps-test:
 $(BUILD)/luxd: $(OBJS) $(LL_OBJS) $(BUILD)/gen/lua_embed.o
 	$(CC) $(CFLAGS) $(LDFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 	@echo "built $@"
+
+# `make install` (PREFIX, DESTDIR as usual). /etc, /var/log and /run are not
+# under PREFIX: the systemd unit names them (RuntimeDirectory=, LogsDirectory=)
+# and the installed /etc/luxd/luxd.lua points its pid_file and logs there.
+# The units, the default config and the logrotate snippet are copied with
+# their paths to luxd and its config replaced by this install's.
+# An existing $(SYSCONFDIR)/luxd/luxd.lua is kept. WWWDIR (empty: skipped)
+# gets the welcome page index.luxd-debian.html unless it is there already;
+# the Debian package leaves it empty and its postinst does that instead.
+PREFIX         ?= /usr/local
+SBINDIR        ?= $(PREFIX)/sbin
+DATADIR        ?= $(PREFIX)/share
+MANDIR         ?= $(DATADIR)/man
+SYSCONFDIR     ?= /etc
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+LOGDIR         ?= /var/log/luxd
+STATEDIR       ?= /var/lib/luxd
+WWWDIR         ?= /var/www/html
+INSTALL        ?= install
+INSTALL_SUBST   = sed -e 's|/usr/local/sbin/luxd|$(SBINDIR)/luxd|g' \
+                      -e 's|/etc/luxd/|$(SYSCONFDIR)/luxd/|g' \
+                      -e 's|$$(PREFIX)/share/luxd|$(DATADIR)/luxd|g'
+install: $(BUILD)/luxd
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 \
+	  $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d $(DESTDIR)$(SYSCONFDIR)/logrotate.d \
+	  $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DATADIR)/luxd $(DESTDIR)$(LOGDIR) $(DESTDIR)$(STATEDIR)
+	$(INSTALL) -m 0755 $(BUILD)/luxd $(DESTDIR)$(SBINDIR)/luxd
+	$(INSTALL) -m 0644 doc/luxd.8 $(DESTDIR)$(MANDIR)/man8/luxd.8
+	$(INSTALL) -m 0644 doc/luxd.lua.5 $(DESTDIR)$(MANDIR)/man5/luxd.lua.5
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua ]; then \
+	  echo "install: keeping the existing $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua"; \
+	else \
+	  echo "install: conf/dist/luxd.lua -> $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua"; \
+	  $(INSTALL_SUBST) conf/dist/luxd.lua > $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua.tmp && \
+	  chmod 0644 $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua.tmp && \
+	  mv $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua.tmp $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua; \
+	fi
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d/default.lua ]; then \
+	  echo "install: keeping the existing $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d/default.lua"; \
+	else \
+	  echo "install: conf/dist/default.lua -> $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d/default.lua"; \
+	  $(INSTALL) -m 0644 conf/dist/default.lua $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d/default.lua; \
+	fi
+	$(INSTALL_SUBST) conf/dist/luxd.logrotate > $(DESTDIR)$(SYSCONFDIR)/logrotate.d/luxd
+	$(INSTALL_SUBST) conf/luxd.service > $(DESTDIR)$(SYSTEMDUNITDIR)/luxd.service
+	$(INSTALL_SUBST) conf/luxd.socket > $(DESTDIR)$(SYSTEMDUNITDIR)/luxd.socket
+	$(INSTALL_SUBST) conf/luxd-notify-reload.conf > $(DESTDIR)$(DATADIR)/luxd/luxd-notify-reload.conf
+	chmod 0644 $(DESTDIR)$(SYSCONFDIR)/logrotate.d/luxd $(DESTDIR)$(SYSTEMDUNITDIR)/luxd.service \
+	  $(DESTDIR)$(SYSTEMDUNITDIR)/luxd.socket $(DESTDIR)$(DATADIR)/luxd/luxd-notify-reload.conf
+	$(INSTALL) -m 0644 conf/dist/index.html $(DESTDIR)$(DATADIR)/luxd/index.html
+	@if [ -n "$(WWWDIR)" ] && [ ! -e $(DESTDIR)$(WWWDIR)/index.luxd-debian.html ]; then \
+	  echo "$(INSTALL) -D -m 0644 conf/dist/index.html $(DESTDIR)$(WWWDIR)/index.luxd-debian.html"; \
+	  $(INSTALL) -D -m 0644 conf/dist/index.html $(DESTDIR)$(WWWDIR)/index.luxd-debian.html; \
+	fi
+
+# `make deb`: the Debian package (debian/), built from a copy of the working
+# tree's files in $(BUILD)/deb/ so that dpkg-buildpackage writes neither
+# into the tree nor next to it; the .deb and lintian's verdict end up there.
+# Installs what packaging needs first (deps/packages-pkg.txt).
+DEB_VERSION = $(shell dpkg-parsechangelog -l debian/changelog -S Version 2>/dev/null)
+deb:
+	@sh deps/install.sh build pkg
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/luxd-$(DEB_VERSION)
+	git ls-files -z --cached --others --exclude-standard | \
+	  tar --null -T - -cf - | tar -xf - -C $(BUILD)/deb/luxd-$(DEB_VERSION)
+	cd $(BUILD)/deb/luxd-$(DEB_VERSION) && dpkg-buildpackage -us -uc -b
+	lintian --fail-on error --info $(BUILD)/deb/luxd_$(DEB_VERSION)_*.changes
+	@ls $(BUILD)/deb/*.deb
 
 # luxd-test: luxd plus the handler luxd's own tests drive the core with
 # (t/handlers/test_handler.c, `test_handler = true`); never installed.
@@ -143,7 +212,10 @@ $(BUILD)/doc/%.html: doc/%
 run: deps
 	@$(MAKE) --no-print-directory all
 	@mkdir -p logs
-	@echo "luxd: serving conf/luxd.lua on http://127.0.0.1:8080/ (Ctrl-C stops)"
+	@# The addresses in the banner are the config's, as luxd -T compiles them.
+	@$(BUILD)/luxd -T -c conf/luxd.lua 2>/dev/null | awk ' \
+	  /^  listen / { a = $$2; u = u " http://" (a ~ /^:/ ? "localhost" a "/ (every address)" : a "/") } \
+	  END { if (u != "") print "luxd: serving conf/luxd.lua on" u " (Ctrl-C stops)" }'
 	exec $(BUILD)/luxd -c conf/luxd.lua
 
 test: deps-test

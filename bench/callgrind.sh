@@ -8,7 +8,10 @@
 # subtracted.
 #
 # Usage: bash bench/callgrind.sh [LUXD...]     (default: build/luxd)
-# Environment: N=20000 keep-alive requests (N/5 in close mode), CONC=10.
+# Environment: N=20000 keep-alive requests (N/5 in close mode, N/10 of
+# 100 KiB, N/200 of 10 MiB), CONC=10, MODES="ka close" (add ka-100k and
+# ka-10m for the big files: their cost is mostly the kernel's, so this
+# counts only what luxd adds in user space).
 # Kernel time is not counted: close mode is mostly kernel (accept, close),
 # so compare it with bench/static.sh's CPU time too.
 set -euo pipefail
@@ -24,6 +27,13 @@ TMP=$(mktemp -d /tmp/luxd-callgrind-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/www"
 head -c 1024 /dev/zero | tr '\0' x >"$TMP/www/1k.html"
+head -c 102400 /dev/zero | tr '\0' x >"$TMP/www/100k.html"
+head -c 10485760 /dev/zero | tr '\0' x >"$TMP/www/10m.html"
+read -r -a MODES <<<"${MODES:-ka close}"
+# requests MODE -> how many requests the mode sends
+requests() {
+  case $1 in ka) echo "$N" ;; close) echo $((N / 5)) ;; ka-100k) echo $((N / 10)) ;; ka-10m) echo $((N / 200)) ;; esac
+}
 
 # run BIN MODE -> prints the instructions callgrind collected
 run() {
@@ -39,7 +49,9 @@ EOF
   for _ in $(seq 1 200); do curl -s -o /dev/null "http://127.0.0.1:$port/1k.html" && break; sleep 0.2; done
   case $mode in
     ka) ab -q -k -n "$N" -c "$CONC" "http://127.0.0.1:$port/1k.html" >"$TMP/ab.log" 2>&1 ;;
-    close) ab -q -n $((N / 5)) -c "$CONC" "http://127.0.0.1:$port/1k.html" >"$TMP/ab.log" 2>&1 ;;
+    close) ab -q -n "$(requests close)" -c "$CONC" "http://127.0.0.1:$port/1k.html" >"$TMP/ab.log" 2>&1 ;;
+    ka-100k) ab -q -k -n "$(requests ka-100k)" -c "$CONC" "http://127.0.0.1:$port/100k.html" >"$TMP/ab.log" 2>&1 ;;
+    ka-10m) ab -q -k -n "$(requests ka-10m)" -c "$CONC" "http://127.0.0.1:$port/10m.html" >"$TMP/ab.log" 2>&1 ;;
     start) : ;;
   esac
   kill -TERM "$vp"
@@ -51,10 +63,14 @@ EOF
   grep -oE 'Collected : [0-9]+' "$TMP/vg.log" | grep -oE '[0-9]+'
 }
 
-printf '%-40s %12s %12s\n' binary "ka instr/req" "close instr/req"
+printf '%-40s' binary
+for m in "${MODES[@]}"; do printf ' %16s' "$m instr/req"; done
+echo
 for bin in "$@"; do
   start=$(run "$bin" start)
-  ka=$(run "$bin" ka)
-  cl=$(run "$bin" close)
-  printf '%-40s %12d %12d\n' "$bin" $(((ka - start) / N)) $(((cl - start) / (N / 5)))
+  printf '%-40s' "$bin"
+  for m in "${MODES[@]}"; do
+    printf ' %16d' $((($(run "$bin" "$m") - start) / $(requests "$m")))
+  done
+  echo
 done

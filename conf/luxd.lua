@@ -10,6 +10,7 @@ server {
   listen     = { "127.0.0.1:8080" },  -- add "[::1]:8080" for IPv6, ":8080" for every address
   workers    = "auto",                -- one event loop per CPU core
   error_log  = "stderr",
+  pid_file   = "logs/luxd.pid",       -- for `luxd -s reload -c conf/luxd.lua` and kill -HUP
   access_log = "logs/access.log",     -- combined format, as nginx and Apache write it
   keepalive_timeout = 30,
 }

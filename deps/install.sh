@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the Debian packages luxd builds and tests with, only those missing.
-# Usage: deps/install.sh [build|test|bench]...   (default: build test)
+# Usage: deps/install.sh [build|test|bench|pkg]...   (default: build test)
 set -eu
 here=$(dirname "$0")
 groups=${*:-build test}

@@ -14,9 +14,11 @@
 #include <unistd.h>
 
 #include "h1.h"
+#include "http/proxyproto.h"
 #include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
+#include "stats.h"
 #include "upstream/upconn.h"
 
 /* How long a half-closed connection may keep sending before we close it. */
@@ -44,6 +46,15 @@ static lx_worker_t *worker_of(lx_conn_t *c) {
 
 static lx_sess_t *sess(lx_conn_t *c) {
     return c->tcp.data;
+}
+
+/* Every change of state goes through here: the loop's gauges of
+ * connections by state (stats.h) follow it, two plain increments. */
+static inline void set_state(lx_conn_t *c, lx_conn_state_t st) {
+    lx_stats_t *t = worker_of(c)->stats;
+    LX_ST_DEC(&t->conns[c->state]);
+    LX_ST_INC(&t->conns[st]);
+    c->state = (uint8_t)st;
 }
 
 /* ---- deadlines ------------------------------------------------------ */
@@ -105,7 +116,10 @@ static int body_failed(lx_sess_t *s, int err) {
  * response went out (408), then close. */
 static void timed_out_reading(lx_conn_t *c) {
     lx_sess_t *s = sess(c);
-    if (s == NULL || s->req.resp.state != LX_RESP_NONE || s->out.n || s->req.gen == NULL) {
+    /* Before its first request (a PROXY header, or nothing, came) there is
+     * nobody to answer: a pooled session's request is an old one. */
+    if (s == NULL || c->nreq == 0 || s->req.resp.state != LX_RESP_NONE || s->out.n ||
+        s->req.gen == NULL) {
         lx_conn_close(c);
         return;
     }
@@ -113,7 +127,7 @@ static void timed_out_reading(lx_conn_t *c) {
     keep_first_line(s);
     s->req.keepalive = 0;
     s->req.body_state = LX_BODY_DONE; /* nothing more is read */
-    c->state = LX_CONN_HANDLING;
+    set_state(c, LX_CONN_HANDLING);
     lx_resp_simple(&s->req, 408, NULL);
     lx_resp_done(&s->req);
 }
@@ -152,6 +166,8 @@ static lx_sess_t *sess_get(lx_conn_t *c) {
     s->depth = 0;
     s->cork = 0;
     s->flush_pending = 0;
+    s->proceeding = 0;
+    s->proceed_again = 0;
     s->end_pending = s->free_pending = 0;
     /* request_begin clears the request; until then only what a close
      * looks at (sess_detach) must say "nothing in flight". */
@@ -268,6 +284,7 @@ static void sess_detach(lx_conn_t *c) {
     lx_sess_t *s = sess(c);
     if (s == NULL) return;
     c->tcp.data = NULL;
+    if (s->gen_held) LX_ST_INC(&s->w->stats->aborted); /* a request in progress */
     release_gen(s);
     s->c = NULL;
     s->req.aborted = 1;
@@ -330,7 +347,7 @@ static void on_closed(uv_handle_t *h) {
 void lx_conn_close(lx_conn_t *c) {
     if (c->state == LX_CONN_CLOSED) return;
     lx_worker_t *w = worker_of(c);
-    c->state = LX_CONN_CLOSED;
+    set_state(c, LX_CONN_CLOSED);
     lx_dl_clear(&c->dl);
     lx_sess_t *s = sess(c);
     /* A uv_write in flight is cancelled by uv_close, and its callback runs
@@ -345,6 +362,8 @@ void lx_conn_close(lx_conn_t *c) {
 static void conn_setup(lx_worker_t *w, lx_conn_t *c) {
     c->tcp.data = NULL;
     c->state = LX_CONN_IDLE;
+    LX_ST_INC(&w->stats->conns[LX_CONN_IDLE]);
+    LX_ST_INC(&w->stats->accepted);
     w->nconns++;
 }
 
@@ -354,27 +373,33 @@ void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener) {
     lx_conn_t *c = malloc(sizeof(*c));
     if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) < 0) {
         free(c);
+        LX_ST_INC(&w->stats->refused);
         return;
     }
     memset((char *)c + sizeof(c->tcp), 0, sizeof(*c) - sizeof(c->tcp));
     if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
         uv_close((uv_handle_t *)&c->tcp, on_closed);
+        LX_ST_INC(&w->stats->refused);
         return;
     }
+    c->proxy_wait =
+        (unsigned)!!container_of((uv_tcp_t *)listener, lx_listener_t, tcp)->proxy_protocol;
     conn_setup(w, c);
     conn_start(c);
 }
 
-int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer) {
+int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, int proxy_protocol) {
     lx_conn_t *c = malloc(sizeof(*c));
     if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) < 0) {
         free(c);
         close(fd);
+        LX_ST_INC(&w->stats->refused);
         return -ENOMEM;
     }
     memset((char *)c + sizeof(c->tcp), 0, sizeof(*c) - sizeof(c->tcp));
     int r = uv_tcp_open(&c->tcp, fd);
     if (r < 0) {
+        LX_ST_INC(&w->stats->refused);
         close(fd);
         uv_close((uv_handle_t *)&c->tcp, on_closed);
         return r;
@@ -385,6 +410,7 @@ int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer) {
     } else if (peer) {
         c->addr_state = 2;
     }
+    c->proxy_wait = (unsigned)!!proxy_protocol;
     conn_setup(w, c);
     conn_start(c);
     return 0;
@@ -434,10 +460,9 @@ static lx_conn_t *conn_of_req(lx_req_t *r) {
     return lx_sess_of(r)->c;
 }
 
-lx_addr_t lx_req_addr(lx_req_t *r) {
-    lx_conn_t *c = conn_of_req(r);
-    lx_addr_t none = {0, 0};
-    if (c == NULL) return none;
+/* The connection's client: its peer (asked of the kernel once), or what a
+ * trusted PROXY header replaced it with. Returns 1 when it is an IP address. */
+static int conn_addr(lx_conn_t *c) {
     if (c->addr_state == 0) {
         /* libuv's accept does not ask for the address; most requests never
          * need it, so it is asked for once, here. */
@@ -450,13 +475,110 @@ lx_addr_t lx_req_addr(lx_req_t *r) {
             c->addr_state = 1;
         }
     }
-    return c->addr_state == 1 ? c->addr : none;
+    return c->addr_state == 1;
 }
 
-const char *lx_req_peer(lx_req_t *r, char *buf) {
-    lx_addr_t a = lx_req_addr(r);
-    lx_conn_t *c = conn_of_req(r);
-    if (c == NULL || c->addr_state != 1) return strcpy(buf, "-");
+/* One address of a forwarding header ("192.0.2.1", "2001:db8::1"), with
+ * the white space around it. Returns 0, or -1 when it is none. */
+static int parse_fwd_addr(const char *p, size_t n, lx_addr_t *out) {
+    while (n && (*p == ' ' || *p == '\t'))
+        p++, n--;
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    char buf[48];
+    unsigned char b[16];
+    if (n == 0 || n >= sizeof(buf)) return -1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6};
+    if (inet_pton(AF_INET, buf, b) == 1) {
+        struct sockaddr_in s4 = {.sin_family = AF_INET};
+        memcpy(&s4.sin_addr, b, 4);
+        lx_addr_from_sockaddr((struct sockaddr *)&s4, out);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, buf, &sa.sin6_addr) != 1) return -1;
+    lx_addr_from_sockaddr((struct sockaddr *)&sa, out);
+    return 0;
+}
+
+/* The client real_ip's header names, for a request from a trusted proxy
+ * at `a`. X-Forwarded-For is walked from its right end, every line of it
+ * (the last line first) and every element, skipping the trusted proxies:
+ * the first address that is not one is the client (nginx's
+ * real_ip_recursive on); when all are trusted, the leftmost. Any other
+ * header holds one address (of its last line). An element that is no
+ * address ends the walk with `a` kept: what lies to its left was written
+ * by someone nobody vouches for. */
+static lx_addr_t header_client(const lx_req_t *r, const lx_realip_t *ri, lx_addr_t a) {
+    lx_addr_t cand = a;
+    for (unsigned i = r->nheaders; i-- > 0;) {
+        const lx_header_t *h = &r->headers[i];
+        if (!lx_str_ieq(h->name, ri->header, ri->header_len)) continue;
+        if (!ri->xff) {
+            lx_addr_t x;
+            return parse_fwd_addr(h->value.p, h->value.len, &x) == 0 ? x : a;
+        }
+        const char *p = h->value.p, *end = p + h->value.len;
+        while (end > p) {
+            const char *q = end;
+            while (q > p && q[-1] != ',')
+                q--;
+            const char *e = q;
+            size_t n = (size_t)(end - e);
+            end = q > p ? q - 1 : p;
+            /* Empty elements (", ,") are skipped, as nginx does. */
+            size_t k = 0;
+            while (k < n && (e[k] == ' ' || e[k] == '\t'))
+                k++;
+            if (k == n) continue;
+            lx_addr_t x;
+            if (parse_fwd_addr(e, n, &x) < 0) return a;
+            if (!lx_cidrset_has(&ri->from, x)) return x;
+            cand = x;
+        }
+    }
+    return cand;
+}
+
+/* The real_ip that applies: the vhost's (its own, the server's, or none),
+ * or before a vhost is chosen the server's. */
+static const lx_realip_t *req_realip(const lx_req_t *r) {
+    return r->vhost ? r->vhost->real_ip : r->gen ? r->gen->srv.real_ip : NULL;
+}
+
+static int req_addr(lx_req_t *r, lx_addr_t *out) {
+    if (r->client_state) {
+        *out = r->client;
+        return r->client_state == 1;
+    }
+    lx_sess_t *s = lx_sess_of(r);
+    lx_conn_t *c = s->c;
+    if (c == NULL || !conn_addr(c)) {
+        *out = (lx_addr_t){0, 0};
+        return 0;
+    }
+    lx_addr_t a = c->addr;
+    const lx_realip_t *ri = req_realip(r);
+    /* A request refused while its head was read has no header to believe. */
+    if (ri && ri->header && s->headers_done && !r->unparsed && lx_cidrset_has(&ri->from, a))
+        a = header_client(r, ri, a);
+    /* Kept once the vhost (whose real_ip counts) is known. */
+    if (r->vhost) {
+        r->client = a;
+        r->client_state = 1;
+    }
+    *out = a;
+    return 1;
+}
+
+lx_addr_t lx_req_addr(lx_req_t *r) {
+    lx_addr_t a;
+    req_addr(r, &a);
+    return a;
+}
+
+static const char *addr_text(lx_addr_t a, char *buf) {
     unsigned char b[16];
     for (int i = 0; i < 8; i++) {
         b[i] = (unsigned char)(a.hi >> (56 - 8 * i));
@@ -479,6 +601,62 @@ const char *lx_req_peer(lx_req_t *r, char *buf) {
         *p++ = i < 15 ? '.' : '\0';
     }
     return buf;
+}
+
+const char *lx_req_peer(lx_req_t *r, char *buf) {
+    lx_addr_t a;
+    if (!req_addr(r, &a)) return strcpy(buf, "-");
+    return addr_text(a, buf);
+}
+
+const char *lx_req_conn_peer(lx_req_t *r, char *buf) {
+    lx_conn_t *c = conn_of_req(r);
+    if (c == NULL || !conn_addr(c)) return strcpy(buf, "-");
+    return addr_text(c->proxied ? c->peer : c->addr, buf);
+}
+
+/* ---- the PROXY protocol ------------------------------------------------ */
+
+/* The header a proxy_protocol listener's connections begin with, at the
+ * start of the read buffer. Returns 1 when it is taken (what follows it is
+ * the client's first request), 0 when more bytes are needed, -1 when the
+ * connection is to be closed: no header, or a malformed one (nothing HTTP
+ * can be said to a client that does not speak it; nginx closes too). Its
+ * address replaces the peer's only when the peer is one real_ip trusts:
+ * anyone can send the header, and a forged one must change nothing. */
+static int proxy_header(lx_conn_t *c, lx_sess_t *s) {
+    lx_proxy_hdr_t h;
+    const char *why = "";
+    ssize_t n = lx_proxy_parse(s->rbuf + s->rpos, s->rlen - s->rpos, &h, &why);
+    if (n == 0 && s->rlen < s->rcap) return 0;
+    char peer[48];
+    int known = conn_addr(c);
+    if (n <= 0) {
+        lx_log_info("PROXY protocol: %s from %s; connection closed", why,
+                    known ? addr_text(c->addr, peer) : "-");
+        return -1;
+    }
+    s->rpos += (size_t)n;
+    c->proxy_wait = 0;
+    if (h.family == 0) return 1; /* LOCAL, UNKNOWN, AF_UNIX: the peer stands */
+    const lx_realip_t *ri = s->w->gen->srv.real_ip;
+    if (!known || ri == NULL || !lx_cidrset_has(&ri->from, c->addr)) {
+        lx_log_debug("PROXY protocol: header from %s, which real_ip does not trust: ignored",
+                     known ? addr_text(c->addr, peer) : "-");
+        return 1;
+    }
+    c->peer = c->addr;
+    if (h.family == AF_INET) {
+        struct sockaddr_in s4 = {.sin_family = AF_INET};
+        memcpy(&s4.sin_addr, h.src, 4);
+        lx_addr_from_sockaddr((struct sockaddr *)&s4, &c->addr);
+    } else {
+        struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
+        memcpy(&s6.sin6_addr, h.src, 16);
+        lx_addr_from_sockaddr((struct sockaddr *)&s6, &c->addr);
+    }
+    c->proxied = 1;
+    return 1;
 }
 
 /* ---- reading -------------------------------------------------------- */
@@ -534,6 +712,7 @@ static void got_bytes(lx_conn_t *c, char *base, size_t n) {
         s->rlen = s->rpos = 0;
     }
     s->rlen += n;
+    lx_st_add(&s->w->stats->bytes_in, n);
     conn_parse(c);
 }
 
@@ -561,8 +740,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     }
     if (c->state == LX_CONN_IDLE || c->state == LX_CONN_HEAD) {
         /* Pipelined requests still buffered are answered; a request cut
-         * short will never be whole. */
-        if (s && s->rpos < s->rlen && c->state == LX_CONN_IDLE) return;
+         * short will never be whole, nor a PROXY header. */
+        if (s && s->rpos < s->rlen && c->state == LX_CONN_IDLE && !c->proxy_wait) return;
         lx_conn_close(c);
         return;
     }
@@ -584,7 +763,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
  * then never enters epoll at all. */
 static void conn_start(lx_conn_t *c) {
     lx_worker_t *w = worker_of(c);
-    c->state = LX_CONN_IDLE;
+    set_state(c, LX_CONN_IDLE);
     set_deadline(c, LX_DL_HEADER, w->gen->srv.header_timeout);
     char *b = lx_pool_get(&w->rbufs);
     if (b == NULL) {
@@ -623,7 +802,7 @@ static void parse_error(lx_sess_t *s, int status) {
         lx_conn_close(c);
         return;
     }
-    c->state = LX_CONN_HANDLING;
+    set_state(c, LX_CONN_HANDLING);
     lx_resp_simple(r, status, NULL);
     lx_resp_done(r);
 }
@@ -682,7 +861,7 @@ static void request_begin(lx_sess_t *s) {
     s->cur_header = NULL;
     s->last_end = NULL;
     c->nreq++;
-    c->state = LX_CONN_HEAD;
+    set_state(c, LX_CONN_HEAD);
     s->req_started = uv_now(&s->w->loop);
     if (s->req.gen->srv.request_id_header_len) lx_req_add_id_header(&s->req);
 }
@@ -717,7 +896,7 @@ static int may_parse(lx_sess_t *s) {
 static void dispatch(lx_sess_t *s) {
     lx_conn_t *c = s->c;
     lx_req_t *r = &s->req;
-    c->state = LX_CONN_HANDLING;
+    set_state(c, LX_CONN_HANDLING);
     set_deadline(c, LX_DL_NONE, 0);
     /* A request without a body has been parsed to its end already
      * (on_headers_complete pauses only for one with a body), so the next
@@ -764,6 +943,9 @@ static void conn_idle(lx_conn_t *c, lx_sess_t *s) {
         sess_return(c, s);
     else
         sess_detach(c);
+    /* A PROXY header alone: the first request's header_timeout, set at
+     * accept, runs on (keepalive_timeout is for clients that were answered). */
+    if (c->nreq == 0) return;
     set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
 }
 
@@ -798,6 +980,16 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
         }
         if (c->state == LX_CONN_IDLE) {
             if (s->rpos == s->rlen) break;
+            if (c->proxy_wait) {
+                int pr = proxy_header(c, s);
+                if (pr < 0) {
+                    s->in_parse = 0;
+                    lx_conn_close(c);
+                    return;
+                }
+                if (pr == 0) break;
+                continue;
+            }
             if (rbuf_fit(s, srv->max_header_bytes) < 0) {
                 s->in_parse = 0;
                 lx_conn_close(c);
@@ -941,8 +1133,22 @@ static void conn_flush(lx_sess_t *s) {
     if (c->dl_kind == LX_DL_SEND) set_deadline(c, LX_DL_NONE, 0);
     lx_req_t *req = &s->req;
     if (req->resp.state == LX_RESP_STREAMING && req->resp.producer) {
+        /* Output written at once calls proceed from inside the producer's
+         * own send: it is called again once the outer call returns, so a
+         * stream the socket keeps taking loops here instead of growing
+         * the stack. */
+        if (s->proceeding) {
+            s->proceed_again = 1;
+            return;
+        }
         lx_sess_enter(s);
-        req->resp.producer->proceed(req);
+        s->proceeding = 1;
+        do {
+            s->proceed_again = 0;
+            req->resp.producer->proceed(req);
+        } while (s->proceed_again && s->c && req->resp.state == LX_RESP_STREAMING &&
+                 req->resp.producer);
+        s->proceeding = 0;
         lx_sess_leave(s);
         return;
     }
@@ -953,7 +1159,7 @@ static void conn_flush(lx_sess_t *s) {
     }
     /* The response is out; the rest of the body is read and dropped before
      * the next request. */
-    c->state = LX_CONN_BODY;
+    set_state(c, LX_CONN_BODY);
     req->body_state = LX_BODY_DISCARD;
     /* A reader that answered without asking for the rest (a piece left
      * it paused) is done with the body: it lets go, and the parser goes on
@@ -993,7 +1199,7 @@ void lx_sess_output(lx_sess_t *s) {
 void lx_sess_response_done(lx_sess_t *s) {
     lx_conn_t *c = s->c;
     if (c == NULL) return;
-    c->state = LX_CONN_WRITING;
+    set_state(c, LX_CONN_WRITING);
     conn_flush(s);
 }
 
@@ -1019,7 +1225,7 @@ static void linger(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
-    c->state = LX_CONN_LINGER;
+    set_state(c, LX_CONN_LINGER);
     set_deadline(c, LX_DL_LINGER, LINGER_MS);
     lx_sess_t *s = sess(c);
     if (s) s->rpos = s->rlen = 0;
@@ -1037,6 +1243,8 @@ static void request_end(lx_sess_t *s) {
     }
     const lx_access_log_conf_t *al = lx_access_log_of(r);
     if (al) lx_access_log(s->w, r, al);
+    lx_stats_request(s->w->stats, r->vhost ? r->vhost->stat_slot : 0, r->status,
+                     r->head_bytes + r->body_bytes);
     release_gen(s);
     int unread = !s->message_done || s->rpos != s->rlen;
     /* A response that came out short (out of memory or queue entries in
@@ -1049,7 +1257,7 @@ static void request_end(lx_sess_t *s) {
         return;
     }
     lx_out_reset(&s->out, s);
-    c->state = LX_CONN_IDLE;
+    set_state(c, LX_CONN_IDLE);
     if (s->rpos == s->rlen) {
         /* The common case, no pipelined request: nothing to parse. */
         s->rpos = s->rlen = 0;
@@ -1096,7 +1304,7 @@ void lx_tunnel_start(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
     r->resp.producer = p;
     r->body_cb = cb;
     r->waiting = 0;
-    c->state = LX_CONN_TUNNEL;
+    set_state(c, LX_CONN_TUNNEL);
     set_deadline(c, LX_DL_NONE, 0);
     s->tunnel_paused = 0;
     lx_sess_output(s);

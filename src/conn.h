@@ -56,7 +56,9 @@ typedef struct lx_sess_s lx_sess_t;
 struct lx_conn_s {
     uv_tcp_t tcp;            /**< the socket; tcp.data is the session or NULL */
     lx_dl_t dl;              /**< the pending deadline, in the loop's queue */
-    lx_addr_t addr;          /**< client address, for `from` rules and logs */
+    lx_addr_t addr;          /**< the connection's client: the peer, or the address a
+                                trusted PROXY protocol header gave (request.h lx_req_addr) */
+    lx_addr_t peer;          /**< the TCP peer when a PROXY header replaced it (proxied) */
     uint64_t vh_gen_id;      /**< lx_gen_t.id of the cached Host -> vhost answer; 0: none */
     lx_vhost_t *vh;          /**< the vhost for vh_host */
     uint32_t nreq;           /**< requests started on this connection */
@@ -68,6 +70,8 @@ struct lx_conn_s {
     unsigned reading : 1;    /**< uv_read_start is in force */
     unsigned draining : 1;   /**< no keep-alive: the server stops or reloads */
     unsigned addr_state : 2; /**< 0: addr not asked yet, 1: known, 2: none (not IP) */
+    unsigned proxy_wait : 1; /**< a PROXY protocol header must come first (proxy_protocol) */
+    unsigned proxied : 1;    /**< addr is a PROXY header's; peer holds the TCP peer */
     char vh_host[32]; /**< last Host value (as sent, port included); longer ones are not cached */
 };
 
@@ -110,12 +114,15 @@ struct lx_sess_s {
     unsigned depth;             /**< calls into the request layer on the stack */
     unsigned cork;              /**< outside callbacks on the stack (lx_req_enter): output waits */
     unsigned flush_pending : 1; /**< output came while corked: written at the last lx_req_leave */
+    unsigned proceeding : 1;    /**< the producer's proceed is on the stack (conn_flush) */
+    unsigned proceed_again : 1; /**< its output went out at once: call it again when it returns */
 };
 
 /* Takes the connection waiting on a listener (after uv_listen's callback). */
 void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener);
-/* Adopts a connected socket (tests and the fuzz harness, which use a socketpair). */
-int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer);
+/* Adopts a connected socket (a dropped listener's queue; the fuzz harness,
+ * which uses a socketpair); proxy_protocol: it begins with a PROXY header. */
+int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, int proxy_protocol);
 /* Closes now (drops queued output). */
 void lx_conn_close(lx_conn_t *c);
 /* Stops keep-alive: idle connections close, busy ones after their response. */

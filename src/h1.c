@@ -169,6 +169,10 @@ static int known_header(lx_str_t n) {
     return n.len == known_headers[id].len && name_is(n, known_headers[id].name) ? id : -1;
 }
 
+int lx_h1_known_header(const char *name, size_t len) {
+    return known_header((lx_str_t){name, len});
+}
+
 /* Folds one Transfer-Encoding field line into c->te. RFC 9112 6.1 and 7:
  * chunked must be the last coding and may be applied once; luxd decodes no
  * other coding (nginx answers those with 501 too). The lines of a request

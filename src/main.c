@@ -15,6 +15,7 @@
 #include <pcre2.h>
 
 #include "config/config.h"
+#include "explain.h"
 #include "log.h"
 #include "lx.h"
 #include "handlers/handler.h"
@@ -58,6 +59,8 @@ enum { EXIT_USAGE = 2 };
  * all of it for --help. */
 static void usage(FILE *out, int full) {
     fprintf(out, "usage: luxd [-c FILE] [-t | -T] [-s stop|quit|reload|reopen]\n"
+                 "       luxd -t [-c FILE] --explain '[METHOD] URL' [-H 'Name: value']... "
+                 "[--from ADDR]\n"
                  "       luxd -h | --help | -v | --version | -V\n");
     if (!full) {
         fprintf(out, "Try 'luxd --help' for more information.\n");
@@ -66,13 +69,22 @@ static void usage(FILE *out, int full) {
     fprintf(out, "  -c FILE        config file (default conf/luxd.lua)\n"
                  "  -t             check the config and exit (0 good, 1 bad)\n"
                  "  -T             check the config and print the compiled tables\n"
+                 "  --explain REQ  with -t: tell which vhost, redirect or rewrite, location,\n"
+                 "                 access rule, policy, handlers and file or upstream would\n"
+                 "                 answer REQ ('GET http://example.com/x', the method may be\n"
+                 "                 left out), each with its file:line\n"
+                 "  -H 'N: V'      a request header for --explain (repeatable; Host: overrides\n"
+                 "                 the URL's host only for a path-only REQ)\n"
+                 "  --from ADDR    the client address --explain's access rules see\n"
+                 "                 (default 127.0.0.1)\n"
                  "  -s SIGNAL      signal the running server (pid from pid_file); reload\n"
                  "                 waits for the outcome and exits 1 if it failed\n"
                  "  -h, --help     print this help and exit\n"
                  "  -v, --version  print the version and exit\n"
                  "  -V             print the version, the libraries' versions and the\n"
                  "                 build flags, and exit\n"
-                 "Exit status: 0 done, 1 the config or the server failed, 2 a usage error.\n"
+                 "Exit status: 0 done, 1 the config or the server failed, 2 a usage error\n"
+                 "(also a request --explain cannot parse).\n"
                  "See luxd(8) and luxd.lua(5).\n");
 }
 
@@ -219,18 +231,30 @@ int main(int argc, char **argv) {
     const char *file = "conf/luxd.lua";
     const char *sig = NULL;
     int test = 0, dump = 0, opt;
+    const char *explain = NULL, *from = NULL;
+    const char **headers = NULL;
+    size_t nheaders = 0;
     lx_config_test_handlers = lx_handlers_have_test();
     static const struct option longopts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'v'},
-        {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'v'},
+        {"explain", required_argument, NULL, 'E'}, {"from", required_argument, NULL, 'F'},
+        {"header", required_argument, NULL, 'H'},  {NULL, 0, NULL, 0},
     };
-    while ((opt = getopt_long(argc, argv, "c:tTs:vVh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:tTs:vVhH:", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c': file = optarg; break;
         case 't': test = 1; break;
         case 'T': dump = 1; break;
         case 's': sig = optarg; break;
+        case 'E': explain = optarg; break;
+        case 'F': from = optarg; break;
+        case 'H': {
+            const char **h = realloc(headers, (nheaders + 1) * sizeof(*h));
+            if (h == NULL) return 1;
+            headers = h;
+            headers[nheaders++] = optarg;
+            break;
+        }
         case 'v': printf("luxd " LX_VERSION "\n"); return 0;
         case 'V': print_versions(); return 0;
         case 'h': usage(stdout, 1); return 0;
@@ -245,12 +269,23 @@ int main(int argc, char **argv) {
         usage(stderr, 0);
         return EXIT_USAGE;
     }
-    if (sig && (test || dump)) {
-        fprintf(stderr, "luxd: -s cannot be combined with -t or -T\n");
+    if (sig && (test || dump || explain)) {
+        fprintf(stderr, "luxd: -s cannot be combined with -t or -T (nor with --explain)\n");
         usage(stderr, 0);
         return EXIT_USAGE;
     }
     if (sig) return send_signal(file, sig);
+    if ((nheaders || from) && !explain) {
+        fprintf(stderr, "luxd: -H and --from go with --explain\n");
+        usage(stderr, 0);
+        return EXIT_USAGE;
+    }
+    if (explain && dump) {
+        fprintf(stderr, "luxd: --explain cannot be combined with -T\n");
+        usage(stderr, 0);
+        return EXIT_USAGE;
+    }
+    if (explain) test = 1; /* an explanation never starts the server */
 
     char prefix[4096];
     if (getcwd(prefix, sizeof(prefix)) == NULL) {
@@ -278,6 +313,12 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < g->nwarnings; i++)
             fprintf(stderr, "luxd: warning: %s\n", g->warnings[i]);
         if (dump) lx_gen_dump(g, stdout);
+        if (explain) {
+            int rc = lx_explain(g, explain, headers, nheaders, from, stdout);
+            lx_gen_unref(g);
+            free(headers);
+            return rc;
+        }
         fprintf(stderr,
                 "luxd: configuration %s is ok (%zu vhosts, %zu upstreams, compiled in %.1f ms)\n",
                 file, g->nvhosts, g->nupstreams, (double)(uv_hrtime() - t0) / 1e6);

@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "io/filecache.h"
 #include "log.h"
+#include "stats.h"
 
 /* Bytes sendfile moves per call: large enough to amortise the syscall, small
  * enough that one big download does not starve the loop's other clients. */
@@ -49,6 +50,7 @@ void lx_out_init(lx_out_t *o) {
 }
 
 static void piece_release(lx_piece_t *p, lx_sess_t *s) {
+    if (p->kind == LX_PIECE_FILE) s->out.warm_to = 0; /* the next file piece is checked anew */
     if (p->file) lx_file_unref(p->file);
     if (p->kind == LX_PIECE_BUF) lx_pool_put(&s->w->obufs, p->buf, LX_OUT_BUF);
     p->file = NULL;
@@ -64,6 +66,8 @@ void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
     o->olen = 0;
     o->queued = 0;
     o->failed = 0;
+    o->full = 0;
+    o->warm_to = 0;
 }
 
 void lx_out_free(lx_out_t *o) {
@@ -218,6 +222,7 @@ static void on_write(uv_write_t *req, int status) {
     lx_out_t *o = container_of(req, lx_out_t, wreq);
     lx_sess_t *s = container_of(o, lx_sess_t, out);
     o->writing = 0;
+    o->full = 0; /* the socket took these bytes: it may take the next at once */
     free(o->obuf_old);
     o->obuf_old = NULL;
     if (status == 0) consume(s, o->wlen);
@@ -256,6 +261,7 @@ static void read_work(uv_work_t *w) {
 static void read_done(uv_work_t *w, int status) {
     lx_out_t *o = container_of(w, lx_out_t, work);
     lx_sess_t *s = container_of(o, lx_sess_t, out);
+    LX_ST_DEC(&s->w->stats->io_jobs);
     o->file_io = 0;
     s->req.pending--;
     lx_file_unref(o->work_file);
@@ -346,18 +352,30 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
     }
     o->file_io = 1;
     s->req.pending++;
+    LX_ST_INC(&s->w->stats->io_jobs);
+    LX_ST_INC(&s->w->stats->io_jobs_total);
     lx_log_debug("read-ahead of %zu bytes at %llu queued", n, (unsigned long long)p->off);
     return -EAGAIN;
 }
 
-/* Whether the page cache holds the first and last byte of a range: a miss
- * would make sendfile wait for the disk. */
-static int in_page_cache(int fd, uint64_t off, uint64_t len) {
+/* Whether the page cache holds the first and last byte of the head file
+ * piece's next n bytes: a miss would make sendfile wait for the disk. A big
+ * file goes out in many sendfile calls, each starting where the last one
+ * stopped inside or at the end of the range checked before: then only the
+ * new end is checked. */
+static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
+    lx_out_t *o = &s->out;
+    lx_file_t *f = p->file;
+    uint64_t end = p->off + n;
+    if (end <= o->warm_to) return 1;
     char b;
     struct iovec iov = {&b, 1};
-    if (preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0 && errno == EAGAIN) return 0;
-    if (len > 1 && preadv2(fd, &iov, 1, (off_t)(off + len - 1), RWF_NOWAIT) < 0 && errno == EAGAIN)
+    if ((o->warm_to == 0 || p->off > o->warm_to) &&
+        preadv2(f->fd, &iov, 1, (off_t)p->off, RWF_NOWAIT) < 0 && errno == EAGAIN)
         return 0;
+    if (n > 1 && preadv2(f->fd, &iov, 1, (off_t)(end - 1), RWF_NOWAIT) < 0 && errno == EAGAIN)
+        return 0;
+    o->warm_to = end;
     return 1;
 }
 
@@ -370,7 +388,7 @@ int lx_out_flush(lx_sess_t *s) {
         lx_piece_t *p = &o->q[o->head];
         if (p->kind == LX_PIECE_FILE) {
             size_t n = p->len < SENDFILE_CHUNK ? (size_t)p->len : SENDFILE_CHUNK;
-            if (!in_page_cache(p->file->fd, p->off, n)) {
+            if (!in_page_cache(s, p, n)) {
                 int r = file_to_buffer(s, 0);
                 if (r < 0) return r;
                 continue;
@@ -385,60 +403,41 @@ int lx_out_flush(lx_sess_t *s) {
             if (errno != EAGAIN) return -errno;
             /* The socket is full. libuv waits for writability only for a
              * uv_write, so the next piece of the file goes as one. */
+            o->full = 1;
             if ((r = file_to_buffer(s, 1)) < 0) return (int)r;
             continue;
         }
+        /* Buffers up to the next file piece, in one writev. Streamed
+         * pieces too: uv_write for what the socket takes at once would
+         * cost an epoll_ctl each time (libuv arms and disarms POLLOUT
+         * around it), so it is kept for what the socket refuses; the
+         * producer's proceed runs from conn_flush, which does not re-enter
+         * it. */
         uv_buf_t bufs[MAX_IOV];
         int nb = 0;
         size_t total = 0;
-        int before_file = 0;
-        if (p->kind == LX_PIECE_BUF) {
-            /* Pooled buffers (streamed pieces, file pieces read because
-             * the socket was full) go by uv_write: libuv waits for the
-             * socket, and its callback, from the loop, asks for more, so a
-             * fast client of a long stream does not keep the loop to itself. */
-            for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
-                lx_piece_t *q = at(o, i);
-                if (q->kind != LX_PIECE_BUF) break;
-                bufs[nb].base = q->ptr;
-                bufs[nb++].len = (size_t)q->len;
-            }
-            return write_rest(s, bufs, nb, 0);
-        }
-        int then_buf = 0;
+        int before_file = 0, has_buf = 0;
         for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
             lx_piece_t *q = at(o, i);
             if (q->kind == LX_PIECE_FILE) {
                 before_file = 1;
                 break;
             }
-            if (q->kind == LX_PIECE_BUF) {
-                then_buf = 1;
-                break;
-            }
+            has_buf |= q->kind == LX_PIECE_BUF;
             bufs[nb].base = q->kind == LX_PIECE_OBUF ? o->obuf + q->off : q->ptr;
             bufs[nb].len = (size_t)q->len;
             total += (size_t)q->len;
             nb++;
         }
-        if (then_buf) {
-            /* Headers, then a stream's first pieces (a proxied response's
-             * head and body from one read): one uv_write, so one writev,
-             * rather than a write for the head and another for the body.
-             * The stream's pace stays its callback's. */
-            for (unsigned i = (unsigned)nb; i < o->n && nb < MAX_IOV; i++) {
-                lx_piece_t *q = &o->q[(o->head + i) % LX_OUT_MAX];
-                if (q->kind != LX_PIECE_BUF) break;
-                bufs[nb].base = q->ptr;
-                bufs[nb++].len = (size_t)q->len;
-            }
-            return write_rest(s, bufs, nb, 0);
-        }
+        /* A socket just found full would refuse a try as well: libuv
+         * waits for it (its uv_write tries once more first). */
+        if (o->full) return write_rest(s, bufs, nb, 0);
         ssize_t r;
-        if (before_file && uv_stream_get_write_queue_size(st) == 0) {
+        if (before_file && !has_buf && uv_stream_get_write_queue_size(st) == 0) {
             /* Headers before a file: what uv_try_write does (a writev while
              * libuv's queue is empty), with MSG_MORE so that they leave in
-             * one segment with the file's first bytes. */
+             * one segment with the file's first bytes. (A file's bytes read
+             * into a buffer fill segments of their own.) */
             struct msghdr mh = {.msg_iov = (struct iovec *)bufs, .msg_iovlen = (size_t)nb};
             r = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_MORE);
             if (r < 0) r = errno == EAGAIN ? 0 : -errno;
@@ -448,6 +447,7 @@ int lx_out_flush(lx_sess_t *s) {
         }
         if (r < 0) return (int)r;
         if ((size_t)r < total) {
+            o->full = 1;
             int e = write_rest(s, bufs, nb, (size_t)r);
             /* What the socket took is out; the rest is in flight. */
             consume(s, (uint64_t)r);

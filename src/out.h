@@ -51,9 +51,11 @@ typedef struct {
     char *work_buf;              /**< its buffer */
     uint64_t work_off, work_len; /**< what it reads */
     ssize_t work_got;            /**< what it read, or -errno */
-    unsigned writing : 1;        /**< a uv_write is in flight */
-    unsigned file_io : 1;        /**< a thread-pool read is in flight */
-    unsigned failed : 1;         /**< out of queue entries or memory: the response is short */
+    uint64_t warm_to; /**< the head file piece's bytes below this were found in the page cache */
+    unsigned writing : 1; /**< a uv_write is in flight */
+    unsigned file_io : 1; /**< a thread-pool read is in flight */
+    unsigned failed : 1;  /**< out of queue entries or memory: the response is short */
+    unsigned full : 1;    /**< the socket refused bytes and no uv_write has finished since */
 } lx_out_t;
 
 void lx_out_init(lx_out_t *o);

@@ -14,14 +14,20 @@
 #include <stdio.h>
 
 #include "conn.h"
+#include "explain.h"
 #include "handlers/handler.h"
 #include "http/path.h"
 #include "log.h"
 #include "llhttp.h"
 
+/* The routing below is compiled into the request path and into --explain
+ * (lx_route_explain): forced inline, the request path's copy has its trace
+ * pointer as the constant NULL and no trace code left. */
+#define LX_ROUTE_INLINE inline __attribute__((always_inline))
+
 /* Splits an origin-form or absolute-form target into path and query, and
  * takes the host from an absolute form (RFC 9112 3.2.2). */
-static int split_target(lx_req_t *r) {
+static LX_ROUTE_INLINE int split_target(lx_req_t *r) {
     const char *p = r->target.p, *end = p + r->target.len;
     /* An origin-form target (the common one) starts with '/': no scheme to
      * compare. */
@@ -58,7 +64,7 @@ static int is_reg_name_char(unsigned char ch) {
 }
 
 /* The Host value without its port; refuses what is no host name. */
-static int host_name(lx_str_t host, lx_str_t *name) {
+static LX_ROUTE_INLINE int host_name(lx_str_t host, lx_str_t *name) {
     const char *p = host.p, *end = host.p + host.len;
     if (host.len == 0) {
         *name = (lx_str_t){"", 0}; /* no Host: the default vhost decides */
@@ -125,7 +131,7 @@ static int plain_hostname(const char *h, size_t len) {
  * number, which is never reused, not by its address, which is: a freed
  * generation's memory comes back as a later one, and c->vh would point into
  * freed memory. */
-static lx_vhost_t *cached_vhost(const lx_req_t *r, lx_str_t raw, lx_str_t *name) {
+static LX_ROUTE_INLINE lx_vhost_t *cached_vhost(const lx_req_t *r, lx_str_t raw, lx_str_t *name) {
     const lx_conn_t *c = lx_sess_of((lx_req_t *)r)->c;
     if (raw.len == 0 || c->vh_gen_id != r->gen->id || c->vh_host_len != raw.len ||
         memcmp(c->vh_host, raw.p, raw.len) != 0)
@@ -135,15 +141,24 @@ static lx_vhost_t *cached_vhost(const lx_req_t *r, lx_str_t raw, lx_str_t *name)
 }
 
 /* Named vhosts first, then a directory under vhost_dir for a plain host
- * name, then the default vhost. raw is the Host value host came from. */
-static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_str_t host) {
+ * name, then the default vhost. raw is the Host value host came from. With
+ * a trace (--explain) there is no connection: nothing is cached, and the
+ * trace says how the vhost was chosen. */
+static LX_ROUTE_INLINE lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_str_t host,
+                                                lx_trace_t *t) {
     const lx_gen_t *g = r->gen;
     const lx_server_conf_t *s = &g->srv;
-    lx_conn_t *c = lx_sess_of(r)->c;
-    lx_vhost_t *vh = lx_gen_match_vhost(g, host.p, host.len);
+    lx_vhost_t *vh = t ? lx_gen_match_vhost_slot(g, host.p, host.len, &t->vhost_key)
+                       : lx_gen_match_vhost(g, host.p, host.len);
+    if (t)
+        t->vhost_how =
+            vh ? (t->vhost_key->name[0] == '.' ? LX_TRACE_VHOST_WILDCARD : LX_TRACE_VHOST_EXACT)
+            : g->default_vhost ? LX_TRACE_VHOST_DEFAULT
+                               : LX_TRACE_VHOST_NONE;
     if (vh != NULL || !s->vhost_dir) {
         vh = vh ? vh : g->default_vhost;
-        if (raw.len > 0 && raw.len <= sizeof(c->vh_host)) {
+        if (!t && raw.len > 0 && raw.len <= sizeof(((lx_conn_t *)0)->vh_host)) {
+            lx_conn_t *c = lx_sess_of(r)->c;
             memcpy(c->vh_host, raw.p, raw.len);
             c->vh_host_len = (uint8_t)raw.len;
             c->vh_name_len = (uint8_t)host.len;
@@ -165,6 +180,7 @@ static lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_str_t host) {
         root[n] = '\0';
         r->root = root;
         r->root_len = n;
+        if (t) t->vhost_how = LX_TRACE_VHOST_DIR;
         return (lx_vhost_t *)&g->mass_vhost;
     }
     return g->default_vhost;
@@ -258,38 +274,65 @@ void lx_request_finish(lx_req_t *r, int status) {
     lx_resp_done(r);
 }
 
-/* redirect = { { regex, target, status } }: the first match answers. */
-static int apply_redirect(lx_req_t *r, lx_match_ctx_t *m) {
+/* The captures of the rule that just matched, for the trace: the next
+ * rule set's match reuses the match data. */
+static __attribute__((noinline)) void trace_caps(lx_trace_t *t, const lx_match_ctx_t *m) {
+    const PCRE2_SIZE *ov = m->ncap ? pcre2_get_ovector_pointer(m->md) : NULL;
+    t->ncaps = 0;
+    for (uint32_t k = 0; ov && k < m->ncap && k < LX_TRACE_CAPS; k++) {
+        int set = ov[2 * k] != PCRE2_UNSET && ov[2 * k] <= ov[2 * k + 1] && ov[2 * k + 1] <= m->len;
+        t->caps[k] =
+            set ? (lx_str_t){m->path + ov[2 * k], ov[2 * k + 1] - ov[2 * k]} : (lx_str_t){NULL, 0};
+        t->ncaps = k + 1;
+    }
+}
+
+/* Where routing stops short of the chain, with the status it answers. */
+static inline int route_stop(lx_trace_t *t, lx_trace_at_t at, int status) {
+    if (t) {
+        t->at = at;
+        t->status = status;
+    }
+    return status;
+}
+
+/* redirect = { { regex, target, status } }: the first match answers. Returns
+ * 0 when none matches, else the status, with *hdr the Location line (NULL
+ * when the target did not fit: the status is 500 then). */
+static LX_ROUTE_INLINE int redirect_match(lx_req_t *r, lx_match_ctx_t *m, lx_trace_t *t,
+                                          const char **hdr) {
     int i = lx_ruleset_first(r->vhost->redirect, m);
     if (i < 0) return 0;
     const lx_rule_t *rule = &r->vhost->redirect->rules[i];
+    if (t) {
+        t->redirect = rule;
+        trace_caps(t, m);
+    }
     char loc[4096];
     int n = lx_rule_expand(rule->target, m, loc, sizeof(loc), LX_EXPAND_URL);
-    if (n < 0) {
-        lx_request_finish(r, 500);
-        return 1;
-    }
+    if (n < 0) return 500;
     /* The client's query goes along, after the target's own (nginx does
      * the same). */
     size_t cap = (size_t)n + r->query.len + 16;
-    char *hdr = lx_arena_alloc(r->arena, cap);
-    if (hdr == NULL) {
-        lx_request_finish(r, 500);
-        return 1;
-    }
-    snprintf(hdr, cap, "Location: %s%s%.*s\r\n", loc,
+    char *line = lx_arena_alloc(r->arena, cap);
+    if (line == NULL) return 500;
+    snprintf(line, cap, "Location: %s%s%.*s\r\n", loc,
              r->query.len ? (strchr(loc, '?') ? "&" : "?") : "", (int)r->query.len, r->query.p);
-    lx_resp_simple(r, rule->status, hdr);
-    lx_resp_done(r);
-    return 1;
+    *hdr = line;
+    return rule->status;
 }
 
 /* rewrite = { { regex, target } }: the first match changes the path; a query
  * in the target comes first, the client's own query follows it. */
-static int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m) {
+static LX_ROUTE_INLINE int apply_rewrite(lx_req_t *r, lx_match_ctx_t *m, lx_trace_t *t) {
     int i = lx_ruleset_first(r->vhost->rewrite, m);
     if (i < 0) return 0;
     const lx_rule_t *rule = &r->vhost->rewrite->rules[i];
+    if (t) {
+        t->rewrite = rule;
+        t->path_before = r->decoded;
+        trace_caps(t, m);
+    }
     /* The query starts at the target's own '?', never at one a capture
      * brings in (a decoded %3F is part of the path). */
     const char *tq = strchr(rule->target, '?');
@@ -335,59 +378,66 @@ void lx_req_add_id_header(lx_req_t *r) {
     r->extra_cap = cap;
 }
 
-void lx_request_run(lx_req_t *r) {
+/* The routing of a request, up to its handler chain: target, Host, vhost,
+ * path, redirect, rewrite, location, access. Returns 0 when the chain of
+ * r->site is to run, else the status to answer with (and *hdr the Location
+ * line of a redirect). Compiled twice: into lx_request_run with t NULL,
+ * where every trace branch folds away, and into lx_route_explain. */
+static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
     lx_str_t host = {0};
     if (split_target(r) < 0) {
         r->keepalive = 0;
-        lx_request_finish(r, 400);
-        return;
+        return route_stop(t, LX_TRACE_AT_TARGET, 400);
     }
     lx_str_t raw = r->known[LX_H_HOST];
-    r->vhost = cached_vhost(r, raw, &host);
+    r->vhost = t ? NULL : cached_vhost(r, raw, &host);
     if (r->vhost == NULL) {
         if (host_name(raw, &host) < 0) {
             r->keepalive = 0;
-            lx_request_finish(r, 400);
-            return;
+            return route_stop(t, LX_TRACE_AT_HOST, 400);
         }
-        r->vhost = choose_vhost(r, raw, host);
+        r->vhost = choose_vhost(r, raw, host, t);
     }
     r->host = host;
-    if (r->vhost == NULL) {
-        lx_request_finish(r, host.len ? 404 : 400);
-        return;
-    }
+    if (r->vhost == NULL) return route_stop(t, LX_TRACE_AT_VHOST, host.len ? 404 : 400);
     r->site = &r->vhost->site;
     if (r->root == NULL) {
         r->root = r->site->root;
         r->root_len = r->site->root_len;
     }
     r->decoded = lx_arena_alloc(r->arena, r->path.len + 1);
-    if (r->decoded == NULL) {
-        lx_request_finish(r, 500);
-        return;
-    }
+    if (r->decoded == NULL) return route_stop(t, LX_TRACE_AT_ERROR, 500);
     if (lx_path_normalize(r->path.p, r->path.len, r->decoded, &r->decoded_len) < 0) {
         r->decoded = NULL; /* $uri: the path as sent */
-        lx_request_finish(r, 400);
-        return;
+        return route_stop(t, LX_TRACE_AT_PATH, 400);
     }
 
-    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, r->w->match_data,
-                        0,          match_addr,     r};
-    if (r->vhost->redirect && apply_redirect(r, &m)) return;
+    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, NULL, 0, match_addr, r};
+    if (t) {
+        /* No connection to ask: the address is the one given. */
+        m.addr = t->addr;
+        m.addr_of = NULL;
+        m.md = t->md;
+    } else {
+        m.md = r->w->match_data;
+    }
+    if (r->vhost->redirect) {
+        int status = redirect_match(r, &m, t, hdr);
+        if (status) return route_stop(t, LX_TRACE_AT_REDIRECT, status);
+    }
     if (r->vhost->rewrite) {
-        int rc = apply_rewrite(r, &m);
+        int rc = apply_rewrite(r, &m, t);
         if (rc < 0) {
-            lx_log_error("%s:%d: rewrite of \"%s\" gave an unusable path", r->vhost->file,
-                         r->vhost->line, r->decoded);
-            lx_request_finish(r, 500);
-            return;
+            if (!t)
+                lx_log_error("%s:%d: rewrite of \"%s\" gave an unusable path", r->vhost->file,
+                             r->vhost->line, r->decoded);
+            return route_stop(t, LX_TRACE_AT_REWRITE, 500);
         }
         m.path = r->decoded;
         m.len = r->decoded_len;
     }
     const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
+    if (t) t->location = loc;
     if (loc) {
         r->site = &loc->site;
         if (r->vhost != &r->gen->mass_vhost) {
@@ -397,13 +447,32 @@ void lx_request_run(lx_req_t *r) {
     }
     if (r->site->access) {
         int i = lx_ruleset_first(r->site->access, &m);
-        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY) {
-            lx_request_finish(r, r->site->access->rules[i].status);
-            return;
-        }
+        if (t && i >= 0) t->access = &r->site->access->rules[i];
+        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY)
+            return route_stop(t, LX_TRACE_AT_ACCESS, r->site->access->rules[i].status);
     }
-    r->handler = 0;
-    run_chain(r);
+    return route_stop(t, LX_TRACE_AT_CHAIN, 0);
+}
+
+void lx_request_run(lx_req_t *r) {
+    const char *hdr = NULL;
+    int status = route(r, NULL, &hdr);
+    if (status == 0) {
+        r->handler = 0;
+        run_chain(r);
+    } else if (hdr) {
+        lx_resp_simple(r, status, hdr);
+        lx_resp_done(r);
+    } else {
+        lx_request_finish(r, status);
+    }
+}
+
+int lx_route_explain(lx_req_t *r, lx_trace_t *t) {
+    const char *hdr = NULL;
+    int status = route(r, t, &hdr);
+    t->location_hdr = hdr;
+    return status;
 }
 
 void lx_request_resume(lx_req_t *r) {

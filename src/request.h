@@ -151,6 +151,8 @@ struct lx_req_s {
     const char *upstream_addr;     /**< the upstream server that answered, for the log, or NULL */
     int upstream_status;           /**< its status, for the log */
     uint32_t upstream_ms;          /**< ms from handing over to the end of its response */
+    lx_addr_t client;              /**< lx_req_addr's answer, once client_state is 1 */
+    uint8_t client_state;          /**< 0: not worked out yet, 1: client, 2: none (not IP) */
     char *extra;                   /**< header lines a policy added (arena) */
     size_t extra_len;              /**< bytes in extra */
     size_t extra_cap;              /**< bytes allocated for extra */
@@ -192,10 +194,17 @@ void lx_req_add_id_header(lx_req_t *r);
  * generator, seeded from the kernel). */
 const char *lx_req_id(lx_req_t *r);
 
-/* The client's address (asked of the kernel once per connection, when
- * first needed), and as text ("-" when unknown) in buf of 48 bytes. */
+/* The client's address: the one place it is worked out, for `from` rules,
+ * r.remote_addr, $remote_addr and X-Forwarded-For. The connection's peer
+ * (asked of the kernel once per connection, when first needed), or the
+ * source of a PROXY protocol header that peer is trusted for; then, when
+ * that address is one real_ip trusts (the vhost's, else the server's), the
+ * address its header names. lx_req_peer writes it as text ("-" when
+ * unknown) into buf of 48 bytes; lx_req_conn_peer the TCP peer itself
+ * ($realip_remote_addr). */
 lx_addr_t lx_req_addr(lx_req_t *r);
 const char *lx_req_peer(lx_req_t *r, char *buf);
+const char *lx_req_conn_peer(lx_req_t *r, char *buf);
 
 /* ---- the response (response.c) ------------------------------------------- */
 

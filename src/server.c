@@ -19,6 +19,7 @@
 #include "log.h"
 #include "handlers/handler.h"
 #include "io/logfiles.h"
+#include "stats.h"
 #include "worker.h"
 
 /* One listen address and its socket in each loop. */
@@ -601,7 +602,10 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
         lx_log_set_file_owner((uid_t)-1, (gid_t)-1);
     }
     srv.workers = calloc((size_t)srv.nworkers, sizeof(*srv.workers));
-    if (srv.workers == NULL) return -ENOMEM;
+    if (srv.workers == NULL || lx_stats_init(srv.nworkers) < 0) return -ENOMEM;
+    for (int i = 0; i < srv.nworkers; i++)
+        srv.workers[i].stats = lx_stats_loop(i);
+    lx_stats_gen_live(gen);
     for (int i = 0; i < srv.nworkers; i++) {
         int *fds = malloc((srv.nslots ? srv.nslots : 1) * sizeof(int));
         for (size_t j = 0; fds && j < srv.nslots; j++)
@@ -701,11 +705,13 @@ int lx_server_reload(void) {
         lx_log_error("reload failed, still serving generation %llu: %s",
                      (unsigned long long)srv.gen->id, err);
         write_status(0, err);
+        lx_st_add(&lx_stats_server.reloads_failed, 1);
         lx_notify("READY=1\nSTATUS=reload failed: %s", err);
         return r;
     }
 
     /* Past this point nothing can fail: publish. */
+    lx_stats_gen_live(g);
     if (strcmp(g->srv.error_log, srv.gen->srv.error_log) != 0 ||
         g->srv.error_log_level != srv.gen->srv.error_log_level) {
         if ((r = lx_log_open(g->srv.error_log, g->srv.error_log_level)) < 0)
@@ -755,6 +761,7 @@ int lx_server_reload(void) {
     char msg[128];
     snprintf(msg, sizeof(msg), "generation %llu in %.1f ms", (unsigned long long)g->id, ms);
     write_status(1, msg);
+    lx_st_add(&lx_stats_server.reloads_ok, 1);
     lx_notify("READY=1\nSTATUS=serving generation %llu", (unsigned long long)g->id);
     return 0;
 }
@@ -800,4 +807,5 @@ void lx_server_cleanup(void) {
     free(srv.prefix);
     free(srv.inherited);
     lx_gen_unref(srv.gen);
+    lx_stats_free();
 }

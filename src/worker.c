@@ -18,6 +18,7 @@
 #include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
+#include "stats.h"
 
 /* Read buffers fit a request head under the generation's limits (conn.c
  * RBUF_SLACK). */
@@ -109,6 +110,7 @@ static void on_connection(uv_stream_t *st, int status) {
         return;
     }
     if (!w->listening || w->nconns >= w->max_conns) {
+        if (w->listening) LX_ST_INC(&w->stats->accept_paused);
         listen_pause(w);
         l->pending = 1;
         return;
@@ -155,7 +157,7 @@ static void accept_rest(lx_worker_t *w, lx_listener_t *l) {
         socklen_t len = sizeof(ss);
         int fd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
-        lx_conn_open(w, fd, (struct sockaddr *)&ss);
+        lx_conn_open(w, fd, (struct sockaddr *)&ss, l->proxy_protocol);
     }
 }
 
@@ -219,6 +221,7 @@ void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
             lx_access_log_flush(w);
             lx_gen_unref(gen);
             *rt = w->retired[--w->nretired];
+            lx_st_set(&w->stats->draining, w->nretired);
         }
         return;
     }
@@ -227,7 +230,7 @@ void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
 /* Starts polling fds that are new, closes the ones the new config dropped;
  * an unchanged address keeps its socket and with it its accept queue, so no
  * connection waiting there is lost. */
-static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
+static void swap_listeners(lx_worker_t *w, const lx_gen_t *gen, const int *fds, size_t nfds) {
     lx_listener_t **nl = calloc(nfds ? nfds : 1, sizeof(*nl));
     lx_listener_t **dropped = calloc(w->nlisteners ? w->nlisteners : 1, sizeof(*dropped));
     if (nl == NULL || dropped == NULL) {
@@ -254,6 +257,9 @@ static void swap_listeners(lx_worker_t *w, const int *fds, size_t nfds) {
             close(fds[j]);
             continue;
         }
+        /* fds[j] is the socket of listen entry j (server.c's slots): a
+         * reload may turn proxy_protocol on or off for an address kept. */
+        nl[j]->proxy_protocol = j < gen->srv.nlisten && gen->srv.listen[j].proxy_protocol;
         nl[n++] = nl[j];
     }
     free(w->listeners);
@@ -282,7 +288,7 @@ static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
     const lx_server_conf_t *s = &m->gen->srv;
     w->max_conns = s->max_connections / (uint32_t)s->workers;
     if (w->max_conns == 0) w->max_conns = 1;
-    swap_listeners(w, m->fds, m->nfds);
+    swap_listeners(w, m->gen, m->fds, m->nfds);
     free(m->fds);
     lx_pool_resize(&w->rbufs, RBUF_SIZE(&m->gen->srv));
     /* Cached files carry the old sites' headers: start afresh. Requests
@@ -304,6 +310,8 @@ static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
     }
     w->gen = m->gen;
     w->gen_users = 0;
+    lx_st_set(&w->stats->generation, w->gen->id);
+    lx_st_set(&w->stats->draining, w->nretired);
     free(m);
 }
 
@@ -406,6 +414,8 @@ static void thread_main(void *arg) {
 
 int lx_worker_init_conns(lx_worker_t *w) {
     w->loop.data = w;
+    if (w->stats == NULL && (w->stats = lx_stats_loop(w->index)) == NULL) return -ENOMEM;
+    lx_st_set(&w->stats->generation, w->gen->id);
     seed_random(w);
     lx_dlq_init(&w->dlq, &w->loop, lx_conn_on_deadline);
     lx_pool_init(&w->rbufs, RBUF_SIZE(&w->gen->srv), 256);
@@ -418,6 +428,8 @@ void lx_worker_free_conns(lx_worker_t *w) {
     lx_sess_pool_free(w);
     lx_pool_free(&w->rbufs);
     lx_pool_free(&w->obufs);
+    lx_stats_loop_release(w->stats);
+    w->stats = NULL;
 }
 
 int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds) {
@@ -438,6 +450,7 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     if ((r = lx_worker_init_conns(w)) < 0) return r;
     for (size_t i = 0; i < nfds; i++) {
         if ((w->listeners[i] = new_listener(w, fds[i])) == NULL) return -ENOMEM;
+        w->listeners[i]->proxy_protocol = i < s->nlisten && s->listen[i].proxy_protocol;
         w->nlisteners++;
     }
     uv_mutex_init(&w->mailbox_lock);

@@ -14,9 +14,11 @@ typedef struct lx_conn_s lx_conn_t;
 typedef struct lx_filecache_s lx_filecache_t;
 
 typedef struct {
-    uv_tcp_t tcp; /**< the SO_REUSEPORT socket of this loop, listening */
-    int fd;       /**< its descriptor */
-    int pending;  /**< libuv holds an accepted connection we had no room for */
+    uv_tcp_t tcp;       /**< the SO_REUSEPORT socket of this loop, listening */
+    int fd;             /**< its descriptor */
+    int pending;        /**< libuv holds an accepted connection we had no room for */
+    int proxy_protocol; /**< its connections begin with a PROXY protocol header (the
+                           listen entry's, in the generation that last listed it) */
 } lx_listener_t;
 
 /* A generation replaced by a reload, kept while requests still use it. */
@@ -69,6 +71,7 @@ typedef struct lx_worker_s {
     void *hstate[8];                 /**< handlers' per-loop state (handlers/chain.c) */
     uint32_t max_conns;              /**< this loop's share of max_connections */
     lx_filecache_t *cache;           /**< this loop's file cache */
+    struct lx_stats_s *stats;        /**< this loop's counters (stats.h) */
     void *match_data;                /**< pcre2_match_data for this loop's regex matches */
     struct lx_alog_buf_s *alogs;     /**< access log buffers, by file slot (io/logfiles.c) */
     size_t nalogs;                   /**< entries in alogs */

@@ -75,7 +75,7 @@ close $fh;
 my %SCOPE = (
     'server' => 'server', 'vhost' => 'vhost', 'location' => 'location',
     'upstream' => 'upstream', 'upstream server' => 'upstream_server',
-    'access rule' => 'rule', 'access_log' => 'access_log',
+    'access rule' => 'rule', 'access_log' => 'access_log', 'real_ip' => 'real_ip',
     'redirect entry' => 'redirect', 'listen entry' => 'listen',
 );
 
@@ -162,7 +162,7 @@ for my $k (sort keys %schema) {
 my ($caveats) = $src =~ /^\.Sh CAVEATS\n(.*?)(?=^\.Sh |^\.Pp|\z)/ms;
 ok $caveats, 'doc/luxd.lua.5 has a CAVEATS section (what is not in the language yet)';
 my @missing = ($caveats // '') =~ /^\.Ic (\w+)/mg;
-ok @missing >= 3, 'it names keys: ' . join(', ', @missing);
+ok @missing >= 1, 'it names keys: ' . join(', ', @missing);
 my %any = map { (split /\./)[1] => 1 } keys %schema;
 for my $k (@missing) {
     ok !$any{$k}, "CAVEATS says $k is not in the language, and the schema has no key $k";

@@ -34,7 +34,8 @@ vhost "localhost" {
 }
 EOF_CONF
     is $rc2, 1, "rewrite target $t with one group is refused";
-    like $out2, qr{luxd\.lua:4: .*rewrite 1: target .* uses \$2, but the regex .* has 1 capture group}, '... at file:line';
+    # Line 5: the rule's own line (where its regex is written), not the key's.
+    like $out2, qr{luxd\.lua:5: .*rewrite 1: target .* uses \$2, but the regex .* has 1 capture group}, '... at file:line';
 }
 
 # At the limit: $N equal to the group count, and $0 with no group, pass.

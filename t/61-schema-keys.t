@@ -142,6 +142,15 @@ sub logged_at_once {
 
 my $big = 'b' x (8 * 1048576);
 
+# The client's address in the access log for a request whose X-Real-IP
+# names 192.0.2.1.
+sub logged_client {
+    my ($s) = @_;
+    $s->get('/', 'X-Real-IP' => '192.0.2.1');
+    sleep 0.2;
+    (split / /, (split /\n/, $s->access_log)[-1] // '')[0] // 'not logged';
+}
+
 # What `luxd -T` prints for a config, with the temporary directory as DIR
 # and without the timing line, so two configs compare by what they mean.
 sub dump_of {
@@ -167,6 +176,29 @@ sub up { my ($set) = @_; qq{upstream "u" {\n  "127.0.0.1:1",\n  $set\n}\n} . vh(
 # dump => 1: a and b are compared by their `luxd -T` output, and a's must
 # match want (the proxy keys, until the proxy handler answers requests).
 my %PROOF = (
+    # real_ip and the PROXY protocol (t/125-t/128 test them in full): the
+    # address the access log shows for a request naming another client.
+    'server.real_ip' => { server_a => { real_ip => \'{ from = "127.0.0.1", header = "X-Real-IP" }' }, probe => \&logged_client },
+    'vhost.real_ip'  => { a => vh('real_ip = { from = "127.0.0.1", header = "X-Real-IP" }'), probe => \&logged_client },
+    'real_ip.from'   => {
+        server_a => { real_ip => \'{ from = "127.0.0.1", header = "X-Real-IP" }' },
+        server_b => { real_ip => \'{ from = "10.0.0.0/8", header = "X-Real-IP" }' }, probe => \&logged_client,
+    },
+    'real_ip.header' => {
+        server_a => { real_ip => \'{ from = "127.0.0.1", header = "X-Real-IP" }' },
+        server_b => { real_ip => \'{ from = "127.0.0.1" }' }, probe => \&logged_client,
+    },
+    'listen.proxy_protocol' => {
+        server_a => { listen => \'{ { "127.0.0.1:$PORT", proxy_protocol = true } }', real_ip => \'{ from = "127.0.0.1" }' },
+        server_b => { real_ip => \'{ from = "127.0.0.1" }' },
+        probe => sub {
+            my $s = shift;
+            $s->raw("PROXY TCP4 192.0.2.1 127.0.0.1 1 80\r\nGET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+            sleep 0.2;
+            (split / /, (split /\n/, $s->access_log)[-1] // '')[0] // 'not logged';
+        },
+    },
+
     # server { }
     'server.listen' => {
         server_a => { listen => ['127.0.0.1:$PORT', '[::1]:$PORT'] },
@@ -347,6 +379,7 @@ my %PROOF = (
     'vhost.redirect'      => { set => 'redirect = { { "^/r$", "/x" } }', path => '/r' },
     'vhost.policy'        => { set => 'policy = function(r) return 418 end', path => '/index.html' },
     'vhost.error_pages'   => { set => 'error_pages = { [404] = "/e404.html" }', path => '/missing' },
+    'vhost.status'        => { set => 'status = true', path => '/index.html' },
     # Only luxd-test has the test handler: the normal binary refuses the
     # key (t/79), luxd-test accepts it, and t/74..t/78 prove what it does.
     'vhost.test_handler'    => { test_only => vh("\n  test_handler = true,\n"), line => 2 },

@@ -16,10 +16,12 @@
 -- every path absolute, so the C side never needs to guess:
 --
 -- desc.server (the defaults below also apply when there is no server { }):
---   listen            { {host=, port=, _file=, _line=}, ... }; host "" = all
---                     addresses, "::1" for "[::1]:8080". Default ":8080".
---                     Accepted forms: "127.0.0.1:8080", "[::1]:8080", ":8080",
---                     "*:8080", "8080", 8080.
+--   listen            { {host=, port=, proxy_protocol=, _file=, _line=}, ... };
+--                     host "" = all addresses, "::1" for "[::1]:8080".
+--                     Default ":8080". Accepted forms: "127.0.0.1:8080",
+--                     "[::1]:8080", ":8080", "*:8080", "8080", 8080, or a
+--                     table { ADDRESS, proxy_protocol = true } (proxy_protocol
+--                     true or absent; needs real_ip).
 --   workers           integer; 0 = one per core ("auto", the default)
 --   user              nil | string
 --   pid_file          nil | absolute path
@@ -48,6 +50,9 @@
 --   policy_budget     10000000 (Lua instructions a policy call may run before
 --                     it is stopped with a 500)
 --   policy_memory     67108864 (bytes of Lua memory per worker for policies)
+--   real_ip           nil | { from = { "CIDR", ... }, header = nil | "Name",
+--                     _file=, _line= }: the proxies trusted to name the client
+--                     (by a PROXY protocol header, and by the header named)
 --   _file, _line      where server { } is (_line 0 when there is none)
 --
 -- desc.mime           { [".ext"] = "type/subtype" }, extensions lower-cased
@@ -91,6 +96,9 @@
 --   proxy_via         true
 --   error_pages       { [404] = "/404.html", ... } (status 400..599 -> a path
 --                     in the vhost), empty by default
+--   real_ip           nil (the server's) | false (none) | { from = {...},
+--                     header = "Name", _file=, _line= } (vhost only, not in
+--                     a location; header required)
 --   _file, _line      where vhost "name" is
 --   Rewrite and redirect entries carry the line of the rewrite/redirect key.
 -- desc.files          the files that were run, main file first

@@ -23,7 +23,7 @@ S.SERVER_ORDER = {
   "access_log", "access_log_buffer", "request_id_header", "keepalive_timeout", "keepalive_requests",
   "tcp_nodelay", "defer_accept", "header_timeout", "body_timeout", "send_timeout",
   "max_header_bytes", "max_body_bytes", "max_connections", "vhost_dir",
-  "drain_timeout", "backlog", "policy_budget", "policy_memory",
+  "drain_timeout", "backlog", "policy_budget", "policy_memory", "real_ip",
 }
 
 -- The defaults an nginx or lighttpd user would expect; see luxd/config.lua.
@@ -57,6 +57,19 @@ function S.server_defaults(st)
   }
 end
 
+-- A listen entry given as a table: its address, then its own keys.
+local LISTEN_EXAMPLE = '{ "0.0.0.0:80", proxy_protocol = true }'
+local LISTEN_ITEM_SCHEMA = {
+  keys = { proxy_protocol = T.boolean() }, order = { "proxy_protocol" },
+  items = function(ic, t, idx, o)
+    if #idx ~= 1 or idx[1] ~= 1 then
+      V.fail(ic, nil, fmt("a listen entry given as a table holds one address: %s, got %d items",
+                          LISTEN_EXAMPLE, #idx))
+    end
+    o[1] = t[1]
+  end,
+}
+
 local function check_listen(ctx, key, v, what)
   local list
   if type(v) == "string" or type(v) == "number" then
@@ -64,8 +77,13 @@ local function check_listen(ctx, key, v, what)
   elseif type(v) == "table" then
     local n, badk = V.array_len(v)
     if not n then
-      V.fail(ctx, key, fmt('%s must be a string or an array of strings, but has key %s',
-                           what, V.show(badk)))
+      local hint = ""
+      if badk == "proxy_protocol" then
+        hint = fmt(" (a listen entry with keys is a table of its own: listen = { %s })",
+                   LISTEN_EXAMPLE)
+      end
+      V.fail(ctx, key, fmt('%s must be a string or an array of strings, but has key %s%s',
+                           what, V.show(badk), hint))
     end
     if n == 0 then V.fail(ctx, key, what .. " must not be empty") end
     list = v
@@ -74,19 +92,67 @@ local function check_listen(ctx, key, v, what)
   end
   local out, seen, line = {}, {}, ctx:key_line(key)
   for i, e in ipairs(list) do
+    local pp = false
+    local name = (#list > 1 or type(v) == "table") and fmt("%s[%d]", what, i) or what
+    if type(e) == "table" then
+      local got = V.check_block(ctx:child(fmt("listen entry %d", i), line), e, LISTEN_ITEM_SCHEMA)
+      if got[1] == nil then
+        V.fail(ctx, key, fmt("%s has no address: %s", name, LISTEN_EXAMPLE))
+      end
+      e, pp = got[1], got.proxy_protocol or false
+    end
     if type(e) ~= "string" and type(e) ~= "number" then
-      V.fail(ctx, key, fmt("%s must be a string, got %s",
-                           (#list > 1 or type(v) == "table") and fmt("%s[%d]", what, i) or what,
-                           type(e)))
+      V.fail(ctx, key, fmt("%s must be a string, got %s", name, type(e)))
     end
     local host, port = V.parse_listen(e)
     if not host then V.fail(ctx, key, fmt("listen entry %s %s", V.show(e), port)) end
     local id = host .. "|" .. port
     if seen[id] then V.fail(ctx, key, fmt("listen entry %s is given twice", V.show(e))) end
     seen[id] = true
-    out[#out + 1] = { host = host, port = port, _file = ctx.file, _line = line }
+    out[#out + 1] = { host = host, port = port, proxy_protocol = pp or nil, _file = ctx.file,
+                      _line = line }
   end
   return out
+end
+
+-- real_ip = { from = { "10.0.0.0/8" }, header = "X-Forwarded-For" }: the
+-- addresses whose word on the client is taken (a PROXY protocol header, the
+-- header named), as nginx's set_real_ip_from and real_ip_header.
+local function check_real_ip_from(ctx, key, v, what)
+  if type(v) ~= "string" then V.fail(ctx, key, fmt("%s must be a string, got %s", what, type(v))) end
+  if not V.is_cidr(v) then
+    V.fail(ctx, key, fmt('%s must be an IP address or a CIDR like "10.0.0.0/8", got %s',
+                         what, V.q(v)))
+  end
+  return v
+end
+
+local REAL_IP_SCHEMA = {
+  keys = {
+    from = T.array(check_real_ip_from, { single = true, nonempty = true }),
+    header = T.string({ check = function(ctx, key, v, what)
+      if not V.is_token(v) then
+        V.fail(ctx, key, fmt('%s must be a header name such as "X-Forwarded-For", got %s',
+                             what, V.q(v)))
+      end
+    end }),
+  },
+  order = { "from", "header" },
+}
+
+local function check_real_ip(ctx, key, v, what)
+  if v == false then return false end
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt('%s must be { from = { "10.0.0.0/8", ... }, header = "X-Forwarded-For" } ' ..
+                         "or false, got %s", what, V.show(v)))
+  end
+  local c = ctx:child("real_ip", ctx:key_line(key))
+  local got = V.check_block(c, v, REAL_IP_SCHEMA)
+  if not got.from then
+    V.fail(c, nil, '"from" is missing: the addresses of the proxies to trust, as in ' ..
+                   'from = { "10.0.0.0/8" }')
+  end
+  return { from = got.from, header = got.header, _file = c.file, _line = c:start() }
 end
 
 local function check_workers(ctx, key, v, what)
@@ -110,7 +176,7 @@ S.LOG_VARIABLES = {
   "remote_addr", "time_local", "time_iso8601", "msec", "request", "request_method",
   "request_uri", "uri", "args", "server_protocol", "status", "body_bytes_sent",
   "bytes_sent", "request_time", "request_id", "host", "upstream_addr",
-  "upstream_status", "upstream_response_time",
+  "upstream_status", "upstream_response_time", "realip_remote_addr",
 }
 local LOG_VAR_SET = {}
 for _, n in ipairs(S.LOG_VARIABLES) do LOG_VAR_SET[n] = true end
@@ -259,6 +325,7 @@ local SERVER_KEYS = {
   backlog = int(1),
   policy_budget = int(1000),
   policy_memory = int(1048576),
+  real_ip = check_real_ip,
 }
 
 ---------------------------------------------------------------------------
@@ -514,15 +581,22 @@ local function rewrites(is_redirect)
                            V.show(badk)))
     end
     local out = {}
+    local lines, from = ctx.st.lines[ctx.file], nil
     for i = 1, n do
       local e = v[i]
       local c = ctx:child_at_key(fmt("%s %d", key, i), key)
+      from = from or c:start()
       if type(e) ~= "table" then
         V.fail(c, nil, fmt("expected %s, got %s; write %s = { %s }", example, type(e), key, example))
       end
       local got = V.check_block(c, e, schema)
       if not got.regex then V.fail(c, nil, fmt("expected %s, got an empty table", example)) end
-      out[i] = { regex = got.regex, target = got.target, _file = c.file, _line = c:start() }
+      -- Its own line (for -T and --explain): where its regex is written,
+      -- searched from the rule before; the key's line when it is not found
+      -- as written (a regex spelt with escapes).
+      local line = V.item_line(lines, from, got.regex)
+      if line then from = line end
+      out[i] = { regex = got.regex, target = got.target, _file = c.file, _line = line or c:start() }
       if is_redirect then out[i].status = got.status or 302 end
     end
     return out
@@ -536,7 +610,7 @@ S.VHOST_ORDER = {
   "aliases", "default", "root", "index", "etag", "last_modified", "cache_control",
   "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
   "fallback", "proxy", "proxy_host", "proxy_headers", "proxy_via", "policy", "error_pages",
-  "access_log", "test_handler",
+  "status", "test_handler", "real_ip", "access_log",
 }
 
 local function check_alias(ctx, key, v, what)
@@ -700,6 +774,12 @@ end
 -- proxy sends every request of a block to its upstream, so a fallback set
 -- beside it would never be used: a config must not say more than it does.
 local function check_proxy_fallback(ctx, got)
+  -- status = true answers every request of its block with the counters.
+  if got.status and (got.proxy or got.fallback) then
+    local k = got.proxy and "proxy" or "fallback"
+    V.fail(ctx, k, fmt('%s would never be used: "status = true" answers every request here ' ..
+                       "with the server's counters; set one of them", V.q(k)))
+  end
   if got.proxy and got.fallback then
     V.fail(ctx, "fallback", fmt('"fallback" would never be used: "proxy" sends every request ' ..
                                 "here to upstream %s; set one of them", V.q(got.proxy)))
@@ -746,7 +826,9 @@ local VHOST_KEYS = {
   error_pages = check_error_pages,
   -- A vhost's own log replaces the server's for its requests; false: none.
   access_log = check_access_log,
+  status = T.boolean(),
   test_handler = check_test_handler,
+  real_ip = check_real_ip,
 }
 
 -- The keys a location may set: all of a vhost's but its names, and but the
@@ -754,7 +836,7 @@ local VHOST_KEYS = {
 -- location is picked for the rewritten path), so they belong to the vhost.
 -- access_log too: a request is logged where its vhost says, not per location.
 local VHOST_ONLY = { aliases = true, default = true, rewrite = true, redirect = true,
-                     access_log = true }
+                     real_ip = true, access_log = true }
 local LOCATION_KEYS, LOCATION_ORDER = {}, {}
 for _, k in ipairs(S.VHOST_ORDER) do
   if not VHOST_ONLY[k] then
@@ -767,7 +849,7 @@ function S.vhost_defaults()
   return {
     aliases = {}, default = false, root = nil, index = { "index.html" },
     etag = true, last_modified = true, cache_control = nil, headers = {},
-    gzip_static = false, dir_listing = false,
+    gzip_static = false, dir_listing = false, status = false,
     -- follow_symlinks stays nil when unset: vhost_dir hosts default to false
     -- then, named vhosts to "owner" (src/config/load.c).
     access = {}, rewrite = {}, redirect = {},
@@ -822,6 +904,10 @@ local LOCATION_SCHEMA = {
     end
     if k == "access_log" then
       return " (a request is logged where its vhost or the server says: put it on the vhost)"
+    end
+    if k == "real_ip" then
+      return " (the client's address is decided once per request, before a location is " ..
+             "chosen: put it on the vhost or the server)"
     end
     return belongs(k, "vhost")
   end,
@@ -893,11 +979,17 @@ S.KEYS = {
   server = SERVER_KEYS, access_log = ACCESS_LOG_SCHEMA.keys, upstream = UPSTREAM_KEYS,
   upstream_server = SERVER_ITEM_SCHEMA.keys,
   rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS, redirect = REDIRECT_KEYS,
+  listen = LISTEN_ITEM_SCHEMA.keys, real_ip = REAL_IP_SCHEMA.keys,
 }
 
 function S.vhost(ctx, t)
   local got = V.check_block(ctx, t, VHOST_SCHEMA)
   check_proxy_fallback(ctx, got)
+  if got.real_ip and not got.real_ip.header then
+    V.fail(ctx, "real_ip", 'real_ip in a vhost needs header = "X-Forwarded-For" (or another ' ..
+                           "name): the PROXY protocol is the listener's, trusted by server " ..
+                           "{ real_ip }")
+  end
   local locs = got[LOC] or {}
   got[LOC] = nil
   -- Where these are written, for what only the running server can check
@@ -917,6 +1009,14 @@ function S.server(ctx, t)
     hint = function(k) return belongs(k, "server") end,
   })
   for k, v in pairs(got) do out[k] = v end
+  -- A PROXY protocol header is taken from the addresses real_ip trusts; a
+  -- listener that expects one with nobody trusted would ignore every one.
+  for _, l in ipairs(out.listen) do
+    if l.proxy_protocol and not out.real_ip then
+      V.fail(ctx, "listen", 'proxy_protocol = true needs real_ip = { from = { ... } } in ' ..
+                            "server { ... }: the balancers whose PROXY header is believed")
+    end
+  end
   out._file, out._line = ctx.file, ctx.line
   -- Where each key is written, for errors only the running server can see
   -- (a log file that cannot be opened): "file:line" of that key.

@@ -162,10 +162,10 @@ end
 -- an array element, which has no key to look for (an upstream's servers).
 function V.item_line(lines, start, s)
   if not lines then return nil end
-  local dq, sq = '"' .. s .. '"', "'" .. s .. "'"
+  local dq, sq, lb = '"' .. s .. '"', "'" .. s .. "'", "[[" .. s .. "]]"
   for i = (start > 0 and start or 1), math.min(#lines, start + 1000) do
     local line = lines[i]
-    if line:find(dq, 1, true) or line:find(sq, 1, true) then return i end
+    if line:find(dq, 1, true) or line:find(sq, 1, true) or line:find(lb, 1, true) then return i end
   end
   return nil
 end

@@ -33,6 +33,7 @@ typedef struct {
     struct sockaddr_storage addr; /**< AF_INET, AF_INET6 or AF_UNIX */
     socklen_t addrlen;            /**< length of addr */
     uint32_t weight;              /**< share of round robin, 1.. (default 1) */
+    uint32_t stat_slot;           /**< its counters (stats.h, LX_ST_PEER), by addr_text */
     const char *file;             /**< where it was written */
     int line;
 } lx_upstream_server_t;
@@ -41,6 +42,7 @@ typedef struct {
 typedef struct lx_upstream_s {
     const char *name;              /**< as written */
     uint32_t index;                /**< in g->upstreams */
+    uint32_t stat_slot;            /**< its counters (stats.h, LX_ST_UPSTREAM), by name */
     lx_upstream_server_t *servers; /**< resolved at load, in the order written */
     size_t nservers;               /**< entries in servers (>= 1) */
     uint32_t keepalive;            /**< idle connections kept per loop and server; 0: none */
@@ -78,8 +80,11 @@ typedef struct lx_site_s {
     const int *error_status;          /**< statuses that have an error page */
     const char **error_page;          /**< the page (a path in the site) for each */
     uint32_t policy;                  /**< policy slot (1..), 0: none */
+    const char *policy_file;          /**< where the policy function was written, or NULL */
+    int policy_line;                  /**< the line its definition starts on */
     size_t nerror_pages;              /**< entries in both */
     unsigned test_handler : 1;        /**< test_handler = true (luxd-test only) */
+    unsigned status : 1;              /**< status = true: answers with the counters */
     const lx_upstream_t *proxy;       /**< proxy = "name": every request goes there, or NULL */
     const lx_upstream_t *fallback;    /**< fallback = "name": what no file answers, or NULL */
     const char *proxy_host;           /**< Host sent to the upstream; NULL: the client's */
@@ -101,17 +106,30 @@ typedef struct {
     int line;
 } lx_location_t;
 
+/* real_ip = { from = { ... }, header = "X-Forwarded-For" }: the proxies
+ * whose word on the client's address is taken (conn.c lx_req_addr). */
+typedef struct {
+    lx_cidrset_t from;  /**< the trusted proxies */
+    const char *header; /**< lower-case field name, or NULL: none (the PROXY protocol only) */
+    size_t header_len;  /**< strlen(header) */
+    unsigned xff : 1;   /**< the header is X-Forwarded-For: a list, walked from the right */
+    const char *file;   /**< where real_ip was written */
+    int line;
+} lx_realip_t;
+
 typedef struct lx_vhost_s {
-    const char *name;         /**< lower-case primary name */
-    int is_default;           /**< serves requests whose Host matches no vhost */
-    lx_site_t site;           /**< the vhost's own settings */
-    const char *file;         /**< config file that declared it */
-    int line;                 /**< line of the declaration */
-    lx_ruleset_t *redirect;   /**< answered with Location, or NULL */
-    lx_ruleset_t *rewrite;    /**< internal rewrites, or NULL */
-    lx_location_t *locations; /**< in declaration order */
-    size_t nlocations;        /**< entries in locations */
-    lx_trie_t *location_trie; /**< location index by prefix, or NULL */
+    const char *name;           /**< lower-case primary name */
+    int is_default;             /**< serves requests whose Host matches no vhost */
+    lx_site_t site;             /**< the vhost's own settings */
+    const char *file;           /**< config file that declared it */
+    int line;                   /**< line of the declaration */
+    lx_ruleset_t *redirect;     /**< answered with Location, or NULL */
+    lx_ruleset_t *rewrite;      /**< internal rewrites, or NULL */
+    lx_location_t *locations;   /**< in declaration order */
+    size_t nlocations;          /**< entries in locations */
+    lx_trie_t *location_trie;   /**< location index by prefix, or NULL */
+    const lx_realip_t *real_ip; /**< its own, the server's, or NULL (none, or real_ip = false) */
+    uint32_t stat_slot;         /**< its counters (stats.h, LX_ST_VHOST), by name */
     /* Where its requests are logged: its own access_log, the server's (no
      * access_log key), or NULL (access_log = false, or none at all). */
     struct lx_access_log_conf_s *access_log;
@@ -121,6 +139,7 @@ typedef struct {
     char text[80];                /**< as written in the config, for messages */
     struct sockaddr_storage addr; /**< resolved numeric address */
     socklen_t addrlen;            /**< length of addr */
+    int proxy_protocol;           /**< connections begin with a PROXY protocol header */
     const char *file;             /**< where it was written */
     int line;
 } lx_listen_t;
@@ -150,6 +169,7 @@ typedef enum {
     LX_LV_UPSTREAM_ADDR,
     LX_LV_UPSTREAM_STATUS,
     LX_LV_UPSTREAM_RESPONSE_TIME,
+    LX_LV_REALIP_REMOTE_ADDR, /**< the connection's peer, before real_ip (nginx's name) */
 } lx_logvar_t;
 
 /* One piece of a compiled template: literal bytes or a variable. */
@@ -209,6 +229,7 @@ typedef struct {
     size_t policy_memory;            /**< Lua bytes per loop for policies */
     const char *vhost_dir;           /**< mass hosting root, or NULL */
     size_t vhost_dir_len;            /**< strlen(vhost_dir) */
+    const lx_realip_t *real_ip;      /**< real_ip, or NULL; trusts PROXY protocol headers too */
 } lx_server_conf_t;
 
 /* One slot of the host-name hash. */
@@ -247,6 +268,7 @@ typedef struct lx_gen_s {
     int *log_slots;
     size_t nlog_slots;
     void (*release_logs)(struct lx_gen_s *g);
+    int stats_live; /**< published: counted in lx_stats_server.gens_alive */
 } lx_gen_t;
 
 /* Set when the binary has the test handler (luxd-test): the key
@@ -276,6 +298,9 @@ void lx_gen_unref(lx_gen_t *g);
 /* The vhost named by a Host value (port already stripped, any case): exact
  * names first, then wildcards, longest suffix first; NULL when none. */
 lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len);
+/* The same, and *slot is the name that matched (".suffix" for a wildcard). */
+lx_vhost_t *lx_gen_match_vhost_slot(const lx_gen_t *g, const char *host, size_t len,
+                                    const lx_host_slot_t **slot);
 /* The same, falling back to the default vhost (which may be NULL). */
 lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len);
 
@@ -284,6 +309,10 @@ const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, s
 
 /* The upstream named name, or NULL. */
 const lx_upstream_t *lx_gen_upstream(const lx_gen_t *g, const char *name, size_t len);
+
+/* Prints what rule r tests and does ("deny prefix=/admin/ status=403"),
+ * without its file:line and newline (luxd -T, --explain). */
+void lx_rule_describe(const lx_rule_t *r, FILE *out);
 
 /* Prints the compiled tables (luxd -T). */
 void lx_gen_dump(const lx_gen_t *g, FILE *out);

@@ -34,7 +34,11 @@ static const lx_host_slot_t *host_get(const lx_gen_t *g, const char *name, size_
     }
 }
 
-lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len) {
+/* One lookup for the request path and for --explain, which also wants the
+ * name that matched; inlined into both, so the request path's copy, with
+ * slot NULL, stores nothing. */
+static inline __attribute__((always_inline)) lx_vhost_t *
+match_vhost(const lx_gen_t *g, const char *host, size_t len, const lx_host_slot_t **slot) {
     char lower[256];
     if (len > 0 && host[len - 1] == '.') len--; /* "example.com." names the same host */
     if (len == 0 || len >= sizeof(lower) || g->hosts == NULL) return NULL;
@@ -43,12 +47,23 @@ lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len) 
         lower[i] = (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
     }
     const lx_host_slot_t *s = host_get(g, lower, len);
-    if (s != NULL) return s->vhost;
-    /* Wildcards: the longest suffix first, so "*.a.example" beats "*.example". */
-    for (size_t i = 1; i < len; i++) {
-        if (lower[i] == '.' && (s = host_get(g, lower + i, len - i)) != NULL) return s->vhost;
+    if (s == NULL) {
+        /* Wildcards: the longest suffix first, so "*.a.example" beats "*.example". */
+        for (size_t i = 1; i < len && s == NULL; i++)
+            if (lower[i] == '.') s = host_get(g, lower + i, len - i);
+        if (s == NULL) return NULL;
     }
-    return NULL;
+    if (slot) *slot = s;
+    return s->vhost;
+}
+
+lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len) {
+    return match_vhost(g, host, len, NULL);
+}
+
+lx_vhost_t *lx_gen_match_vhost_slot(const lx_gen_t *g, const char *host, size_t len,
+                                    const lx_host_slot_t **slot) {
+    return match_vhost(g, host, len, slot);
 }
 
 lx_vhost_t *lx_gen_find_vhost(const lx_gen_t *g, const char *host, size_t len) {
@@ -71,6 +86,24 @@ const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, s
 
 static const char *const kind_names[] = {"allow", "deny", "rewrite", "redirect"};
 
+void lx_rule_describe(const lx_rule_t *r, FILE *out) {
+    fprintf(out, "%s", kind_names[r->kind]);
+    if (r->prefix) fprintf(out, " prefix=%s", r->prefix);
+    for (size_t j = 0; j < r->nsuffix; j++)
+        fprintf(out, "%s%s", j ? "," : " suffix=", r->suffix[j]);
+    if (r->regex) fprintf(out, " regex=%s", r->regex);
+    if (r->methods) {
+        fprintf(out, " method=");
+        for (int m = 0; m < 63; m++)
+            if (r->methods & (1ULL << m))
+                fprintf(out, "%s ", llhttp_method_name((llhttp_method_t)m));
+    }
+    if (r->has_from) fprintf(out, " from=(%zu ranges)", r->from.n);
+    if (r->target) fprintf(out, " -> %s", r->target);
+    if (r->kind == LX_RULE_DENY || r->kind == LX_RULE_REDIRECT)
+        fprintf(out, " status=%d", r->status);
+}
+
 static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, const char *indent) {
     if (rs == NULL) return;
     fprintf(out, "%s%s (%u rules; indexed: %zu by prefix, %zu by suffix; %u always tested)\n",
@@ -78,21 +111,8 @@ static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, con
             rs->nalways);
     for (uint32_t i = 0; i < rs->n; i++) {
         const lx_rule_t *r = &rs->rules[i];
-        fprintf(out, "%s  %u. %s", indent, i + 1, kind_names[r->kind]);
-        if (r->prefix) fprintf(out, " prefix=%s", r->prefix);
-        for (size_t j = 0; j < r->nsuffix; j++)
-            fprintf(out, "%s%s", j ? "," : " suffix=", r->suffix[j]);
-        if (r->regex) fprintf(out, " regex=%s", r->regex);
-        if (r->methods) {
-            fprintf(out, " method=");
-            for (int m = 0; m < 63; m++)
-                if (r->methods & (1ULL << m))
-                    fprintf(out, "%s ", llhttp_method_name((llhttp_method_t)m));
-        }
-        if (r->has_from) fprintf(out, " from=(%zu ranges)", r->from.n);
-        if (r->target) fprintf(out, " -> %s", r->target);
-        if (r->kind == LX_RULE_DENY || r->kind == LX_RULE_REDIRECT)
-            fprintf(out, " status=%d", r->status);
+        fprintf(out, "%s  %u. ", indent, i + 1);
+        lx_rule_describe(r, out);
         fprintf(out, "  (%s:%d)\n", r->file, r->line);
     }
 }
@@ -181,13 +201,20 @@ static void dump_upstreams(const lx_gen_t *g, FILE *out) {
     }
 }
 
+static void dump_realip(const lx_realip_t *ri, FILE *out, const char *ind) {
+    fprintf(out, "%sreal_ip from %zu range(s), header %s  (%s:%d)\n", ind, ri->from.n,
+            ri->header ? ri->header : "(none: PROXY protocol only)", ri->file, ri->line);
+}
+
 void lx_gen_dump(const lx_gen_t *g, FILE *out) {
     const lx_server_conf_t *s = &g->srv;
     fprintf(out, "# luxd compiled configuration, generation %llu, from %s\n",
             (unsigned long long)g->id, g->file);
     fprintf(out, "server\n");
     for (size_t i = 0; i < s->nlisten; i++)
-        fprintf(out, "  listen %s\n", s->listen[i].text);
+        fprintf(out, "  listen %s%s\n", s->listen[i].text,
+                s->listen[i].proxy_protocol ? " proxy_protocol" : "");
+    if (s->real_ip) dump_realip(s->real_ip, out, "  ");
     fprintf(out, "  workers %d\n  error_log %s\n  access_log %s (%s%s, %zu pieces)\n", s->workers,
             s->error_log, s->access_log.path ? s->access_log.path : "off",
             s->access_log.format ? s->access_log.format : "-",
@@ -214,6 +241,8 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
         fprintf(out, "vhost %s%s  (%s:%d)\n", v->name, v->is_default ? " [default]" : "", v->file,
                 v->line);
         dump_site(&v->site, out, "  ");
+        if (v->real_ip && v->real_ip != s->real_ip) dump_realip(v->real_ip, out, "  ");
+        if (v->real_ip == NULL && s->real_ip) fprintf(out, "  real_ip off\n");
         dump_rules("redirect", v->redirect, out, "  ");
         dump_rules("rewrite", v->rewrite, out, "  ");
         for (size_t j = 0; j < v->nlocations; j++) {

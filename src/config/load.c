@@ -92,6 +92,7 @@ static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {
     l->line = ld->line;
     const char *host = get_str(ld, idx, "host", "");
     int port = (int)get_num(ld, idx, "port", 0);
+    l->proxy_protocol = get_bool(ld, idx, "proxy_protocol", 0);
     if (port < 1 || port > 65535) return fail(ld, "listen: port %d out of range", port);
     snprintf(l->text, sizeof(l->text), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     memset(&l->addr, 0, sizeof(l->addr));
@@ -145,6 +146,49 @@ static int read_access_log(loader_t *ld, int idx, lx_access_log_conf_t *c, const
         ld->line = line;
         return fail(ld, "%s: access_log: %s", what, why);
     }
+    return 0;
+}
+
+static const char **get_strings(loader_t *ld, int idx, const char *key, size_t *n);
+
+/* real_ip at t[key] (a table, false, or absent) into *out: NULL when absent
+ * or false, *off set for false. */
+static int read_realip(loader_t *ld, int idx, const lx_realip_t **out, int *off) {
+    lua_State *L = ld->L;
+    *out = NULL;
+    if (off) *off = 0;
+    lua_getfield(L, idx, "real_ip");
+    int t = lua_gettop(L);
+    if (lua_type(L, t) == LUA_TBOOLEAN && !lua_toboolean(L, t) && off) *off = 1;
+    if (!lua_istable(L, t)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lx_realip_t *ri = lx_arena_calloc(&ld->g->arena, sizeof(*ri));
+    if (ri == NULL) return fail(ld, "out of memory");
+    locate(ld, t);
+    ri->file = ld->file;
+    ri->line = ld->line;
+    size_t n;
+    const char **from = get_strings(ld, t, "from", &n);
+    lx_addr_t *first = lx_arena_alloc(&ld->g->arena, (n ? n : 1) * sizeof(lx_addr_t));
+    lx_addr_t *last = lx_arena_alloc(&ld->g->arena, (n ? n : 1) * sizeof(lx_addr_t));
+    if (first == NULL || last == NULL) return fail(ld, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (lx_cidr_parse(from[i], &first[i], &last[i]) < 0)
+            return fail(ld, "real_ip: invalid address \"%s\" in from", from[i]);
+    lx_cidrset_build(&ri->from, first, last, n);
+    const char *h = get_str(ld, t, "header", NULL);
+    if (h) {
+        char *lower = lx_arena_strdup(&ld->g->arena, h);
+        for (char *p = lower; *p; p++)
+            if (*p >= 'A' && *p <= 'Z') *p |= 0x20;
+        ri->header = lower;
+        ri->header_len = strlen(lower);
+        ri->xff = strcmp(lower, "x-forwarded-for") == 0;
+    }
+    lua_pop(L, 1);
+    *out = ri;
     return 0;
 }
 
@@ -222,7 +266,7 @@ static int read_server(loader_t *ld, int idx) {
             dl--;
         s->vhost_dir_len = dl;
     }
-    return 0;
+    return read_realip(ld, idx, &s->real_ip, NULL);
 }
 
 static int is_token_char(unsigned char c) {
@@ -369,8 +413,18 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     lua_pop(L, 1);
 
     lua_getfield(L, idx, "policy");
-    if (lua_isfunction(L, -1))
+    if (lua_isfunction(L, -1)) {
         site->policy = ++ld->g->npolicies; /* policy.c binds it by vhost name and prefix */
+        /* Where the function was written, for --explain: Lua knows the
+         * chunk ("@file") and the line its definition starts on. */
+        lua_Debug ar;
+        lua_pushvalue(L, -1);
+        if (lua_getinfo(L, ">S", &ar) && ar.source && ar.linedefined > 0) {
+            site->policy_file =
+                lx_arena_strdup(&ld->g->arena, ar.source[0] == '@' ? ar.source + 1 : ar.source);
+            site->policy_line = ar.linedefined;
+        }
+    }
     lua_pop(L, 1);
 
     site->etag = (unsigned)get_bool(ld, idx, "etag", site->etag);
@@ -378,6 +432,7 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
     site->gzip_static = (unsigned)get_bool(ld, idx, "gzip_static", site->gzip_static);
     site->dir_listing = (unsigned)get_bool(ld, idx, "dir_listing", site->dir_listing);
     site->test_handler = (unsigned)get_bool(ld, idx, "test_handler", site->test_handler);
+    site->status = (unsigned)get_bool(ld, idx, "status", site->status);
     /* follow_symlinks = true | false | "owner"; a location inherits its
      * vhost's. The default (the zero value, set by calloc) is "owner", as
      * nginx's disable_symlinks if_not_owner: a link is followed only when it
@@ -904,6 +959,9 @@ static int read_vhosts(loader_t *ld, int idx) {
         if (r == 0) r = read_rules(ld, t, "rewrite", LX_RULE_REWRITE, "rewrite", &vh->rewrite);
         if (r == 0) r = read_rules(ld, t, "redirect", LX_RULE_REDIRECT, "redirect", &vh->redirect);
         if (r == 0) r = read_locations(ld, t, vh);
+        int ri_off = 0;
+        if (r == 0) r = read_realip(ld, t, &vh->real_ip, &ri_off);
+        if (r == 0 && vh->real_ip == NULL && !ri_off) vh->real_ip = g->srv.real_ip;
         locate(ld, t);
         if (r == 0) r = read_vhost_log(ld, t, vh);
         if (r == 0) r = add_name(ld, vh->name, vh);
@@ -1005,6 +1063,7 @@ static int convert(loader_t *ld, int desc) {
             m->site.etag = m->site.last_modified = m->site.proxy_via = 1;
             m->site.headers = "";
             m->access_log = g->srv.access_log.path ? &g->srv.access_log : NULL;
+            m->real_ip = g->srv.real_ip;
         }
         /* Under vhost_dir each host's tree may belong to another tenant, and
          * "owner" is only as good as the owners on disk: a tarball unpacked

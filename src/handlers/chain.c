@@ -8,7 +8,8 @@
  *   listing (dir_listing)            a directory that has no index file
  *   proxy   (fallback = "upstream")  what no file answers goes to the backend
  *
- * and for proxy = "upstream", policy then proxy alone.
+ * and for proxy = "upstream", policy then proxy alone; for status = true,
+ * policy then status alone (the counters, handlers/status.c).
  *
  * config/ records what a site asks for and never names a handler. */
 #include "handler.h"
@@ -18,8 +19,8 @@
 #include "../worker.h"
 
 const lx_handler_t *const lx_handlers[] = {
-    &lx_policy_handler, &lx_static_handler, &lx_listing_handler,
-    &lx_proxy_handler,  &lx_test_handler, /* weak: NULL unless linked (luxd-test) */
+    &lx_policy_handler, &lx_static_handler, &lx_listing_handler, &lx_proxy_handler,
+    &lx_status_handler, &lx_test_handler, /* weak: NULL unless linked (luxd-test) */
 };
 const size_t lx_nhandlers = LX_ARRAY_SIZE(lx_handlers);
 
@@ -32,6 +33,10 @@ static void build_chain(lx_site_t *s) {
     if (s->policy) s->chain[s->nchain++] = &lx_policy_handler;
     if (s->test_handler && lx_handlers_have_test()) {
         s->chain[s->nchain++] = &lx_test_handler;
+        return;
+    }
+    if (s->status) {
+        s->chain[s->nchain++] = &lx_status_handler;
         return;
     }
     if (s->proxy) {

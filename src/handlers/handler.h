@@ -29,10 +29,15 @@ extern const lx_handler_t lx_test_handler __attribute__((weak)); /* luxd-test on
 extern const lx_handler_t lx_static_handler;
 extern const lx_handler_t lx_listing_handler;
 extern const lx_handler_t lx_proxy_handler;
+extern const lx_handler_t lx_status_handler;
 
 /* Hands r to upstream u (the proxy handler's handle, for a policy's
  * r:proxy too): returns LX_ASYNC, or a status. */
 int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u);
+
+/* The status the static handler answers for a file that fails to open
+ * with err (404, 403 or 500); --explain says the same. */
+int lx_static_status(int err);
 
 #define LX_HANDLERS_MAX 8
 /* All of them, for per-generation and per-loop set-up. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../stats.h"
 #include "../worker.h"
 #include "../buf.h"
 #include "handler.h"
@@ -141,6 +142,7 @@ static void job_free(job_t *j) {
 static void job_done(uv_work_t *w, int status) {
     job_t *j = container_of(w, job_t, work);
     lx_req_t *r = j->r;
+    LX_ST_DEC(&r->w->stats->io_jobs);
     if (status < 0 && j->err == 0) j->err = status;
     if (r->aborted) {
         job_free(j); /* nobody will read it */
@@ -194,6 +196,8 @@ static int listing_handle(lx_req_t *r) {
         free(j);
         return 500;
     }
+    LX_ST_INC(&r->w->stats->io_jobs);
+    LX_ST_INC(&r->w->stats->io_jobs_total);
     lx_req_hold(r);
     return LX_ASYNC;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../log.h"
+#include "../stats.h"
 #include "../upstream/h1resp.h"
 #include "../upstream/upconn.h"
 #include "../worker.h"
@@ -167,6 +168,8 @@ static int pick(px_t *px, uint64_t now) {
 static void peer_failed(px_t *px, uint64_t now) {
     const lx_upstream_t *u = px->u;
     px_peer_t *p = &px->peers[px->server];
+    lx_st_peer_t *ps = lx_st_peer(px->r->w->stats, u->servers[px->server].stat_slot);
+    if (ps) LX_ST_INC(&ps->failures);
     /* A lone server is never marked down (as nginx does): skipping it
      * would turn one failure, a restart say, into fail_timeout of 502s
      * for everyone, with no other server to take them. */
@@ -231,8 +234,14 @@ static void px_leave(px_t *px) {
     lx_req_leave(r);
 }
 
+static void up_failed(lx_req_t *r, const lx_upstream_t *u) {
+    lx_st_upstream_t *us = lx_st_upstream(r->w->stats, u->stat_slot);
+    if (us) LX_ST_INC(&us->failures);
+}
+
 static void px_fail(px_t *px, int status) {
     lx_req_t *r = px->r;
+    up_failed(r, px->u);
     px_free(px);
     lx_request_finish(r, status);
 }
@@ -670,6 +679,8 @@ int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u) {
     lx_uploop_t *ul = loop_pools(r->w);
     px_gen_t *pg = r->gen->proxy;
     if (ul == NULL || pg == NULL) return 500;
+    lx_st_upstream_t *us = lx_st_upstream(r->w->stats, u->stat_slot);
+    if (us) LX_ST_INC(&us->requests);
     px_t *px = calloc(1, sizeof(*px));
     if (px == NULL) return 500;
     px->r = r;
@@ -704,7 +715,10 @@ int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u) {
         px_free(px);
     }
     px_leave(px);
-    if (rc) return rc;
+    if (rc) {
+        up_failed(r, u);
+        return rc;
+    }
     return r->resp.state == LX_RESP_NONE ? LX_ASYNC : LX_DONE;
 }
 

@@ -296,7 +296,7 @@ static void log_open_failure(lx_req_t *r, const lx_file_t *f) {
  * site's own doing, as a refused link is, and nginx answers it 403 too; a
  * Unix socket in the root fails to open with ENXIO and is one of the files
  * never served. Neither is the server's error. */
-static int error_status(int err) {
+int lx_static_status(int err) {
     return err == -ENOENT || err == -ENOTDIR || err == -ENAMETOOLONG           ? 404
            : err == -EACCES || err == -EPERM || err == -ELOOP || err == -ENXIO ? 403
                                                                                : 500;
@@ -371,7 +371,7 @@ static int static_serve(lx_req_t *r) {
          * chain has one. A listing is no error page: it would answer 200
          * for a request that earned a 404 or 403. */
         if (f->err) log_open_failure(r, f);
-        res = f->err ? error_status(f->err) : f->is_dir ? 403 : 404;
+        res = f->err ? lx_static_status(f->err) : f->is_dir ? 403 : 404;
         if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) res = LX_DECLINED;
         lx_file_unref(f);
         return res;
@@ -381,7 +381,7 @@ static int static_serve(lx_req_t *r) {
     if (rc < 0) return 500;
     if (f->err) {
         log_open_failure(r, f);
-        res = error_status(f->err);
+        res = lx_static_status(f->err);
     } else if (f->is_dir) {
         /* "/dir" -> "/dir/": the path being served (after any rewrite),
          * encoded again, with the query. */

@@ -55,6 +55,7 @@ static const struct {
     {"upstream_addr", LX_LV_UPSTREAM_ADDR},
     {"upstream_status", LX_LV_UPSTREAM_STATUS},
     {"upstream_response_time", LX_LV_UPSTREAM_RESPONSE_TIME},
+    {"realip_remote_addr", LX_LV_REALIP_REMOTE_ADDR},
 };
 
 /* Headers the parser keeps apart (request.h), as $http_NAME writes them. */
@@ -461,6 +462,10 @@ static void put_var(sink_t *s, lx_worker_t *w, lx_req_t *r, const lx_log_piece_t
     case LX_LV_TEXT: put(s, pc->text, pc->len); break;
     case LX_LV_REMOTE_ADDR:
         lx_req_peer(r, b);
+        put(s, b, strlen(b));
+        break;
+    case LX_LV_REALIP_REMOTE_ADDR:
+        lx_req_conn_peer(r, b);
         put(s, b, strlen(b));
         break;
     case LX_LV_TIME_LOCAL: put(s, w->clf_time, w->clf_time_len); break;

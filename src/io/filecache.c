@@ -12,6 +12,7 @@
 #include "../http/date.h"
 #include "../log.h"
 #include "../lx.h"
+#include "../stats.h"
 #include "open_beneath.h"
 
 /* Bounds per loop: memory for small-file bodies, entries, and open fds. */
@@ -196,22 +197,39 @@ static void build_headers(lx_file_t *f) {
     f->hdr_len = (size_t)n + s->headers_len;
 }
 
+/* Whether this thread's last lx_file_open refused a file for its type: the
+ * error log says that rather than "Permission denied". */
+static __thread int refused_type;
+
+int lx_file_open(const char *path, size_t root_len, lx_symlinks_t symlinks, struct stat *st) {
+    refused_type = 0;
+    int fd = lx_open_beneath(path, root_len, symlinks);
+    if (fd < 0) return fd;
+    if (fstat(fd, st) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+        close(fd);
+        refused_type = 1;
+        return -EACCES; /* devices, sockets and FIFOs are never served */
+    }
+    return fd;
+}
+
 /* Runs on the thread pool: everything that may touch the disk. */
 static void load_work(uv_work_t *w) {
     lx_file_t *f = container_of(w, lx_file_t, work);
     /* The symlink policy is applied here, once per cache fill: a hit never
      * pays for it, and the revalidating stat notices a path that changed
      * (its inode does), which sends it through here again. */
-    int fd = lx_open_beneath(f->path, f->root_len, f->symlinks);
+    struct stat st;
+    int fd = lx_file_open(f->path, f->root_len, f->symlinks, &st);
     if (fd < 0) {
         f->err = fd;
         if (lx_open_beneath_refused()) f->refused = LX_FILE_REFUSED_LINK;
-        return;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        f->err = -errno;
-        close(fd);
+        if (refused_type) f->refused = LX_FILE_REFUSED_TYPE;
         return;
     }
     f->dev = st.st_dev;
@@ -220,12 +238,6 @@ static void load_work(uv_work_t *w) {
     f->size = (uint64_t)st.st_size;
     if (S_ISDIR(st.st_mode)) {
         f->is_dir = 1;
-        close(fd);
-        return;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        f->err = -EACCES; /* devices, sockets and FIFOs are never served */
-        f->refused = LX_FILE_REFUSED_TYPE;
         close(fd);
         return;
     }
@@ -251,6 +263,7 @@ static void load_work(uv_work_t *w) {
 static void load_done(uv_work_t *w, int status) {
     lx_file_t *f = container_of(w, lx_file_t, work);
     lx_filecache_t *fc = f->cache;
+    LX_ST_DEC(&lx_stats_of(fc->loop)->io_jobs);
     f->loading = 0;
     if (status == UV_ECANCELED) f->err = -ECANCELED;
     if (f->err == 0 && !f->is_dir) build_headers(f);
@@ -308,10 +321,15 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     while (f && !(f->hash == h && f->site_id == site_id && f->gen == gen && f->path_len == len &&
                   memcmp(f->path, path, len) == 0))
         f = f->hnext;
+    lx_stats_t *st = lx_stats_of(fc->loop);
     if (f) {
-        if (f->loading) return add_waiter(f, waiter);
+        if (f->loading) {
+            LX_ST_INC(&st->cache_hits); /* its load is under way: no second one */
+            return add_waiter(f, waiter);
+        }
         uint64_t now = uv_now(fc->loop);
         if (now - f->checked < REVALIDATE_MS || still_valid(f)) {
+            LX_ST_INC(&st->cache_hits);
             if (now - f->checked >= REVALIDATE_MS) f->checked = now;
             if (fc->lru_head != f) {
                 lru_unlink(fc, f);
@@ -323,6 +341,7 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
         }
         evict(fc, f);
     }
+    LX_ST_INC(&st->cache_misses);
 
     f = calloc(1, sizeof(*f));
     if (f == NULL || (f->path = malloc(len + 1)) == NULL) {
@@ -350,6 +369,10 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     fc->n++;
     lru_push(fc, f);
     int r = uv_queue_work(fc->loop, &f->work, load_work, load_done);
+    if (r == 0) {
+        LX_ST_INC(&st->io_jobs);
+        LX_ST_INC(&st->io_jobs_total);
+    }
     if (r < 0) {
         f->loading = 0;
         f->err = r;

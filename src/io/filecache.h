@@ -6,6 +6,7 @@
 #define LX_FILECACHE_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <uv.h>
@@ -62,6 +63,10 @@ enum {
     LX_FILE_REFUSED_LINK = 1, /**< follow_symlinks refused a link (or "..") on the way */
     LX_FILE_REFUSED_TYPE = 2, /**< not a regular file: devices, sockets, FIFOs */
 };
+/* Opens a file for the cache (and --explain) under the site's symlink
+ * policy: the fd of a regular file or a directory, st filled; or a negative
+ * errno (-EACCES for what is never served: devices, sockets, FIFOs). */
+int lx_file_open(const char *path, size_t root_len, lx_symlinks_t symlinks, struct stat *st);
 
 lx_filecache_t *lx_filecache_new(uv_loop_t *loop);
 void lx_filecache_free(lx_filecache_t *fc);

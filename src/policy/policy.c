@@ -10,6 +10,7 @@
 #include "../handlers/handler.h"
 #include "../worker.h"
 #include "../log.h"
+#include "../stats.h"
 #include "llhttp.h"
 
 /* The budget is checked every HOOK_EVERY instructions. */
@@ -744,9 +745,15 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot, const lx_upstream_t **ha
     vm->answered = 0;
     vm->handoff = NULL;
     vm->ticks = vm->budget;
+    lx_stats_t *st = r->w->stats;
+    LX_ST_INC(&st->policy_runs);
     int rc = lua_pcall(L, 1, 1, 0);
     vm->cur = NULL;
     if (rc != 0) {
+        /* The budget hook leaves ticks at 0 once it has fired. */
+        LX_ST_INC(&st->policy_faults[rc == LUA_ERRMEM ? LX_PF_MEMORY
+                                     : vm->ticks == 0 ? LX_PF_BUDGET
+                                                      : LX_PF_ERROR]);
         const char *msg = lua_tostring(L, -1);
         /* An error raised by r:respond in `return r:respond(...)` has no
          * line: the tail call replaced the policy's frame. Such a message
@@ -778,11 +785,13 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot, const lx_upstream_t **ha
         if (status < 0) {
             lx_log_error("policy of vhost \"%s\" returned %.14g, not a status; failing closed",
                          r->vhost->name, (double)sn);
+            LX_ST_INC(&st->policy_faults[LX_PF_RETURN]);
             status = 500;
         }
     } else if (!lua_isnil(L, -1)) {
         lx_log_error("policy of vhost \"%s\" returned a %s; return a status or nil", r->vhost->name,
                      luaL_typename(L, -1));
+        LX_ST_INC(&st->policy_faults[LX_PF_RETURN]);
         status = 500;
     }
     lua_settop(L, 0);

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 
 #include "../lx.h"
+#include "../stats.h"
 
 /* lx_upconn_is() tells an upstream socket by its data pointing at itself. */
 _Static_assert(offsetof(lx_upconn_t, h) == 0, "the socket is the first member of lx_upconn_t");
@@ -18,11 +19,13 @@ struct lx_uppool_s {
     lx_uploop_t *ul;
     lx_upconn_t *idle; /**< most recently used first */
     uint32_t nidle;
+    uint32_t stat_slot; /**< the address's counters (stats.h, LX_ST_PEER) */
     lx_uppool_t *next;
 };
 
 struct lx_uploop_s {
     uv_loop_t *loop;
+    lx_stats_t *stats; /**< the loop's counters */
     lx_uppool_t *pools;
     /* The one read buffer of all the loop's upstream connections: a read's
      * bytes are used up within its callback (the head copied, body bytes
@@ -33,7 +36,10 @@ struct lx_uploop_s {
 
 lx_uploop_t *lx_uploop_new(uv_loop_t *loop) {
     lx_uploop_t *ul = calloc(1, sizeof(*ul));
-    if (ul) ul->loop = loop;
+    if (ul) {
+        ul->loop = loop;
+        ul->stats = lx_stats_of(loop);
+    }
     return ul;
 }
 
@@ -46,6 +52,8 @@ static void idle_unlink(lx_upconn_t *uc) {
     if (uc->next) uc->next->prev = uc->prev;
     uc->next = uc->prev = NULL;
     p->nidle--;
+    lx_st_peer_t *ps = lx_st_peer(p->ul->stats, p->stat_slot);
+    if (ps) LX_ST_DEC(&ps->idle);
 }
 
 void lx_uploop_free(lx_uploop_t *ul) {
@@ -72,6 +80,7 @@ lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s) {
     if (p == NULL) return NULL;
     memcpy(&p->addr, &s->addr, s->addrlen);
     p->addrlen = s->addrlen;
+    p->stat_slot = s->stat_slot;
     p->ul = ul;
     p->next = ul->pools;
     ul->pools = p;
@@ -187,6 +196,8 @@ void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms) {
     if (p->idle) p->idle->prev = uc;
     p->idle = uc;
     p->nidle++;
+    lx_st_peer_t *ps = lx_st_peer(p->ul->stats, p->stat_slot);
+    if (ps) LX_ST_INC(&ps->idle);
     /* Read on while idle: the backend's close is seen when it happens. */
     if (lx_upconn_read(uc, 1) < 0) {
         lx_upconn_close(uc);
@@ -232,6 +243,8 @@ int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, ui
     uc->ops = ops;
     uc->data = data;
     uc->state = LX_UC_CONNECTING;
+    lx_st_peer_t *ps = lx_st_peer(p->ul->stats, p->stat_slot);
+    if (ps) LX_ST_INC(&ps->connects);
     int r;
     if (p->addr.ss_family == AF_UNIX)
         r = uv_pipe_init(loop, &uc->h.pipe, 0);

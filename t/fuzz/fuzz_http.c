@@ -710,7 +710,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(40000)};
     peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     lx_worker_update_time(&W);
-    lx_conn_open(&W, sv[0], (struct sockaddr *)&peer);
+    lx_conn_open(&W, sv[0], (struct sockaddr *)&peer, 0);
     size_t sent = 0;
     int shut = 0, server_closed = 0, idle = 0;
     while (!server_closed) {

@@ -30,6 +30,7 @@
 #include "conn.h"
 #include "io/filecache.h"
 #include "out.h"
+#include "stats.h"
 #include "tap.h"
 
 /* ---- the fakes ------------------------------------------------------------ */
@@ -252,6 +253,8 @@ static lx_sess_t *new_sess(void) {
     lx_sess_t *s = calloc(1, sizeof(*s));
     s->c = calloc(1, sizeof(*s->c));
     s->w = calloc(1, sizeof(*s->w));
+    s->w->stats = aligned_alloc(64, sizeof(lx_stats_t)); /* out.c counts its file-I/O jobs */
+    memset(s->w->stats, 0, sizeof(lx_stats_t));
     lx_out_init(&s->out);
     /* A connection's first output is a header block, in obuf: obuf exists
      * before any write is in flight (lx_out_reserve copies it then). */
@@ -263,6 +266,7 @@ static void free_sess(lx_sess_t *s) {
     lx_out_reset(&s->out, s);
     lx_out_free(&s->out);
     free(s->c);
+    free(s->w->stats);
     free(s->w);
     free(s);
 }

@@ -1,0 +1,501 @@
+/* status = true: the location answers with the server's counters (stats.h),
+ * summed over the loops, in the Prometheus text format (version 0.0.4) or,
+ * asked for with ?format=json or "Accept: application/json", as JSON.
+ *
+ * It is a handler like the others: access rules guard it (they run before
+ * the chain), a policy before it may refuse. Its gen_init gives each vhost,
+ * upstream and upstream server of a generation the counter slot of its name
+ * (the same slot in every generation: counters survive reloads), and its
+ * gen_free tells the counters a generation is gone (generations draining).
+ *
+ * What a scrape reports for requests is what ended before it: the scrape
+ * itself is counted once it is out, in the next one. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "../conn.h"
+#include "../stats.h"
+#include "../worker.h"
+#include "handler.h"
+#include "llhttp.h"
+
+static int st_gen_init(lx_gen_t *g, const char *file, const char *prefix, int nloops, char *err,
+                       size_t errlen) {
+    (void)file, (void)prefix, (void)nloops, (void)err, (void)errlen;
+    for (size_t i = 0; i < g->nvhosts; i++)
+        g->vhosts[i].stat_slot = lx_stats_slot(LX_ST_VHOST, g->vhosts[i].name);
+    /* vhost_dir hosts share one slot: a name per host would let clients
+     * make up slots with Host headers. */
+    g->mass_vhost.stat_slot = g->srv.vhost_dir ? lx_stats_slot(LX_ST_VHOST, "(vhost_dir)")
+                                               : lx_stats_slot(LX_ST_VHOST, NULL);
+    for (size_t i = 0; i < g->nupstreams; i++) {
+        lx_upstream_t *u = &g->upstreams[i];
+        u->stat_slot = lx_stats_slot(LX_ST_UPSTREAM, u->name);
+        for (size_t j = 0; j < u->nservers; j++)
+            u->servers[j].stat_slot = lx_stats_slot(LX_ST_PEER, u->servers[j].addr_text);
+    }
+    return 0;
+}
+
+static void st_gen_free(lx_gen_t *g) {
+    lx_stats_gen_freed(g);
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int failed;
+} out_t;
+
+static void outf(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(out_t *o, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = o->cap - o->len;
+        int n = vsnprintf(o->p ? o->p + o->len : NULL, o->p ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0 || o->failed) {
+            o->failed = 1;
+            return;
+        }
+        if ((size_t)n < room) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = o->cap ? o->cap * 2 : 16384;
+        while (cap < o->len + (size_t)n + 1)
+            cap *= 2;
+        char *b = realloc(o->p, cap);
+        if (b == NULL) {
+            o->failed = 1;
+            return;
+        }
+        o->p = b;
+        o->cap = cap;
+    }
+}
+
+/* A name as a Prometheus label value or a JSON string body: \ and " are
+ * escaped in both, control bytes as \n or \u00XX (JSON) / dropped to '?'
+ * (Prometheus knows only \n). Names are the config's, short. */
+static const char *esc(const char *s, char *buf, size_t len, int json) {
+    size_t j = 0;
+    for (; *s && j + 7 < len; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\\' || c == '"') {
+            buf[j++] = '\\';
+            buf[j++] = (char)c;
+        } else if (c == '\n') {
+            buf[j++] = '\\';
+            buf[j++] = 'n';
+        } else if (c < 0x20 || c == 0x7f) {
+            if (json)
+                j += (size_t)snprintf(buf + j, len - j, "\\u%04x", c);
+            else
+                buf[j++] = '?';
+        } else {
+            buf[j++] = (char)c;
+        }
+    }
+    buf[j] = '\0';
+    return buf;
+}
+
+/* ---- summing the loops --------------------------------------------------- */
+
+typedef struct {
+    uint64_t bytes_in, bytes_out, conns[LX_ST_CONN_STATES], accepted, refused, accept_paused;
+    uint64_t aborted, cache_hits, cache_misses, io_jobs, io_jobs_total, policy_runs;
+    uint64_t policy_faults[LX_PF_KINDS];
+    uint64_t req[LX_ST_CLASSES];
+} totals_t;
+
+static void sum_loop(totals_t *t, const lx_stats_t *st) {
+    t->bytes_in += lx_st_get(&st->bytes_in);
+    t->bytes_out += lx_st_get(&st->bytes_out);
+    for (int i = 0; i < LX_ST_CONN_STATES; i++)
+        t->conns[i] += lx_st_get(&st->conns[i]);
+    t->accepted += lx_st_get(&st->accepted);
+    t->refused += lx_st_get(&st->refused);
+    t->accept_paused += lx_st_get(&st->accept_paused);
+    t->aborted += lx_st_get(&st->aborted);
+    t->cache_hits += lx_st_get(&st->cache_hits);
+    t->cache_misses += lx_st_get(&st->cache_misses);
+    t->io_jobs += lx_st_get(&st->io_jobs);
+    t->io_jobs_total += lx_st_get(&st->io_jobs_total);
+    t->policy_runs += lx_st_get(&st->policy_runs);
+    for (int i = 0; i < LX_PF_KINDS; i++)
+        t->policy_faults[i] += lx_st_get(&st->policy_faults[i]);
+}
+
+typedef struct {
+    lx_stats_t **loops;
+    int n;
+} loops_t;
+
+/* Sums nwords uint64_t counters of a slot over the loops into out. */
+static void sum_slot(const loops_t *l, int family, uint32_t slot, size_t size, uint64_t *out,
+                     size_t nwords) {
+    memset(out, 0, nwords * sizeof(*out));
+    for (int i = 0; i < l->n; i++) {
+        const char *c = __atomic_load_n(&l->loops[i]->chunks[family][slot >> LX_ST_SLOT_SHIFT],
+                                        __ATOMIC_ACQUIRE);
+        if (c == NULL) continue;
+        const uint64_t *w = (const uint64_t *)(c + (slot & ((1u << LX_ST_SLOT_SHIFT) - 1)) * size);
+        for (size_t k = 0; k < nwords; k++)
+            out[k] += lx_st_get(&w[k]);
+    }
+}
+
+static const char *const state_names[LX_ST_CONN_STATES] = {"idle", "head",   "handling", "writing",
+                                                           "body", "linger", "tunnel",   "closed"};
+static const char *const class_names[LX_ST_CLASSES] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
+static const char *const fault_names[LX_PF_KINDS] = {"error", "budget", "memory", "return"};
+
+#define VH_WORDS (sizeof(lx_st_vhost_t) / 8)
+#define UP_WORDS (sizeof(lx_st_upstream_t) / 8)
+#define PE_WORDS (sizeof(lx_st_peer_t) / 8)
+
+/* Slots of the live generation are shown even at zero, so that a new
+ * vhost's series exist from the first scrape; others once they counted. */
+static uint8_t *live_slots(const lx_gen_t *g, int family, uint32_t n) {
+    uint8_t *m = calloc(n ? n : 1, 1);
+    if (m == NULL) return NULL;
+    if (family == LX_ST_VHOST) {
+        for (size_t i = 0; i < g->nvhosts; i++)
+            if (g->vhosts[i].stat_slot < n) m[g->vhosts[i].stat_slot] = 1;
+    } else {
+        for (size_t i = 0; i < g->nupstreams; i++) {
+            const lx_upstream_t *u = &g->upstreams[i];
+            if (family == LX_ST_UPSTREAM && u->stat_slot < n) m[u->stat_slot] = 1;
+            for (size_t j = 0; family == LX_ST_PEER && j < u->nservers; j++)
+                if (u->servers[j].stat_slot < n) m[u->servers[j].stat_slot] = 1;
+        }
+    }
+    return m;
+}
+
+static int nonzero(const uint64_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i]) return 1;
+    return 0;
+}
+
+/* ---- Prometheus ---------------------------------------------------------- */
+
+static void prom_head(out_t *o, const char *name, const char *type, const char *help) {
+    outf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void prom_one(out_t *o, const char *name, const char *type, const char *help, uint64_t v) {
+    prom_head(o, name, type, help);
+    outf(o, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const totals_t *t) {
+    char nb[600];
+    if (!LX_STATS_ON) outf(o, "# luxd was built with -DLX_NO_STATS: every counter is 0\n");
+    uint32_t nv = lx_stats_nslots(LX_ST_VHOST);
+    uint8_t *live = live_slots(r->gen, LX_ST_VHOST, nv);
+    prom_head(o, "luxd_requests_total", "counter",
+              "Requests answered (their response out), by vhost and status class.");
+    uint64_t v[VH_WORDS > PE_WORDS ? VH_WORDS : PE_WORDS];
+    for (uint32_t s = 0; s < nv; s++) {
+        sum_slot(l, LX_ST_VHOST, s, sizeof(lx_st_vhost_t), v, VH_WORDS);
+        int show = live && live[s];
+        if (!show && !nonzero(v, VH_WORDS)) continue;
+        const char *name = esc(lx_stats_slot_name(LX_ST_VHOST, s), nb, sizeof(nb), 0);
+        for (int c = 0; c < LX_ST_CLASSES; c++)
+            if (v[c] || (show && c > 0))
+                outf(o, "luxd_requests_total{vhost=\"%s\",class=\"%s\"} %llu\n", name,
+                     class_names[c], (unsigned long long)v[c]);
+    }
+    free(live);
+    prom_head(o, "luxd_requests_by_class_total", "counter",
+              "Requests answered, by status class (luxd_requests_total summed over vhosts).");
+    for (int c = 1; c < LX_ST_CLASSES; c++)
+        outf(o, "luxd_requests_by_class_total{class=\"%s\"} %llu\n", class_names[c],
+             (unsigned long long)t->req[c]);
+    if (t->req[0])
+        outf(o, "luxd_requests_by_class_total{class=\"other\"} %llu\n",
+             (unsigned long long)t->req[0]);
+    prom_one(o, "luxd_requests_aborted_total", "counter",
+             "Requests whose connection closed before they were answered.", t->aborted);
+    prom_one(o, "luxd_received_bytes_total", "counter", "Bytes read from clients.", t->bytes_in);
+    prom_one(o, "luxd_sent_bytes_total", "counter",
+             "Response bytes (status lines, headers, bodies) of answered requests.", t->bytes_out);
+    prom_head(o, "luxd_connections", "gauge", "Open client connections, by state.");
+    for (int i = 0; i < LX_ST_CONN_STATES - 1; i++)
+        outf(o, "luxd_connections{state=\"%s\"} %llu\n", state_names[i],
+             (unsigned long long)t->conns[i]);
+    prom_one(o, "luxd_connections_accepted_total", "counter", "Client connections accepted.",
+             t->accepted);
+    prom_one(o, "luxd_connections_refused_total", "counter",
+             "Connections taken from the kernel and closed at once (out of memory, a failed "
+             "accept).",
+             t->refused);
+    prom_one(o, "luxd_connections_closed_total", "counter", "Client connections closed.",
+             t->conns[LX_ST_CONN_STATES - 1]);
+    prom_one(o, "luxd_accept_paused_total", "counter",
+             "Times a loop stopped accepting at its share of max_connections.", t->accept_paused);
+    prom_one(o, "luxd_file_cache_hits_total", "counter", "File cache lookups answered from memory.",
+             t->cache_hits);
+    prom_one(o, "luxd_file_cache_misses_total", "counter",
+             "File cache lookups that loaded the file (on the thread pool).", t->cache_misses);
+    prom_one(o, "luxd_file_io_jobs", "gauge",
+             "File-I/O jobs of luxd on the thread pool, queued or running.", t->io_jobs);
+    prom_one(o, "luxd_file_io_jobs_total", "counter", "File-I/O jobs queued on the thread pool.",
+             t->io_jobs_total);
+    prom_one(o, "luxd_policy_runs_total", "counter", "Policy calls.", t->policy_runs);
+    prom_head(o, "luxd_policy_faults_total", "counter",
+              "Policy calls that failed (answered 500), by kind.");
+    for (int i = 0; i < LX_PF_KINDS; i++)
+        outf(o, "luxd_policy_faults_total{kind=\"%s\"} %llu\n", fault_names[i],
+             (unsigned long long)t->policy_faults[i]);
+    prom_head(o, "luxd_reloads_total", "counter", "Reloads, by outcome.");
+    outf(o, "luxd_reloads_total{result=\"ok\"} %llu\n",
+         (unsigned long long)lx_st_get(&lx_stats_server.reloads_ok));
+    outf(o, "luxd_reloads_total{result=\"failed\"} %llu\n",
+         (unsigned long long)lx_st_get(&lx_stats_server.reloads_failed));
+    uint64_t live_gen = lx_st_get(&lx_stats_server.generation);
+    uint64_t alive = lx_st_get(&lx_stats_server.gens_alive);
+    prom_one(o, "luxd_generation", "gauge", "The live configuration generation.",
+             live_gen ? live_gen : r->gen->id);
+    prom_one(o, "luxd_generations_draining", "gauge",
+             "Older generations still held by requests that began under them.",
+             alive > 1 ? alive - 1 : 0);
+    prom_one(o, "luxd_workers", "gauge", "Event loops.", (uint64_t)l->n);
+    prom_head(o, "luxd_worker_generation", "gauge", "The generation each loop serves.");
+    for (int i = 0; i < l->n; i++)
+        outf(o, "luxd_worker_generation{worker=\"%d\"} %llu\n", i,
+             (unsigned long long)lx_st_get(&l->loops[i]->generation));
+    prom_head(o, "luxd_worker_generations_draining", "gauge",
+              "Older generations each loop still runs requests of.");
+    for (int i = 0; i < l->n; i++)
+        outf(o, "luxd_worker_generations_draining{worker=\"%d\"} %llu\n", i,
+             (unsigned long long)lx_st_get(&l->loops[i]->draining));
+
+    uint32_t nu = lx_stats_nslots(LX_ST_UPSTREAM);
+    live = live_slots(r->gen, LX_ST_UPSTREAM, nu);
+    prom_head(o, "luxd_upstream_requests_total", "counter", "Requests handed to each upstream.");
+    for (uint32_t s = 1; s < nu; s++) {
+        sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
+        if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
+        outf(o, "luxd_upstream_requests_total{upstream=\"%s\"} %llu\n",
+             esc(lx_stats_slot_name(LX_ST_UPSTREAM, s), nb, sizeof(nb), 0),
+             (unsigned long long)v[0]);
+    }
+    prom_head(o, "luxd_upstream_failures_total", "counter",
+              "Requests an upstream could not answer (502 or 504 to the client).");
+    for (uint32_t s = 1; s < nu; s++) {
+        sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
+        if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
+        outf(o, "luxd_upstream_failures_total{upstream=\"%s\"} %llu\n",
+             esc(lx_stats_slot_name(LX_ST_UPSTREAM, s), nb, sizeof(nb), 0),
+             (unsigned long long)v[1]);
+    }
+    free(live);
+    uint32_t np = lx_stats_nslots(LX_ST_PEER);
+    live = live_slots(r->gen, LX_ST_PEER, np);
+    static const char *const peer_metric[PE_WORDS][3] = {
+        {"luxd_upstream_idle_connections", "gauge",
+         "Idle connections kept in the pools, by upstream server address."},
+        {"luxd_upstream_connects_total", "counter",
+         "Connections opened to each upstream server address."},
+        {"luxd_upstream_server_failures_total", "counter",
+         "Connects and exchanges that failed, by upstream server address."},
+    };
+    for (size_t k = 0; k < PE_WORDS; k++) {
+        prom_head(o, peer_metric[k][0], peer_metric[k][1], peer_metric[k][2]);
+        for (uint32_t s = 1; s < np; s++) {
+            sum_slot(l, LX_ST_PEER, s, sizeof(lx_st_peer_t), v, PE_WORDS);
+            if (!(live && live[s]) && !nonzero(v, PE_WORDS)) continue;
+            outf(o, "%s{server=\"%s\"} %llu\n", peer_metric[k][0],
+                 esc(lx_stats_slot_name(LX_ST_PEER, s), nb, sizeof(nb), 0),
+                 (unsigned long long)v[k]);
+        }
+    }
+    free(live);
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static void render_json(out_t *o, const lx_req_t *r, const loops_t *l, const totals_t *t) {
+    char nb[600];
+    uint64_t live_gen = lx_st_get(&lx_stats_server.generation);
+    uint64_t alive = lx_st_get(&lx_stats_server.gens_alive);
+    uint64_t total = 0;
+    for (int c = 0; c < LX_ST_CLASSES; c++)
+        total += t->req[c];
+    outf(o,
+         "{\"server\":{\"version\":\"" LX_VERSION "\",\"counters\":%s,\"workers\":%d,"
+         "\"generation\":%llu,\"generations_draining\":%llu,\"reloads\":{\"ok\":%llu,"
+         "\"failed\":%llu}},\n",
+         LX_STATS_ON ? "true" : "false", l->n,
+         (unsigned long long)(live_gen ? live_gen : r->gen->id),
+         (unsigned long long)(alive > 1 ? alive - 1 : 0),
+         (unsigned long long)lx_st_get(&lx_stats_server.reloads_ok),
+         (unsigned long long)lx_st_get(&lx_stats_server.reloads_failed));
+    outf(o, "\"requests\":{\"total\":%llu,\"aborted\":%llu,\"by_class\":{",
+         (unsigned long long)total, (unsigned long long)t->aborted);
+    for (int c = 1; c < LX_ST_CLASSES; c++)
+        outf(o, "%s\"%s\":%llu", c > 1 ? "," : "", class_names[c], (unsigned long long)t->req[c]);
+    outf(o, ",\"other\":%llu}},\n", (unsigned long long)t->req[0]);
+    outf(o, "\"vhosts\":{");
+    uint32_t nv = lx_stats_nslots(LX_ST_VHOST);
+    uint8_t *live = live_slots(r->gen, LX_ST_VHOST, nv);
+    uint64_t v[VH_WORDS > PE_WORDS ? VH_WORDS : PE_WORDS];
+    int first = 1;
+    for (uint32_t s = 0; s < nv; s++) {
+        sum_slot(l, LX_ST_VHOST, s, sizeof(lx_st_vhost_t), v, VH_WORDS);
+        if (!(live && live[s]) && !nonzero(v, VH_WORDS)) continue;
+        uint64_t sum = 0;
+        for (int c = 0; c < LX_ST_CLASSES; c++)
+            sum += v[c];
+        outf(o, "%s\n \"%s\":{\"total\":%llu", first ? "" : ",",
+             esc(lx_stats_slot_name(LX_ST_VHOST, s), nb, sizeof(nb), 1), (unsigned long long)sum);
+        for (int c = 1; c < LX_ST_CLASSES; c++)
+            outf(o, ",\"%s\":%llu", class_names[c], (unsigned long long)v[c]);
+        outf(o, ",\"other\":%llu}", (unsigned long long)v[0]);
+        first = 0;
+    }
+    free(live);
+    outf(o, "},\n\"bytes\":{\"in\":%llu,\"out\":%llu},\n", (unsigned long long)t->bytes_in,
+         (unsigned long long)t->bytes_out);
+    outf(o,
+         "\"connections\":{\"accepted\":%llu,\"refused\":%llu,\"closed\":%llu,"
+         "\"accept_paused\":%llu,\"states\":{",
+         (unsigned long long)t->accepted, (unsigned long long)t->refused,
+         (unsigned long long)t->conns[LX_ST_CONN_STATES - 1], (unsigned long long)t->accept_paused);
+    for (int i = 0; i < LX_ST_CONN_STATES - 1; i++)
+        outf(o, "%s\"%s\":%llu", i ? "," : "", state_names[i], (unsigned long long)t->conns[i]);
+    outf(o, "}},\n\"file_cache\":{\"hits\":%llu,\"misses\":%llu},\n",
+         (unsigned long long)t->cache_hits, (unsigned long long)t->cache_misses);
+    outf(o, "\"file_io\":{\"jobs\":%llu,\"total\":%llu},\n", (unsigned long long)t->io_jobs,
+         (unsigned long long)t->io_jobs_total);
+    outf(o, "\"policy\":{\"runs\":%llu,\"faults\":{", (unsigned long long)t->policy_runs);
+    for (int i = 0; i < LX_PF_KINDS; i++)
+        outf(o, "%s\"%s\":%llu", i ? "," : "", fault_names[i],
+             (unsigned long long)t->policy_faults[i]);
+    outf(o, "}},\n\"workers\":[");
+    for (int i = 0; i < l->n; i++)
+        outf(o, "%s{\"generation\":%llu,\"generations_draining\":%llu}", i ? "," : "",
+             (unsigned long long)lx_st_get(&l->loops[i]->generation),
+             (unsigned long long)lx_st_get(&l->loops[i]->draining));
+    outf(o, "],\n\"upstreams\":{");
+    uint32_t nu = lx_stats_nslots(LX_ST_UPSTREAM);
+    live = live_slots(r->gen, LX_ST_UPSTREAM, nu);
+    first = 1;
+    for (uint32_t s = 1; s < nu; s++) {
+        sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
+        if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
+        outf(o, "%s\n \"%s\":{\"requests\":%llu,\"failures\":%llu}", first ? "" : ",",
+             esc(lx_stats_slot_name(LX_ST_UPSTREAM, s), nb, sizeof(nb), 1),
+             (unsigned long long)v[0], (unsigned long long)v[1]);
+        first = 0;
+    }
+    free(live);
+    outf(o, "},\n\"upstream_servers\":{");
+    uint32_t np = lx_stats_nslots(LX_ST_PEER);
+    live = live_slots(r->gen, LX_ST_PEER, np);
+    first = 1;
+    for (uint32_t s = 1; s < np; s++) {
+        sum_slot(l, LX_ST_PEER, s, sizeof(lx_st_peer_t), v, PE_WORDS);
+        if (!(live && live[s]) && !nonzero(v, PE_WORDS)) continue;
+        outf(o, "%s\n \"%s\":{\"idle\":%llu,\"connects\":%llu,\"failures\":%llu}", first ? "" : ",",
+             esc(lx_stats_slot_name(LX_ST_PEER, s), nb, sizeof(nb), 1), (unsigned long long)v[0],
+             (unsigned long long)v[1], (unsigned long long)v[2]);
+        first = 0;
+    }
+    free(live);
+    outf(o, "}}\n");
+}
+
+/* ---- the handler --------------------------------------------------------- */
+
+/* ?format=json|prometheus decides; else an Accept naming application/json. */
+static int wants_json(const lx_req_t *r) {
+    const char *q = r->query.p, *end = q + r->query.len;
+    while (q && q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *e = amp ? amp : end;
+        lx_str_t kv = {q, (size_t)(e - q)};
+        if (lx_str_eq(kv, "format=json", 11)) return 1;
+        if (lx_str_eq(kv, "format=prometheus", 17)) return 0;
+        q = amp ? amp + 1 : NULL;
+    }
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        const lx_header_t *h = &r->headers[i];
+        if (!lx_str_ieq(h->name, "accept", 6)) continue;
+        if (memmem(h->value.p, h->value.len, "application/json", 16)) return 1;
+    }
+    return 0;
+}
+
+static int st_handle(lx_req_t *r) {
+    if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+        return 405; /* the core says Allow: GET, HEAD */
+    }
+    lx_stats_t *one[1] = {r->w->stats};
+    lx_stats_t *many[64];
+    loops_t l = {one, 1};
+    int n = lx_stats_nloops();
+    lx_stats_t **heap = NULL;
+    if (n > 0) {
+        l.loops = n <= 64 ? many : (heap = malloc((size_t)n * sizeof(*heap)));
+        if (l.loops == NULL) return 500;
+        for (int i = 0; i < n; i++)
+            l.loops[i] = lx_stats_at(i);
+        l.n = n;
+    }
+    totals_t t;
+    memset(&t, 0, sizeof(t));
+    for (int i = 0; i < l.n; i++)
+        sum_loop(&t, l.loops[i]);
+    uint64_t v[VH_WORDS];
+    uint32_t nv = lx_stats_nslots(LX_ST_VHOST);
+    for (uint32_t s = 0; s < nv; s++) {
+        sum_slot(&l, LX_ST_VHOST, s, sizeof(lx_st_vhost_t), v, VH_WORDS);
+        for (int c = 0; c < LX_ST_CLASSES; c++)
+            t.req[c] += v[c];
+    }
+    int json = wants_json(r);
+    out_t o = {0};
+    if (json)
+        render_json(&o, r, &l, &t);
+    else
+        render_prom(&o, r, &l, &t);
+    free(heap);
+    if (o.failed) {
+        free(o.p);
+        return 500;
+    }
+    lx_resp_init(r, 200);
+    static const char ct_json[] = "Content-Type: application/json\r\n";
+    static const char ct_prom[] = "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n";
+    static const char no_store[] = "Cache-Control: no-store\r\n";
+    if (json)
+        lx_resp_header(r, ct_json, sizeof(ct_json) - 1);
+    else
+        lx_resp_header(r, ct_prom, sizeof(ct_prom) - 1);
+    lx_resp_header(r, no_store, sizeof(no_store) - 1);
+    if (r->site->headers_len) lx_resp_header(r, r->site->headers, r->site->headers_len);
+    r->resp.length = (int64_t)o.len;
+    lx_resp_send_headers(r);
+    lx_resp_body_copy(r, o.p, o.len);
+    free(o.p);
+    lx_resp_done(r);
+    return LX_DONE;
+}
+
+const lx_handler_t lx_status_handler = {
+    .name = "status",
+    .gen_init = st_gen_init,
+    .gen_free = st_gen_free,
+    .handle = st_handle,
+};
