@@ -1241,7 +1241,8 @@ static void request_end(lx_sess_t *s) {
         s->end_pending = 1; /* a handler is on the stack: after it returns */
         return;
     }
-    if (r->gen->srv.access_log.path) lx_access_log(s->w, r);
+    const lx_access_log_conf_t *al = lx_access_log_of(r);
+    if (al) lx_access_log(s->w, r, al);
     lx_stats_request(s->w->stats, r->vhost ? r->vhost->stat_slot : 0, r->status,
                      r->head_bytes + r->body_bytes);
     release_gen(s);

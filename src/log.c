@@ -25,10 +25,42 @@ int lx_log_level_parse(const char *name) {
     return -EINVAL;
 }
 
+/* Who gets the log files luxd creates while it is still root (-1: leave
+ * them to whoever creates them). */
+static uid_t owner_uid = (uid_t)-1;
+static gid_t owner_gid = (gid_t)-1;
+
+void lx_log_set_file_owner(uid_t uid, gid_t gid) {
+    owner_uid = uid;
+    owner_gid = gid;
+}
+
+int lx_log_open_file(const char *path) {
+    int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY;
+    for (int tries = 0; tries < 8; tries++) {
+        int fd = open(path, flags);
+        if (fd >= 0 || errno != ENOENT) return fd < 0 ? -errno : fd;
+        /* Created here: when luxd is about to drop root for `user`, the
+         * file becomes that user's, as nginx's are after a reopen, so that
+         * a reopen after the drop (logrotate's copytruncate, or a file
+         * nobody moved) can open it again. A file that was there already
+         * keeps its owner. */
+        fd = open(path, flags | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            if (owner_uid != (uid_t)-1 && fchown(fd, owner_uid, owner_gid) < 0) {
+                /* Still a working log: only a later reopen may fail. */
+            }
+            return fd;
+        }
+        if (errno != EEXIST) return -errno;
+        /* Made by someone else between the two opens: open that one. */
+    }
+    return -EEXIST;
+}
+
 static int open_path(const char *path) {
     if (strcmp(path, "stderr") == 0) return 2;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    return fd < 0 ? -errno : fd;
+    return lx_log_open_file(path);
 }
 
 int lx_log_open(const char *path, int level) {

@@ -3,6 +3,8 @@
 #ifndef LX_LOG_H
 #define LX_LOG_H
 
+#include <sys/types.h>
+
 enum {
     LX_LOG_DEBUG,
     LX_LOG_INFO,
@@ -20,6 +22,11 @@ int lx_log_level_parse(const char *name);
 /* Opens `path` (or "stderr") for appending and makes it the error log; the old
  * one is closed. Returns 0 or a negative errno, leaving the old log in place. */
 int lx_log_open(const char *path, int level);
+/* Opens a log file for appending, creating it (mode 0644) when it is not
+ * there; a file created gets the owner set with lx_log_set_file_owner.
+ * Returns the fd or a negative errno. */
+int lx_log_open_file(const char *path);
+void lx_log_set_file_owner(uid_t uid, gid_t gid);
 /* Reopens the current path (SIGUSR1, after logrotate moved the file). */
 int lx_log_reopen(void);
 void lx_log_set_level(int level);

@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "handlers/handler.h"
+#include "io/logfiles.h"
 #include "stats.h"
 #include "worker.h"
 
@@ -35,13 +36,14 @@ static struct {
     int nworkers;
     slot_t *slots;
     size_t nslots;
-    int alog_fd;      /* shared by all loops; points at the access log file */
-    char *alog_path;  /* what alog_fd has open, or NULL */
     char *pid_file;   /* written at start, removed at stop */
+    int pid_fd;       /* pid_file, kept open: emptied at stop when it cannot be removed */
+    int status_fd;    /* pid_file.reload, opened with it (before privileges drop) */
+    char *user;       /* the user luxd dropped root for, or NULL when it did not */
     uint64_t reloads; /* reload attempts, for the status file */
     int *inherited;   /* LISTEN_FDS sockets not yet claimed */
     int ninherited;
-} srv = {.alog_fd = -1};
+} srv = {.pid_fd = -1, .status_fd = -1};
 
 void lx_notify(const char *fmt, ...) {
     const char *path = getenv("NOTIFY_SOCKET");
@@ -76,17 +78,70 @@ int lx_reload_status_path(const char *pid_file, char *out, size_t len) {
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* "SEQ ok|failed MESSAGE": written whole with a rename, so a reader never
- * sees half a line. */
+/* "SEQ ok|failed MESSAGE", written over the start of the file that was
+ * opened with the pid file, before privileges dropped: once luxd runs as
+ * `user` it may not create files where the pid file is (nginx's master
+ * stays root for this; luxd has no master). One pwrite puts the whole line
+ * in place; the ftruncate after it only cuts what followed the newline of
+ * a longer line before, which readers of the first line never see. */
 static void write_status(int ok, const char *msg) {
-    char path[4096], tmp[4200];
-    if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) < 0) return;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) return;
-    fprintf(f, "%llu %s %s\n", (unsigned long long)srv.reloads, ok ? "ok" : "failed", msg);
-    fclose(f);
-    rename(tmp, path);
+    if (srv.status_fd < 0) return;
+    char line[4200];
+    int n = snprintf(line, sizeof(line), "%llu %s %s\n", (unsigned long long)srv.reloads,
+                     ok ? "ok" : "failed", msg);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof(line)) {
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    if (pwrite(srv.status_fd, line, (size_t)n, 0) == n) {
+        if (ftruncate(srv.status_fd, n) < 0) { /* the first line is right */
+        }
+    }
+}
+
+/* The lowest port a user other than root may bind (Linux's
+ * net.ipv4.ip_unprivileged_port_start; 1024 where it cannot be read). */
+static int unprivileged_port_start(void) {
+    int port = 1024;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "re");
+    if (f) {
+        if (fscanf(f, "%d", &port) != 1) port = 1024;
+        fclose(f);
+    }
+    return port;
+}
+
+/* Why a file luxd must open after it dropped root cannot be: said with
+ * what to change. `what` is "error log /x" or the like; err a negative
+ * errno. */
+static void explain_open(char *out, size_t len, const char *what, const char *path, int err) {
+    if (srv.user == NULL || (err != -EACCES && err != -EPERM)) {
+        snprintf(out, len, "%s: %s", what, strerror(-err));
+        return;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    int there = access(path, F_OK) == 0 ? 0 : errno;
+    if (there == 0)
+        snprintf(out, len,
+                 "%s: %s: luxd runs as user \"%s\" (it dropped root at start) and that user "
+                 "cannot write the file; make it writable by %s (chown %s %s)",
+                 what, strerror(-err), srv.user, srv.user, srv.user, path);
+    else if (there == ENOENT)
+        snprintf(out, len,
+                 "%s: %s: luxd runs as user \"%s\" (it dropped root at start) and that user "
+                 "cannot create files in %s; make the directory writable by %s, or have the file "
+                 "created for %s (logrotate: create 0640 %s adm)",
+                 what, strerror(-err), srv.user, dir, srv.user, srv.user, srv.user);
+    else
+        snprintf(out, len,
+                 "%s: %s: luxd runs as user \"%s\" (it dropped root at start) and that user "
+                 "cannot reach %s (a directory on the way is not searchable by it); give %s "
+                 "search permission there, or keep the logs in a directory it may use",
+                 what, strerror(-err), srv.user, dir, srv.user);
 }
 
 /* Finds a socket handed over by systemd (LISTEN_FDS) bound to l. */
@@ -264,6 +319,21 @@ static const slot_t *find_slot(const slot_t *slots, size_t n, const lx_listen_t 
     return NULL;
 }
 
+/* "file:line: listen ADDR: why"; a port only root may bind, asked for
+ * after luxd dropped root, is said to be that. */
+static void listen_error(char *err, size_t errlen, const lx_listen_t *l, int r) {
+    int port =
+        ntohs(l->addr.ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)&l->addr)->sin6_port
+                                            : ((const struct sockaddr_in *)&l->addr)->sin_port);
+    if (r == -EACCES && srv.user && port < unprivileged_port_start())
+        snprintf(err, errlen,
+                 "%s:%d: listen %s: %s: port %d needs root, and luxd dropped root for user "
+                 "\"%s\" when it started; restart luxd to listen on it",
+                 l->file, l->line, l->text, strerror(-r), port, srv.user);
+    else
+        snprintf(err, errlen, "%s:%d: listen %s: %s", l->file, l->line, l->text, strerror(-r));
+}
+
 /* The listener table for g: unchanged addresses keep their sockets, new
  * ones are opened (or taken from LISTEN_FDS). On failure nothing is kept
  * open and err says which address failed. */
@@ -300,8 +370,7 @@ static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *no
                          "%s:%d: listen %s: %s by another process (is another luxd running?)",
                          l->file, l->line, l->text, strerror(EADDRINUSE));
             else
-                snprintf(err, errlen, "%s:%d: listen %s: %s", l->file, l->line, l->text,
-                         strerror(-r));
+                listen_error(err, errlen, l, r);
             break;
         }
         for (int i = 0; i < nworkers; i++) {
@@ -312,8 +381,7 @@ static int build_slots(const lx_gen_t *g, int nworkers, slot_t **out, size_t *no
                 while (i-- > 0)
                     close(sl->fds[i]);
                 free(sl->fds);
-                snprintf(err, errlen, "%s:%d: listen %s: %s", l->file, l->line, l->text,
-                         strerror(-r));
+                listen_error(err, errlen, l, r);
                 break;
             }
             sl->fds[i] = fd;
@@ -343,45 +411,111 @@ static void free_slots(slot_t *slots, size_t n) {
     free(slots);
 }
 
-/* Points the shared access log fd at path (or at nothing). dup2 swaps the
- * file under every loop at once, with no lock on the request path. */
-static int open_access_log(const char *path) {
-    if (path && srv.alog_path && strcmp(path, srv.alog_path) == 0) return 0;
-    int fd = open(path ? path : "/dev/null", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
-    if (srv.alog_fd < 0) {
-        srv.alog_fd = fd;
-    } else {
-        dup2(fd, srv.alog_fd);
-        close(fd);
+static void release_logs(lx_gen_t *g) {
+    for (size_t i = 0; i < g->nlog_slots; i++)
+        lx_logfiles_release(g->log_slots[i]);
+    free(g->log_slots);
+    g->log_slots = NULL;
+    g->nlog_slots = 0;
+}
+
+static int open_one_log(lx_gen_t *g, lx_access_log_conf_t *al, char *err, size_t errlen) {
+    int fd, slot = lx_logfiles_acquire(al->path, &fd);
+    if (slot < 0) {
+        char what[4200];
+        snprintf(what, sizeof(what), "%s:%d: access_log %s", al->file, al->line, al->path);
+        explain_open(err, errlen, what, al->path, slot);
+        return slot;
     }
-    free(srv.alog_path);
-    srv.alog_path = path ? strdup(path) : NULL;
+    g->log_slots[g->nlog_slots++] = slot;
+    al->slot = slot;
+    al->fd = fd;
     return 0;
+}
+
+/* Opens (or shares, when a path is open already) every access log g
+ * names: the server's and each vhost's own. A generation that fails here
+ * is never published; what it opened is closed with it. */
+static int open_gen_logs(lx_gen_t *g, char *err, size_t errlen) {
+    g->log_slots = malloc((g->nvhosts + 1) * sizeof(int));
+    if (g->log_slots == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    g->release_logs = release_logs;
+    int r = 0;
+    if (g->srv.access_log.path) r = open_one_log(g, &g->srv.access_log, err, errlen);
+    for (size_t i = 0; r == 0 && i < g->nvhosts; i++) {
+        lx_access_log_conf_t *al = g->vhosts[i].access_log;
+        if (al && al != &g->srv.access_log) r = open_one_log(g, al, err, errlen);
+    }
+    return r;
 }
 
 /* Whether path can be opened for appending (a log the config names). */
 static int can_append(const char *path) {
     if (strcmp(path, "stderr") == 0) return 0;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
+    int fd = lx_log_open_file(path);
+    if (fd < 0) return fd;
     close(fd);
     return 0;
 }
 
-static int write_pid_file(const char *path) {
-    FILE *f = fopen(path, "w");
-    if (f == NULL) return -errno;
-    fprintf(f, "%ld\n", (long)getpid());
-    fclose(f);
+/* Writes the pid file and opens the reload status file beside it, both
+ * kept open (see write_status and lx_server_cleanup). */
+static int open_pid_file(const char *path, int *pid_fd, int *status_fd) {
+    char status[4200];
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
+    if (fd < 0) return -errno;
+    char line[32];
+    int n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+    if (write(fd, line, (size_t)n) != n) {
+        int e = errno ? -errno : -EIO;
+        close(fd);
+        return e;
+    }
+    int sfd = -1;
+    if (lx_reload_status_path(path, status, sizeof(status)) == 0)
+        sfd = open(status, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
+    *pid_fd = fd;
+    *status_fd = sfd;
     return 0;
 }
 
-static int drop_privileges(const char *user) {
-    if (user == NULL || geteuid() != 0) return 0;
+/* The user to drop root for, looked up before anything is opened. */
+typedef struct {
+    const char *name;
+    uid_t uid;
+    gid_t gid;
+} target_user_t;
+
+static int lookup_user(const char *user, target_user_t *t) {
+    errno = 0;
     struct passwd *pw = getpwnam(user);
-    if (pw == NULL) return -ENOENT;
-    if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) return -errno;
+    if (pw == NULL) return errno ? -errno : -ENOENT;
+    t->name = user;
+    t->uid = pw->pw_uid;
+    t->gid = pw->pw_gid;
+    return 0;
+}
+
+/* As nginx: the user's supplementary groups (initgroups, so that a group
+ * that gives it a document root counts), then its group, then the user;
+ * then a check that root cannot be had back. */
+static int drop_privileges(const target_user_t *t, char *err, size_t errlen) {
+    if (initgroups(t->name, t->gid) < 0) {
+        snprintf(err, errlen, "user %s: initgroups: %s", t->name, strerror(errno));
+        return -errno;
+    }
+    if (setgid(t->gid) < 0 || setuid(t->uid) < 0) {
+        snprintf(err, errlen, "user %s: %s", t->name, strerror(errno));
+        return -errno;
+    }
+    if (t->uid != 0 && (setuid(0) == 0 || geteuid() == 0)) {
+        snprintf(err, errlen, "user %s: root could be regained after setuid; refusing to run",
+                 t->name);
+        return -EPERM;
+    }
     return 0;
 }
 
@@ -404,12 +538,23 @@ static void collect_inherited(void) {
 
 int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_async_t *exited) {
     const lx_server_conf_t *s = &gen->srv;
-    char err[512] = "";
+    char err[4600] = "";
     srv.file = file;
     srv.prefix = strdup(prefix);
     srv.gen = gen;
     srv.nworkers = s->workers;
-    int r = lx_log_open(s->error_log, s->error_log_level);
+    target_user_t user = {0};
+    int drop = s->user && geteuid() == 0;
+    int r;
+    if (drop && (r = lookup_user(s->user, &user)) < 0) {
+        fprintf(stderr, "%s:%d: user \"%s\": %s\n", s->file, s->line, s->user,
+                r == -ENOENT ? "no such user" : strerror(-r));
+        return r;
+    }
+    /* Every file is opened while luxd is still root, as nginx's master
+     * opens them; the logs it creates become the user's (log.c). */
+    if (drop) lx_log_set_file_owner(user.uid, user.gid);
+    r = lx_log_open(s->error_log, s->error_log_level);
     if (r < 0) {
         fprintf(stderr, "%s:%d: error_log %s: %s\n", s->file, s->error_log_line, s->error_log,
                 strerror(-r));
@@ -417,9 +562,13 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
     }
     for (size_t i = 0; i < gen->nwarnings; i++)
         lx_log_warn("%s", gen->warnings[i]);
-    if ((r = open_access_log(s->access_log.path)) < 0) {
-        lx_log(LX_LOG_EMERG, "%s:%d: access_log %s: %s", s->file, s->access_log_line,
-               s->access_log.path, strerror(-r));
+    if (s->user && !drop)
+        lx_log_warn("%s:%d: user = \"%s\" ignored: luxd was not started as root (it runs as uid "
+                    "%ld)",
+                    s->file, s->line, s->user, (long)geteuid());
+    if ((r = open_gen_logs(gen, err, sizeof(err))) < 0) {
+        lx_log(LX_LOG_EMERG, "%s", err);
+        if (strcmp(s->error_log, "stderr") != 0) fprintf(stderr, "luxd: %s\n", err);
         return r;
     }
     if ((r = lx_handlers_gen_init(gen, file, prefix, srv.nworkers, err, sizeof(err))) < 0) {
@@ -437,16 +586,20 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
     for (int i = 0; i < srv.ninherited; i++)
         if (srv.inherited[i] >= 0)
             lx_log_warn("LISTEN_FDS: fd %d matches no listen address; ignored", srv.inherited[i]);
-    if ((r = drop_privileges(s->user)) < 0) {
-        lx_log(LX_LOG_EMERG, "user %s: %s", s->user, strerror(-r));
-        return r;
-    }
     if (s->pid_file) {
-        if ((r = write_pid_file(s->pid_file)) < 0) {
+        if ((r = open_pid_file(s->pid_file, &srv.pid_fd, &srv.status_fd)) < 0) {
             lx_log(LX_LOG_EMERG, "pid_file %s: %s", s->pid_file, strerror(-r));
             return r;
         }
         srv.pid_file = strdup(s->pid_file);
+    }
+    if (drop) {
+        if ((r = drop_privileges(&user, err, sizeof(err))) < 0) {
+            lx_log(LX_LOG_EMERG, "%s", err);
+            return r;
+        }
+        srv.user = strdup(user.name);
+        lx_log_set_file_owner((uid_t)-1, (gid_t)-1);
     }
     srv.workers = calloc((size_t)srv.nworkers, sizeof(*srv.workers));
     if (srv.workers == NULL || lx_stats_init(srv.nworkers) < 0) return -ENOMEM;
@@ -458,15 +611,16 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
         for (size_t j = 0; fds && j < srv.nslots; j++)
             fds[j] = srv.slots[j].fds[i];
         srv.workers[i].exited = exited;
-        r = fds ? lx_worker_start(&srv.workers[i], i, gen, fds, srv.nslots, srv.alog_fd) : -ENOMEM;
+        r = fds ? lx_worker_start(&srv.workers[i], i, gen, fds, srv.nslots) : -ENOMEM;
         free(fds);
         if (r < 0) {
             lx_log(LX_LOG_EMERG, "worker %d: %s", i, uv_strerror(r));
             return r;
         }
     }
-    lx_log_info("luxd " LX_VERSION " started: generation %llu, %d worker%s, config %s",
-                (unsigned long long)gen->id, srv.nworkers, srv.nworkers == 1 ? "" : "s", file);
+    lx_log_info("luxd " LX_VERSION " started: generation %llu, %d worker%s, config %s%s%s",
+                (unsigned long long)gen->id, srv.nworkers, srv.nworkers == 1 ? "" : "s", file,
+                srv.user ? ", running as user " : "", srv.user ? srv.user : "");
     for (size_t j = 0; j < srv.nslots; j++)
         lx_log_info("listening on %s", srv.slots[j].addr.text);
     lx_notify("READY=1\nMAINPID=%ld\nSTATUS=serving generation %llu", (long)getpid(),
@@ -488,6 +642,31 @@ static void keep_restart_only(lx_gen_t *g) {
         lx_log_warn("reload: user needs a restart; still running as before");
 }
 
+/* Removes the pid file and its reload status file. After privileges
+ * dropped the directory may be root's: then the files are emptied through
+ * the fds kept open, so that no later `luxd -s` signals a pid that is gone
+ * (and maybe reused). */
+static void remove_pid_file(void) {
+    if (srv.pid_file) {
+        char path[4200];
+        if (unlink(srv.pid_file) < 0 && errno != ENOENT) {
+            int e = errno;
+            if (srv.pid_fd >= 0 && ftruncate(srv.pid_fd, 0) == 0)
+                lx_log_info("pid_file %s: cannot remove it as user %s (%s); emptied it instead",
+                            srv.pid_file, srv.user ? srv.user : "?", strerror(e));
+        }
+        if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) == 0 && unlink(path) < 0 &&
+            srv.status_fd >= 0 && ftruncate(srv.status_fd, 0) < 0) {
+            /* Nothing else to do: a stale outcome is ignored by seq. */
+        }
+    }
+    if (srv.pid_fd >= 0) close(srv.pid_fd);
+    if (srv.status_fd >= 0) close(srv.status_fd);
+    srv.pid_fd = srv.status_fd = -1;
+    free(srv.pid_file);
+    srv.pid_file = NULL;
+}
+
 int lx_server_reload(void) {
     uint64_t t0 = uv_hrtime();
     char err[2048] = "";
@@ -504,19 +683,23 @@ int lx_server_reload(void) {
         if (r < 0) lx_gen_unref(g);
     }
     /* Files the new config names must open before anything is published. */
-    if (r == 0 && (r = can_append(g->srv.error_log)) < 0)
-        snprintf(err, sizeof(err), "%s:%d: error_log %s: %s", g->srv.file, g->srv.error_log_line,
-                 g->srv.error_log, strerror(-r));
-    if (r == 0) r = open_access_log(g->srv.access_log.path);
-    if (r < 0 && err[0] == '\0')
-        snprintf(err, sizeof(err), "%s:%d: access_log %s: %s", g->srv.file, g->srv.access_log_line,
-                 g->srv.access_log.path, strerror(-r));
-    if (r < 0 && slots) {
+    int opened = r == 0;
+    /* The error log open now stays (a reopen is SIGUSR1's job): only a new
+     * path must prove it can be opened, by the user luxd runs as. */
+    if (r == 0 && strcmp(g->srv.error_log, srv.gen->srv.error_log) != 0 &&
+        (r = can_append(g->srv.error_log)) < 0) {
+        char what[4200];
+        snprintf(what, sizeof(what), "%s:%d: error_log %s", g->srv.file, g->srv.error_log_line,
+                 g->srv.error_log);
+        explain_open(err, sizeof(err), what, g->srv.error_log, r);
+    }
+    if (r == 0) r = open_gen_logs(g, err, sizeof(err));
+    if (r < 0 && opened) {
         for (size_t i = 0; i < nslots; i++)
             if (!find_slot(srv.slots, srv.nslots, &slots[i].addr))
                 close_slot(&slots[i], srv.nworkers), slots[i].fds = NULL;
         free_slots(slots, nslots);
-        lx_gen_unref(g);
+        lx_gen_unref(g); /* closes what open_gen_logs opened for it alone */
     }
     if (r < 0) {
         lx_log_error("reload failed, still serving generation %llu: %s",
@@ -538,10 +721,18 @@ int lx_server_reload(void) {
     for (size_t i = 0; i < g->nwarnings; i++)
         lx_log_warn("reload: %s", g->warnings[i]);
     if (g->srv.pid_file && (!srv.pid_file || strcmp(g->srv.pid_file, srv.pid_file) != 0)) {
-        if (write_pid_file(g->srv.pid_file) == 0) {
-            if (srv.pid_file) unlink(srv.pid_file);
-            free(srv.pid_file);
+        int pfd, sfd;
+        if ((r = open_pid_file(g->srv.pid_file, &pfd, &sfd)) == 0) {
+            remove_pid_file();
             srv.pid_file = strdup(g->srv.pid_file);
+            srv.pid_fd = pfd;
+            srv.status_fd = sfd;
+        } else {
+            char what[4200], why[4600];
+            snprintf(what, sizeof(what), "reload: pid_file %s", g->srv.pid_file);
+            explain_open(why, sizeof(why), what, g->srv.pid_file, r);
+            lx_log_error("%s; the pid is still in %s", why,
+                         srv.pid_file ? srv.pid_file : "no file");
         }
     }
     for (int i = 0; i < srv.nworkers; i++) {
@@ -575,17 +766,22 @@ int lx_server_reload(void) {
     return 0;
 }
 
+static void report_reopen(const char *path, int err) {
+    char what[4200], why[4600];
+    snprintf(what, sizeof(what), "reopen: access log %s", path);
+    explain_open(why, sizeof(why), what, path, err);
+    lx_log_error("%s; still writing to the file open before", why);
+}
+
 void lx_server_reopen(void) {
     int r = lx_log_reopen();
-    if (r < 0) lx_log_error("reopen: error log: %s", strerror(-r));
-    char *path = srv.alog_path ? strdup(srv.alog_path) : NULL;
-    if (path) {
-        free(srv.alog_path);
-        srv.alog_path = NULL; /* force a fresh open of the same path */
-        if ((r = open_access_log(path)) < 0)
-            lx_log_error("reopen: access log %s: %s", path, strerror(-r));
-        free(path);
+    if (r < 0) {
+        char what[4200], why[4600];
+        snprintf(what, sizeof(what), "reopen: error log %s", srv.gen->srv.error_log);
+        explain_open(why, sizeof(why), what, srv.gen->srv.error_log, r);
+        lx_log_error("%s; still writing to the file open before", why);
     }
+    lx_logfiles_reopen(report_reopen);
     lx_log_info("logs reopened");
 }
 
@@ -606,14 +802,8 @@ void lx_server_cleanup(void) {
         lx_worker_join(&srv.workers[i]);
     free(srv.workers);
     free_slots(srv.slots, srv.nslots); /* the loops closed the sockets */
-    if (srv.pid_file) {
-        char path[4200];
-        unlink(srv.pid_file);
-        if (lx_reload_status_path(srv.pid_file, path, sizeof(path)) == 0) unlink(path);
-    }
-    free(srv.pid_file);
-    if (srv.alog_fd >= 0) close(srv.alog_fd);
-    free(srv.alog_path);
+    remove_pid_file();
+    free(srv.user);
     free(srv.prefix);
     free(srv.inherited);
     lx_gen_unref(srv.gen);

@@ -162,7 +162,7 @@ static void accept_rest(lx_worker_t *w, lx_listener_t *l) {
 }
 
 static void finish(lx_worker_t *w) {
-    if (w->alog_fd >= 0 && w->alog_len) lx_access_log_flush(w);
+    lx_access_log_flush(w);
     if (!uv_is_closing((uv_handle_t *)&w->tick)) {
         uv_close((uv_handle_t *)&w->tick, NULL);
         lx_dlq_close(&w->dlq);
@@ -216,6 +216,9 @@ void lx_worker_gen_release(lx_worker_t *w, lx_gen_t *gen) {
             lx_log_debug("worker %d: generation %llu drained", w->index,
                          (unsigned long long)gen->id);
             lx_filecache_drop_gen(w->cache, gen);
+            /* The last reference may close the files gen logs to (and
+             * free their slots for others): its lines go out first. */
+            lx_access_log_flush(w);
             lx_gen_unref(gen);
             *rt = w->retired[--w->nretired];
             lx_st_set(&w->stats->draining, w->nretired);
@@ -302,6 +305,7 @@ static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
             lx_gen_unref(w->gen); /* cannot track it: requests keep it by luck */
         }
     } else {
+        lx_access_log_flush(w); /* as in lx_worker_gen_release */
         lx_gen_unref(w->gen);
     }
     w->gen = m->gen;
@@ -386,7 +390,7 @@ static void expire_retired(lx_worker_t *w) {
 
 static void on_tick(uv_timer_t *t) {
     lx_worker_t *w = t->data;
-    if (w->alog_fd >= 0 && w->alog_len) lx_access_log_flush(w);
+    lx_access_log_flush(w);
     if (w->nretired) expire_retired(w);
     if (w->stop && uv_now(&w->loop) >= w->drain_deadline) {
         lx_log_warn("worker %d: drain timeout, closing %u connections", w->index, w->nconns);
@@ -428,8 +432,7 @@ void lx_worker_free_conns(lx_worker_t *w) {
     w->stats = NULL;
 }
 
-int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds,
-                    int alog_fd) {
+int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds) {
     const lx_server_conf_t *s = &gen->srv;
     int r = uv_loop_init(&w->loop);
     if (r < 0) return r;
@@ -438,9 +441,7 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     lx_gen_ref(gen);
     w->max_conns = s->max_connections / (uint32_t)s->workers;
     if (w->max_conns == 0) w->max_conns = 1;
-    w->alog_fd = alog_fd;
     w->alog_cap = s->access_log_buffer;
-    if ((w->alog = malloc(w->alog_cap)) == NULL) return -ENOMEM;
     w->cache = lx_filecache_new(&w->loop);
     w->match_data = pcre2_match_data_create(10, NULL); /* $0..$9 */
     if (w->match_data == NULL) return -ENOMEM;
@@ -476,7 +477,9 @@ void lx_worker_stop(lx_worker_t *w, int how) {
 void lx_worker_join(lx_worker_t *w) {
     uv_thread_join(&w->thread);
     free(w->listeners);
-    free(w->alog);
+    for (size_t i = 0; i < w->nalogs; i++)
+        free(w->alogs[i].buf);
+    free(w->alogs);
     pcre2_match_data_free(w->match_data);
     for (size_t i = 0; i < w->nretired; i++)
         lx_gen_unref(w->retired[i].gen);

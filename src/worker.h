@@ -38,6 +38,13 @@ typedef struct lx_mailbox_s {
     struct lx_mailbox_s *next; /**< the next (newer) reload, or NULL */
 } lx_mailbox_t;
 
+/* One access log file's lines gathered by a loop (io/accesslog.c). */
+typedef struct lx_alog_buf_s {
+    char *buf;  /**< alog_cap bytes, or NULL until the file is first used */
+    size_t len; /**< bytes in buf */
+    int fd;     /**< the file they are for */
+} lx_alog_buf_t;
+
 typedef struct lx_worker_s {
     uv_loop_t loop;                  /**< this worker's loop */
     uv_thread_t thread;              /**< the thread running it */
@@ -66,10 +73,9 @@ typedef struct lx_worker_s {
     lx_filecache_t *cache;           /**< this loop's file cache */
     struct lx_stats_s *stats;        /**< this loop's counters (stats.h) */
     void *match_data;                /**< pcre2_match_data for this loop's regex matches */
-    char *alog;                      /**< access log buffer */
-    size_t alog_len;                 /**< bytes in alog */
-    size_t alog_cap;                 /**< its size */
-    int alog_fd;                     /**< access log file, or -1 */
+    struct lx_alog_buf_s *alogs;     /**< access log buffers, by file slot (io/logfiles.c) */
+    size_t nalogs;                   /**< entries in alogs */
+    size_t alog_cap;                 /**< bytes in each buffer */
     int stop;                        /**< 1: graceful stop, 2: immediate */
     int stop_request;                /**< atomic: what the main thread asked for */
     uv_async_t *exited;              /**< signalled when the thread is about to end */
@@ -86,10 +92,8 @@ typedef struct lx_worker_s {
     size_t head200_len;              /**< bytes in head200 */
 } lx_worker_t;
 
-/* Starts a worker thread serving on the given listening fds (taken over),
- * logging requests to alog_fd (shared by all loops; -1: off). */
-int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds,
-                    int alog_fd);
+/* Starts a worker thread serving on the given listening fds (taken over). */
+int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, size_t nfds);
 /* Hands the worker a new generation and its listening fds (thread-safe; the
  * loop switches at its next wakeup, between requests). Takes over the
  * reference to gen and the fds array. */

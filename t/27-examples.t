@@ -20,7 +20,10 @@ for my $ex (@examples) {
     subtest $ex => sub {
         my ($rc, $out) = Luxd::run_luxd('-t', '-c', $ex);
         is($rc, 0, "luxd -t -c $ex exits 0") or diag($out);
-        unlike($out, qr/\Q$ex\E:\d+:/, 'no FILE:LINE: message') or diag($out);
+        # The examples' roots (/srv/..., sites/...) are not on this machine:
+        # the warnings about them are -t doing its job, nothing else may be.
+        (my $rest = $out) =~ s/^luxd: warning: \S+:\d+: [^\n]*: root \S+ does not exist;[^\n]*\n//mg;
+        unlike($rest, qr/\Q$ex\E:\d+:/, 'no FILE:LINE: message but missing roots') or diag($out);
         my ($rc2, $dump) = Luxd::run_luxd('-T', '-c', $ex);
         is($rc2, 0, "luxd -T -c $ex exits 0") or diag($dump);
         like($dump, qr/^vhost \S+/m, 'the dump lists at least one vhost');

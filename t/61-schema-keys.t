@@ -360,6 +360,12 @@ my %PROOF = (
         b => qq{vhost "main.test" { root = "\$DIR/www" }\n},
         req => { host => 'unknown.test' },
     },
+    # A vhost's own log takes its requests from the server's.
+    'vhost.access_log' => {
+        a => vh('access_log = "$DIR/vhost.log"'), b => vh(''),
+        probe => sub { my $s = shift; $s->get('/'); sleep 0.2;
+            join ' ', map { -s $s->dir . "/$_" ? "$_ logged" : "$_ empty" } qw(vhost.log access.log) },
+    },
     'vhost.root'          => { set => 'root = "$DIR/other"', path => '/', files => { 'other/l/index.html' => "other l\n" } },
     'vhost.index'         => { set => 'index = { "home.html" }', path => '/' },
     'vhost.etag'          => { set => 'etag = false', path => '/index.html' },

@@ -610,7 +610,7 @@ S.VHOST_ORDER = {
   "aliases", "default", "root", "index", "etag", "last_modified", "cache_control",
   "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
   "fallback", "proxy", "proxy_host", "proxy_headers", "proxy_via", "policy", "error_pages",
-  "status", "test_handler", "real_ip",
+  "status", "test_handler", "real_ip", "access_log",
 }
 
 local function check_alias(ctx, key, v, what)
@@ -824,6 +824,8 @@ local VHOST_KEYS = {
   proxy_via = T.boolean(),
   policy = T.func(),
   error_pages = check_error_pages,
+  -- A vhost's own log replaces the server's for its requests; false: none.
+  access_log = check_access_log,
   status = T.boolean(),
   test_handler = check_test_handler,
   real_ip = check_real_ip,
@@ -832,8 +834,9 @@ local VHOST_KEYS = {
 -- The keys a location may set: all of a vhost's but its names, and but the
 -- rewrite and redirect lists, which run before a location is chosen (the
 -- location is picked for the rewritten path), so they belong to the vhost.
+-- access_log too: a request is logged where its vhost says, not per location.
 local VHOST_ONLY = { aliases = true, default = true, rewrite = true, redirect = true,
-                     real_ip = true }
+                     real_ip = true, access_log = true }
 local LOCATION_KEYS, LOCATION_ORDER = {}, {}
 for _, k in ipairs(S.VHOST_ORDER) do
   if not VHOST_ONLY[k] then
@@ -899,6 +902,9 @@ local LOCATION_SCHEMA = {
     if k == "rewrite" or k == "redirect" then
       return " (rewrite and redirect run before a location is chosen: put them on the vhost)"
     end
+    if k == "access_log" then
+      return " (a request is logged where its vhost or the server says: put it on the vhost)"
+    end
     if k == "real_ip" then
       return " (the client's address is decided once per request, before a location is " ..
              "chosen: put it on the vhost or the server)"
@@ -930,6 +936,7 @@ local function location(ctx, info, seen)
   local loc = V.check_block(c, info.t, LOCATION_SCHEMA)
   check_proxy_fallback(c, loc)
   loc.prefix, loc._file, loc._line = info.prefix, info.file, info.line
+  if loc.root then loc._root_line = c:key_line("root") end
   return loc
 end
 
@@ -985,6 +992,10 @@ function S.vhost(ctx, t)
   end
   local locs = got[LOC] or {}
   got[LOC] = nil
+  -- Where these are written, for what only the running server can check
+  -- (a root it cannot read, a log it cannot open).
+  if got.root then got._root_line = ctx:key_line("root") end
+  if got.access_log ~= nil then got._access_log_line = ctx:key_line("access_log") end
   return got, locs
 end
 

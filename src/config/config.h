@@ -60,8 +60,10 @@ typedef struct lx_upstream_s {
 /* Serving settings of a vhost or of one of its locations. A location starts as
  * a copy of its vhost's site and overrides the keys it names. */
 typedef struct lx_site_s {
-    const char *root;              /**< absolute document root, no trailing slash; NULL: none */
-    size_t root_len;               /**< strlen(root) */
+    const char *root;      /**< absolute document root, no trailing slash; NULL: none */
+    size_t root_len;       /**< strlen(root) */
+    const char *root_file; /**< where root is set, for the start-up check */
+    int root_line;
     const char **index;            /**< index file names tried for a path ending in '/' */
     size_t nindex;                 /**< entries in index */
     const char *cache_control;     /**< Cache-Control value, or NULL */
@@ -128,6 +130,9 @@ typedef struct lx_vhost_s {
     lx_trie_t *location_trie;   /**< location index by prefix, or NULL */
     const lx_realip_t *real_ip; /**< its own, the server's, or NULL (none, or real_ip = false) */
     uint32_t stat_slot;         /**< its counters (stats.h, LX_ST_VHOST), by name */
+    /* Where its requests are logged: its own access_log, the server's (no
+     * access_log key), or NULL (access_log = false, or none at all). */
+    struct lx_access_log_conf_s *access_log;
 } lx_vhost_t;
 
 typedef struct {
@@ -175,7 +180,7 @@ typedef struct {
     const char *text; /**< LX_LV_TEXT: the bytes; LX_LV_HTTP: the header name, lower case */
 } lx_log_piece_t;
 
-typedef struct {
+typedef struct lx_access_log_conf_s {
     const char *path;             /**< absolute path of the access log */
     const char *format;           /**< as written: "combined", "common", "json" or a template */
     const lx_log_piece_t *pieces; /**< the format compiled at load (lx_access_log_compile) */
@@ -183,6 +188,12 @@ typedef struct {
     unsigned json : 1;            /**< values escaped for JSON strings (format "json",
                                      escape = "json") */
     unsigned uses_time : 1;       /**< a piece needs the time now ($request_time, $msec) */
+    const char *file;             /**< where the access_log key is written, for messages */
+    int line;
+    /* Set by the server before the generation is handed to the loops (a
+     * generation that is only checked, -t, has none): */
+    int slot; /**< the open file's slot (io/logfiles.c), -1: none */
+    int fd;   /**< that slot's fd, shared by every user of the path */
 } lx_access_log_conf_t;
 
 typedef struct {
@@ -252,7 +263,12 @@ typedef struct lx_gen_s {
     void (*fini)(struct lx_gen_s *g); /**< what the handlers built for it, freed last */
     lx_ruleset_t **rulesets;          /**< every rule set, to free them */
     size_t nrulesets;                 /**< entries in rulesets */
-    int stats_live;                   /**< published: counted in lx_stats_server.gens_alive */
+    /* Access log files this generation holds open (io/logfiles.c slots),
+     * given back when it is freed: the server sets both. */
+    int *log_slots;
+    size_t nlog_slots;
+    void (*release_logs)(struct lx_gen_s *g);
+    int stats_live; /**< published: counted in lx_stats_server.gens_alive */
 } lx_gen_t;
 
 /* Set when the binary has the test handler (luxd-test): the key
@@ -271,6 +287,10 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
 struct lua_State;
 int lx_config_run(struct lua_State *L, const char *path, const char *prefix, char *err,
                   size_t errlen);
+
+/* Adds warnings to g about document roots that do not exist, are not
+ * directories, or that the user luxd serves as cannot search (roots.c). */
+void lx_config_check_roots(lx_gen_t *g);
 
 void lx_gen_ref(lx_gen_t *g);
 void lx_gen_unref(lx_gen_t *g);

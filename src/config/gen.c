@@ -15,6 +15,7 @@ void lx_gen_unref(lx_gen_t *g) {
     if (g == NULL || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     lx_mime_free(g->mime);
     if (g->fini) g->fini(g);
+    if (g->release_logs) g->release_logs(g);
     for (size_t i = 0; i < g->nrulesets; i++)
         lx_ruleset_free(g->rulesets[i]);
     free(g->rulesets);

@@ -118,6 +118,37 @@ static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {
     return 0;
 }
 
+/* An access_log value (a table, a path, or false) at idx into c; file and
+ * line are where the key is written. */
+static int read_access_log(loader_t *ld, int idx, lx_access_log_conf_t *c, const char *file,
+                           int line, const char *what) {
+    lua_State *L = ld->L;
+    c->slot = c->fd = -1;
+    c->file = file;
+    c->line = line;
+    if (lua_istable(L, idx)) {
+        c->path = get_str(ld, idx, "path", NULL);
+        c->format = get_str(ld, idx, "format", "combined");
+        const char *esc = get_str(ld, idx, "escape", "default");
+        c->json = strcmp(esc, "json") == 0;
+    } else if (lua_type(L, idx) == LUA_TSTRING) {
+        c->path = lx_arena_strdup(&ld->g->arena, lua_tostring(L, idx));
+        c->format = "combined";
+    }
+    if (c->path == NULL) return 0;
+    /* luxd.schema checked the template already; this is what the loops
+     * print from, so that no request matches a variable name. */
+    char why[160];
+    int r = lx_access_log_compile(&ld->g->arena, c, why, sizeof(why));
+    if (r == -ENOMEM) return fail(ld, "%s: out of memory", what);
+    if (r < 0) {
+        ld->file = file;
+        ld->line = line;
+        return fail(ld, "%s: access_log: %s", what, why);
+    }
+    return 0;
+}
+
 static const char **get_strings(loader_t *ld, int idx, const char *key, size_t *n);
 
 /* real_ip at t[key] (a table, false, or absent) into *out: NULL when absent
@@ -194,18 +225,6 @@ static int read_server(loader_t *ld, int idx) {
     s->error_log_level = lx_log_level_parse(level);
     if (s->error_log_level < 0) return fail(ld, "server: unknown error_log_level \"%s\"", level);
 
-    lua_getfield(L, idx, "access_log");
-    if (lua_istable(L, -1)) {
-        s->access_log.path = get_str(ld, lua_gettop(L), "path", NULL);
-        s->access_log.format = get_str(ld, lua_gettop(L), "format", "combined");
-        const char *esc = get_str(ld, lua_gettop(L), "escape", "default");
-        s->access_log.json = strcmp(esc, "json") == 0;
-    } else if (lua_type(L, -1) == LUA_TSTRING) {
-        s->access_log.path = lx_arena_strdup(&ld->g->arena, lua_tostring(L, -1));
-        s->access_log.format = "combined";
-    }
-    lua_pop(L, 1);
-    /* 0 asks for a write per request; the buffer still assembles the line. */
     lua_getfield(L, idx, "_lines");
     if (lua_istable(L, -1)) {
         s->error_log_line = (int)get_num(ld, lua_gettop(L), "error_log", s->line);
@@ -214,17 +233,11 @@ static int read_server(loader_t *ld, int idx) {
         s->error_log_line = s->access_log_line = s->line;
     }
     lua_pop(L, 1);
-    if (s->access_log.path) {
-        /* luxd.schema checked the template already; this is what the loops
-         * print from, so that no request matches a variable name. */
-        char why[160];
-        int r = lx_access_log_compile(&ld->g->arena, &s->access_log, why, sizeof(why));
-        if (r == -ENOMEM) return fail(ld, "server: out of memory");
-        if (r < 0) {
-            ld->line = s->access_log_line;
-            return fail(ld, "server: access_log: %s", why);
-        }
-    }
+    lua_getfield(L, idx, "access_log");
+    int r =
+        read_access_log(ld, lua_gettop(L), &s->access_log, s->file, s->access_log_line, "server");
+    lua_pop(L, 1);
+    if (r < 0) return r;
     s->request_id_header = get_str(ld, idx, "request_id_header", NULL);
     s->request_id_header_len = s->request_id_header ? strlen(s->request_id_header) : 0;
     s->access_log_buffer = (size_t)get_num(ld, idx, "access_log_buffer", 65536);
@@ -378,6 +391,8 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
             len--;
         site->root = lx_arena_strndup(&ld->g->arena, root, len);
         site->root_len = len;
+        site->root_file = ld->file;
+        site->root_line = (int)get_num(ld, idx, "_root_line", ld->line);
     }
     lua_pop(L, 1);
 
@@ -880,6 +895,33 @@ static int add_name(loader_t *ld, const char *name, lx_vhost_t *vh) {
     return host_insert(ld, lower[0] == '*' && lower[1] == '.' ? lower + 1 : lower, vh);
 }
 
+/* A vhost's access_log replaces the server's for its requests, as a
+ * server-level access_log does the http-level one in nginx; false turns
+ * logging off for it; without the key it logs where the server does. */
+static int read_vhost_log(loader_t *ld, int t, lx_vhost_t *vh) {
+    lua_State *L = ld->L;
+    lx_server_conf_t *s = &ld->g->srv;
+    lua_getfield(L, t, "access_log");
+    int type = lua_type(L, -1);
+    int r = 0;
+    if (type == LUA_TNIL) {
+        vh->access_log = s->access_log.path ? &s->access_log : NULL;
+    } else if (type == LUA_TBOOLEAN) {
+        vh->access_log = NULL; /* false: schema.lua turns true into a table */
+    } else {
+        lx_access_log_conf_t *c = lx_arena_calloc(&ld->g->arena, sizeof(*c));
+        if (c == NULL) r = -ENOMEM;
+        char what[300];
+        snprintf(what, sizeof(what), "vhost \"%s\"", vh->name);
+        if (r == 0)
+            r = read_access_log(ld, lua_gettop(L), c, vh->file,
+                                (int)get_num(ld, t, "_access_log_line", vh->line), what);
+        vh->access_log = c;
+    }
+    lua_pop(L, 1);
+    return r;
+}
+
 static int read_vhosts(loader_t *ld, int idx) {
     lua_State *L = ld->L;
     lx_gen_t *g = ld->g;
@@ -921,6 +963,7 @@ static int read_vhosts(loader_t *ld, int idx) {
         if (r == 0) r = read_realip(ld, t, &vh->real_ip, &ri_off);
         if (r == 0 && vh->real_ip == NULL && !ri_off) vh->real_ip = g->srv.real_ip;
         locate(ld, t);
+        if (r == 0) r = read_vhost_log(ld, t, vh);
         if (r == 0) r = add_name(ld, vh->name, vh);
         lua_getfield(L, t, "aliases");
         for (size_t j = 1; r == 0 && lua_istable(L, -1) && j <= lua_objlen(L, -1); j++) {
@@ -1019,6 +1062,7 @@ static int convert(loader_t *ld, int desc) {
             m->site.nindex = 1;
             m->site.etag = m->site.last_modified = m->site.proxy_via = 1;
             m->site.headers = "";
+            m->access_log = g->srv.access_log.path ? &g->srv.access_log : NULL;
             m->real_ip = g->srv.real_ip;
         }
         /* Under vhost_dir each host's tree may belong to another tenant, and
@@ -1163,6 +1207,8 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
         lx_gen_unref(g);
         return r;
     }
+    /* Not for `luxd -s` (id 0), which only reads the pid_file. */
+    if (id != 0) lx_config_check_roots(g);
     *out = g;
     return 0;
 }

@@ -1,13 +1,16 @@
 /* The static file handler: index files, conditional requests, ranges and
  * pre-compressed variants, answered from the loop's file cache. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../http/date.h"
 #include "../http/path.h"
 #include "../http/range.h"
 #include "../io/filecache.h"
+#include "../log.h"
 #include "../lx.h"
 #include "../worker.h"
 #include "handler.h"
@@ -244,6 +247,51 @@ static int serve(lx_req_t *r, lx_file_t *f) {
     return LX_DONE;
 }
 
+/* Says in the error log why a file of a request could not be served, as
+ * nginx's `open() "/path" failed (13: Permission denied), client: ...`.
+ * A file that is not there is the everyday 404 and goes at info; anything
+ * else (permissions, a refused link, a device) is the site's or the
+ * operator's to fix and goes at error. The entry may be a cached negative
+ * one: each request that meets it is logged, as nginx does. */
+/* Bytes a client chose, as printable ASCII only ('"', '\\', controls and
+ * 8-bit bytes as \xHH), so that no error-log line can be forged or split:
+ * the decoded path can hold any byte the client percent-encoded. */
+static void printable(char *out, size_t cap, const char *p, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 5 < cap; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c > 0x20 && c < 0x7f && c != '"' && c != '\\')
+            out[n++] = (char)c;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02X", c);
+    }
+    out[n] = '\0';
+}
+
+static void log_open_failure(lx_req_t *r, const lx_file_t *f) {
+    int err = -f->err;
+    int missing = !f->refused && (err == ENOENT || err == ENOTDIR || err == ENAMETOOLONG);
+    int level = missing ? LX_LOG_INFO : LX_LOG_ERROR;
+    if (r->open_logged || !lx_log_enabled(level)) return;
+    r->open_logged = 1;
+    char peer[48], path[1200], target[600], why[160];
+    lx_req_peer(r, peer);
+    printable(path, sizeof(path), f->path, f->path_len);
+    printable(target, sizeof(target), r->target.p, r->target.len);
+    if (f->refused == LX_FILE_REFUSED_LINK)
+        snprintf(why, sizeof(why),
+                 "refused by follow_symlinks = %s (a symbolic link or \"..\" on the way)",
+                 r->site->follow_symlinks == LX_SYMLINKS_REFUSE ? "false" : "\"owner\"");
+    else if (f->refused == LX_FILE_REFUSED_TYPE)
+        snprintf(why, sizeof(why),
+                 "refused: not a regular file (devices, sockets and FIFOs are never served)");
+    else
+        snprintf(why, sizeof(why), "failed (%d: %s)", err, strerror(err));
+    lx_log(level, "open() \"%s\" %s, client: %s, vhost: %s, request: \"%s %s\"", path, why, peer,
+           r->vhost && r->vhost->name ? r->vhost->name : "-",
+           llhttp_method_name((llhttp_method_t)r->method), target);
+}
+
 /* Maps a cache entry's error to a status. A link loop (ELOOP) is the
  * site's own doing, as a refused link is, and nginx answers it 403 too; a
  * Unix socket in the root fails to open with ENXIO and is one of the files
@@ -312,6 +360,8 @@ static int static_serve(lx_req_t *r) {
                 lx_file_unref(f);
                 return res;
             }
+            /* A missing index file is why there are several to try. */
+            if (f->err && f->err != -ENOENT) log_open_failure(r, f);
             lx_file_unref(f);
         }
         /* No index: the directory itself decides between 403 and 404. */
@@ -320,6 +370,7 @@ static int static_serve(lx_req_t *r) {
         /* A directory without an index: the listing handler's, if the
          * chain has one. A listing is no error page: it would answer 200
          * for a request that earned a 404 or 403. */
+        if (f->err) log_open_failure(r, f);
         res = f->err ? lx_static_status(f->err) : f->is_dir ? 403 : 404;
         if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) res = LX_DECLINED;
         lx_file_unref(f);
@@ -329,6 +380,7 @@ static int static_serve(lx_req_t *r) {
     if ((rc = lookup(r, path, len, NULL, &f)) == -EAGAIN) return LX_ASYNC;
     if (rc < 0) return 500;
     if (f->err) {
+        log_open_failure(r, f);
         res = lx_static_status(f->err);
     } else if (f->is_dir) {
         /* "/dir" -> "/dir/": the path being served (after any rewrite),

@@ -196,9 +196,36 @@ static void write_all(int fd, const char *p, size_t len) {
     }
 }
 
+static void flush_one(lx_alog_buf_t *b) {
+    if (b->len) write_all(b->fd, b->buf, b->len);
+    b->len = 0;
+}
+
 void lx_access_log_flush(lx_worker_t *w) {
-    write_all(w->alog_fd, w->alog, w->alog_len);
-    w->alog_len = 0;
+    for (size_t i = 0; i < w->nalogs; i++)
+        flush_one(&w->alogs[i]);
+}
+
+/* The loop's buffer for the file of al, made on first use. Slots are
+ * small numbers (io/logfiles.c hands out the lowest free one). */
+static lx_alog_buf_t *buffer_for(lx_worker_t *w, const lx_access_log_conf_t *al) {
+    size_t i = (size_t)al->slot;
+    if (i >= w->nalogs) {
+        size_t n = i + 1 > w->nalogs * 2 ? i + 1 : w->nalogs * 2;
+        lx_alog_buf_t *a = realloc(w->alogs, n * sizeof(*a));
+        if (a == NULL) return NULL;
+        memset(a + w->nalogs, 0, (n - w->nalogs) * sizeof(*a));
+        w->alogs = a;
+        w->nalogs = n;
+    }
+    lx_alog_buf_t *b = &w->alogs[i];
+    if (b->buf == NULL && (b->buf = malloc(w->alog_cap)) == NULL) return NULL;
+    /* A slot given back and handed out again is another file; whatever
+     * this loop buffered for it was written before it let go of the
+     * generations holding it (lx_worker_gen_release), but say it here too. */
+    if (b->fd != al->fd) flush_one(b);
+    b->fd = al->fd;
+    return b;
 }
 
 /* Where a line is assembled; a line that does not fit sets `full` and is
@@ -514,8 +541,8 @@ static void put_var(sink_t *s, lx_worker_t *w, lx_req_t *r, const lx_log_piece_t
 
 /* Assembles the line, newline included, in [p, end); returns its length,
  * or 0 when it does not fit. */
-static size_t render(lx_worker_t *w, lx_req_t *r, char *p, char *end) {
-    const lx_access_log_conf_t *al = &r->gen->srv.access_log;
+static size_t render(lx_worker_t *w, lx_req_t *r, const lx_access_log_conf_t *al, char *p,
+                     char *end) {
     if (end - p < 1) return 0;
     sink_t s = {p, end - 1, 0, al->json};
     for (size_t i = 0; i < al->npieces && !s.full; i++)
@@ -529,21 +556,27 @@ static size_t render(lx_worker_t *w, lx_req_t *r, char *p, char *end) {
  * be 6 bytes a byte) are assembled apart and written at once. */
 #define LONG_LINE_MAX (64u << 20)
 
-void lx_access_log(lx_worker_t *w, lx_req_t *r) {
+void lx_access_log(lx_worker_t *w, lx_req_t *r, const lx_access_log_conf_t *al) {
     const lx_server_conf_t *srv = &r->gen->srv;
+    if (al->slot < 0) return; /* not opened: cannot happen in a started server */
+    lx_alog_buf_t *b = buffer_for(w, al);
+    if (b == NULL) {
+        lx_log_error("access log %s: out of memory; a line not logged", al->path);
+        return;
+    }
     lx_worker_update_time(w);
-    if (srv->access_log.uses_time) uv_update_time(&w->loop);
-    size_t n = render(w, r, w->alog + w->alog_len, w->alog + w->alog_cap);
-    if (n == 0 && w->alog_len) {
-        lx_access_log_flush(w);
-        n = render(w, r, w->alog, w->alog + w->alog_cap);
+    if (al->uses_time) uv_update_time(&w->loop);
+    size_t n = render(w, r, al, b->buf + b->len, b->buf + w->alog_cap);
+    if (n == 0 && b->len) {
+        flush_one(b);
+        n = render(w, r, al, b->buf, b->buf + w->alog_cap);
     }
     if (n == 0) {
         for (size_t cap = w->alog_cap * 2; cap <= LONG_LINE_MAX; cap *= 2) {
             char *big = malloc(cap);
             if (big == NULL) break;
-            n = render(w, r, big, big + cap);
-            if (n) write_all(w->alog_fd, big, n);
+            n = render(w, r, al, big, big + cap);
+            if (n) write_all(b->fd, big, n);
             free(big);
             if (n) return;
         }
@@ -551,6 +584,13 @@ void lx_access_log(lx_worker_t *w, lx_req_t *r) {
                      r->status, LONG_LINE_MAX);
         return;
     }
-    w->alog_len += n;
-    if (srv->access_log_unbuffered) lx_access_log_flush(w);
+    b->len += n;
+    if (srv->access_log_unbuffered) flush_one(b);
+}
+
+/* Where r is logged: its vhost's choice, or the server's log for a request
+ * refused before a vhost was chosen (a malformed head, a bad Host). */
+const lx_access_log_conf_t *lx_access_log_of(const lx_req_t *r) {
+    if (r->vhost) return r->vhost->access_log;
+    return r->gen->srv.access_log.path ? &r->gen->srv.access_log : NULL;
 }

@@ -13,7 +13,11 @@
  * -ENOMEM. */
 int lx_access_log_compile(lx_arena_t *a, lx_access_log_conf_t *c, char *err, size_t errlen);
 
-void lx_access_log(lx_worker_t *w, lx_req_t *r);
+/* Logs r to al (lx_access_log_of). */
+void lx_access_log(lx_worker_t *w, lx_req_t *r, const lx_access_log_conf_t *al);
+/* Writes out every file's buffered lines. */
 void lx_access_log_flush(lx_worker_t *w);
+/* The log a request goes to, or NULL when it is not logged. */
+const lx_access_log_conf_t *lx_access_log_of(const lx_req_t *r);
 
 #endif

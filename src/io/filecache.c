@@ -197,7 +197,12 @@ static void build_headers(lx_file_t *f) {
     f->hdr_len = (size_t)n + s->headers_len;
 }
 
+/* Whether this thread's last lx_file_open refused a file for its type: the
+ * error log says that rather than "Permission denied". */
+static __thread int refused_type;
+
 int lx_file_open(const char *path, size_t root_len, lx_symlinks_t symlinks, struct stat *st) {
+    refused_type = 0;
     int fd = lx_open_beneath(path, root_len, symlinks);
     if (fd < 0) return fd;
     if (fstat(fd, st) < 0) {
@@ -207,6 +212,7 @@ int lx_file_open(const char *path, size_t root_len, lx_symlinks_t symlinks, stru
     }
     if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
         close(fd);
+        refused_type = 1;
         return -EACCES; /* devices, sockets and FIFOs are never served */
     }
     return fd;
@@ -222,6 +228,8 @@ static void load_work(uv_work_t *w) {
     int fd = lx_file_open(f->path, f->root_len, f->symlinks, &st);
     if (fd < 0) {
         f->err = fd;
+        if (lx_open_beneath_refused()) f->refused = LX_FILE_REFUSED_LINK;
+        if (refused_type) f->refused = LX_FILE_REFUSED_TYPE;
         return;
     }
     f->dev = st.st_dev;

@@ -40,6 +40,7 @@ typedef struct lx_file_s {
      * read-modify-write of the shared word could undo a concurrent
      * "stale = 1" from a reload (ThreadSanitizer reports the race). */
     unsigned char is_dir;   /**< a directory */
+    unsigned char refused;  /**< err is a refusal, not open(2)'s: LX_FILE_REFUSED_* */
     unsigned loading : 1;   /**< a thread-pool load is in flight */
     unsigned stale : 1;     /**< removed from the hash; freed at last unref */
     int fd;                 /**< open file for large files, else -1 */
@@ -58,6 +59,10 @@ typedef struct lx_file_s {
     uv_work_t work;         /**< the thread-pool load */
 } lx_file_t;
 
+enum {
+    LX_FILE_REFUSED_LINK = 1, /**< follow_symlinks refused a link (or "..") on the way */
+    LX_FILE_REFUSED_TYPE = 2, /**< not a regular file: devices, sockets, FIFOs */
+};
 /* Opens a file for the cache (and --explain) under the site's symlink
  * policy: the fd of a regular file or a directory, st filled; or a negative
  * errno (-EACCES for what is never served: devices, sockets, FIFOs). */

@@ -18,6 +18,19 @@
 enum { OPENAT2_UNKNOWN, OPENAT2_WORKS, OPENAT2_MISSING };
 static int openat2_state = OPENAT2_UNKNOWN;
 
+/* Whether the last lx_open_beneath of this thread failed because the
+ * policy refused the path (its -EACCES is then no errno of the kernel's). */
+static __thread int policy_refused;
+
+static int refuse(void) {
+    policy_refused = 1;
+    return -EACCES;
+}
+
+int lx_open_beneath_refused(void) {
+    return policy_refused;
+}
+
 void lx_open_beneath_force_walk(int on) {
     __atomic_store_n(&openat2_state, on ? OPENAT2_MISSING : OPENAT2_UNKNOWN, __ATOMIC_RELAXED);
 }
@@ -29,7 +42,7 @@ void lx_open_beneath_force_walk(int on) {
  * Returns the fd (and its stat in *st), or a negative errno. */
 static int follow_link(int dir, const char *name, lx_symlinks_t mode, const struct stat *link,
                        int flags, struct stat *st) {
-    if (mode != LX_SYMLINKS_OWNER) return -EACCES;
+    if (mode != LX_SYMLINKS_OWNER) return refuse();
     int fd = openat(dir, name, flags);
     if (fd < 0) return -errno;
     if (fstat(fd, st) < 0) {
@@ -39,7 +52,7 @@ static int follow_link(int dir, const char *name, lx_symlinks_t mode, const stru
     }
     if (st->st_uid != link->st_uid) {
         close(fd);
-        return -EACCES;
+        return refuse();
     }
     return fd;
 }
@@ -53,7 +66,7 @@ static int open_last(int dir, const char *name, lx_symlinks_t mode) {
     if (errno != ELOOP) return -errno;
     struct stat link, st;
     if (fstatat(dir, name, &link, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
-    if (!S_ISLNK(link.st_mode)) return -EACCES; /* swapped while we looked: refuse */
+    if (!S_ISLNK(link.st_mode)) return refuse(); /* swapped while we looked */
     return follow_link(dir, name, mode, &link, OPEN_FLAGS, &st);
 }
 
@@ -132,6 +145,7 @@ static int has_dotdot(const char *rel) {
 }
 
 int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
+    policy_refused = 0;
     if (mode == LX_SYMLINKS_FOLLOW) {
         int fd = open(path, OPEN_FLAGS);
         return fd < 0 ? -errno : fd;
@@ -141,7 +155,7 @@ int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
     const char *rel = path + root_len;
     while (*rel == '/')
         rel++;
-    if (has_dotdot(rel)) return -EACCES;
+    if (has_dotdot(rel)) return refuse();
     memcpy(rootpath, path, root_len);
     rootpath[root_len] = '\0';
     int root = open(rootpath, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -169,7 +183,7 @@ int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode) {
             __atomic_store_n(&openat2_state, OPENAT2_MISSING, __ATOMIC_RELAXED);
         else if (fd == -ELOOP || fd == -EXDEV)
             /* A link on the way: refused, or looked at by the walk. */
-            fd = mode == LX_SYMLINKS_REFUSE ? -EACCES : -ENOSYS;
+            fd = mode == LX_SYMLINKS_REFUSE ? refuse() : -ENOSYS;
     }
     if (fd == -ENOSYS) fd = walk(root, rel, mode);
     close(root);

@@ -33,6 +33,11 @@
  * the target after the check cannot get a file of another owner served. */
 int lx_open_beneath(const char *path, size_t root_len, lx_symlinks_t mode);
 
+/* Whether the last failure of lx_open_beneath on this thread was the
+ * policy's refusal (its -EACCES), not an error of open(2): for the error
+ * log's word on it. */
+int lx_open_beneath_refused(void);
+
 /* For the unit tests: on, the walk is used even where openat2 exists, so
  * both ways are tested on one kernel. */
 void lx_open_beneath_force_walk(int on);
