@@ -284,7 +284,19 @@ static void sess_detach(lx_conn_t *c) {
     lx_sess_t *s = sess(c);
     if (s == NULL) return;
     c->tcp.data = NULL;
-    if (s->gen_held) LX_ST_INC(&s->w->stats->aborted); /* a request in progress */
+    if (s->gen_held) {
+        /* A request in progress: its client went, or the server cut it.
+         * It is logged all the same (a tunnel's client that hangs up, a
+         * download stopped halfway): with the status it was being
+         * answered with, or nginx's 499 when no answer had begun. */
+        LX_ST_INC(&s->w->stats->aborted);
+        lx_req_t *r = &s->req;
+        if (s->headers_done) {
+            if (r->status == 0) r->status = 499;
+            const lx_access_log_conf_t *al = lx_access_log_of(r);
+            if (al) lx_access_log(s->w, r, al);
+        }
+    }
     release_gen(s);
     s->c = NULL;
     s->req.aborted = 1;
