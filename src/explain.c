@@ -494,6 +494,13 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
                 answer = 0;
                 break;
             }
+            if (h == &lx_status_handler) {
+                /* handlers/status.c: the counters to GET and HEAD, 405 to
+                 * any other method; no upstream is involved. */
+                answer = r.method == HTTP_GET || r.method == HTTP_HEAD ? 200 : 405;
+                fprintf(out, "status: the server's counters -> %d\n", answer);
+                break;
+            }
             fprintf(out, "%s: answers\n", h->name);
             answer = 0;
             break;
