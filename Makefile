@@ -82,6 +82,12 @@ install: $(BUILD)/luxd
 	  chmod 0644 $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua.tmp && \
 	  mv $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua.tmp $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua; \
 	fi
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d/default.lua ]; then \
+	  echo "install: keeping the existing $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d/default.lua"; \
+	else \
+	  echo "install: conf/dist/default.lua -> $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d/default.lua"; \
+	  $(INSTALL) -m 0644 conf/dist/default.lua $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d/default.lua; \
+	fi
 	$(INSTALL_SUBST) conf/dist/luxd.logrotate > $(DESTDIR)$(SYSCONFDIR)/logrotate.d/luxd
 	$(INSTALL_SUBST) conf/luxd.service > $(DESTDIR)$(SYSTEMDUNITDIR)/luxd.service
 	$(INSTALL_SUBST) conf/luxd.socket > $(DESTDIR)$(SYSTEMDUNITDIR)/luxd.socket

@@ -75,19 +75,25 @@ subtest 'make install DESTDIR= lays out the files' => sub {
     is $pidf, "/run/$rt/luxd.pid", "pid_file is in the unit's RuntimeDirectory";
     like $conf, qr{^\s*error_log\s*=\s*"/var/log/$logs/error\.log"}m, "error_log is in the unit's LogsDirectory";
     like $conf, qr{^\s*access_log\s*=\s*"/var/log/$logs/access\.log"}m, "access_log is in the unit's LogsDirectory";
-    like $conf, qr{^\s*root\s*=\s*"/var/www/html"}m, 'the default vhost serves /var/www/html';
+    my $site = slurp("$d/etc/luxd/conf.d/default.lua") // '';
+    like $site, qr{^\s*root\s*=\s*"/var/www/html"}m, 'the default vhost (conf.d/default.lua) serves /var/www/html';
+    like $site, qr{^\s*default\s*=\s*true}m, 'and answers any Host';
     like $conf, qr{^include "conf\.d/\*\.lua"}m, 'and includes conf.d/*.lua';
 
     # luxd -t on the installed config: it includes the installed conf.d/
-    # (relative to the file), empty, which is a warning and not an error.
+    # (relative to the file), where default.lua is: no warning at all.
     ($rc, $out) = run($bin, '-t', '-c', "$d/etc/luxd/luxd.lua");
     is $rc, 0, 'the installed default config passes luxd -t' or diag $out;
+    like $out, qr/is ok \(1 vhost/, 'it has the one default vhost' or diag $out;
+    unlike $out, qr/warning/, 'and no warning' or diag $out;
+    rename "$d/etc/luxd/conf.d/default.lua", "$d/default.lua.away" or die;
+    ($rc, $out) = run($bin, '-t', '-c', "$d/etc/luxd/luxd.lua");
     like $out, qr/include "conf\.d\/\*\.lua" matches no file \(\Q$d\E\/etc\/luxd\/conf\.d\/\*\.lua\)/,
       'an empty conf.d/ is a warning naming the directory';
+    rename "$d/default.lua.away", "$d/etc/luxd/conf.d/default.lua" or die;
     spew("$d/etc/luxd/conf.d/a.lua", qq{vhost "a.example" { root = "/var/www/a" }\n});
     ($rc, $out) = run($bin, '-t', '-c', "$d/etc/luxd/luxd.lua");
     like $out, qr/is ok \(2 vhosts/, 'a file in conf.d/ is read (2 vhosts)';
-    unlike $out, qr/matches no file/, 'and the warning is gone';
     spew("$d/etc/luxd/conf.d/b.lua", qq{vhost "b.example" { root = "/var/www/b", no_such_key = 1 }\n});
     ($rc, $out) = run($bin, '-t', '-c', "$d/etc/luxd/luxd.lua");
     is $rc, 1, 'a bad file in conf.d/ fails luxd -t';
@@ -155,10 +161,11 @@ subtest 'luxd.socket matches the installed config' => sub {
     my $try = sub {
         my ($listen_arg, $port) = @_;
         (my $c = $conf) =~ s/":80"/":$port"/;
+        my $site = slurp("$d/etc/luxd/conf.d/default.lua") // '';
+        $c =~ s{^include .*$}{$site}m; # the default site, in place of conf.d/
         $c =~ s{"/run/luxd/}{"$tmp/sa-}g;
         $c =~ s{"/var/log/luxd/}{"$tmp/sa-}g;
         $c =~ s{"/var/www/html"}{"$tmp/sa-www"};
-        $c =~ s{^include .*$}{}m;
         make_path("$tmp/sa-www");
         spew("$tmp/sa-www/index.html", "socket\n");
         spew("$tmp/sa.lua", $c);

@@ -18,16 +18,8 @@ server {
   access_log = "/var/log/luxd/access.log", -- combined format
 }
 
-vhost "localhost" {
-  default = true,                        -- answers any Host no other vhost claims
-  root    = "/var/www/html",
-  index   = { "index.html", "index.htm", "index.luxd-debian.html" },
-  access  = {
-    deny { regex = [[/\.]] },            -- dotfiles: /.git/, /.env
-  },
-}
-
--- More sites, one file each, in sorted order (relative to this file's
--- directory: /etc/luxd/conf.d/). While it holds no .lua file, `luxd -t` and
+-- The sites, one file each, in sorted order (relative to this file's
+-- directory: /etc/luxd/conf.d/). default.lua serves /var/www/html; add a
+-- file per site beside it. Should conf.d/ hold no .lua file, `luxd -t` and
 -- the start-up log say so with a warning.
 include "conf.d/*.lua"
