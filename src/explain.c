@@ -131,7 +131,7 @@ static const char *why(int err) {
 
 /* The static handler's steps (static.c static_serve), told. Returns the
  * status it answers, or LX_DECLINED when the next handler would run. */
-static int explain_static(FILE *out, const lx_req_t *r) {
+static int explain_static(FILE *out, lx_req_t *r) {
     const lx_site_t *s = r->site;
     char full[8192];
     struct stat st;
@@ -168,14 +168,19 @@ static int explain_static(FILE *out, const lx_req_t *r) {
         int res = rc < 0 ? lx_static_status(rc) : rc == 1 ? 403 : 404;
         if (rc == 1 && s->dir_listing) {
             fprintf(out, "directory: %s has no index file -> the listing\n", full);
+            r->dir_unindexed = 1; /* as static.c marks it */
             return LX_DECLINED;
         }
-        fprintf(out, "directory: %s %s -> %d\n", full,
+        fprintf(out, "directory: %s %s -> ", full,
                 rc == 1   ? "has no index file"
                 : rc == 0 ? "is a file, not a directory"
-                          : why(rc),
-                res);
-        return fallback && res == 404 ? LX_DECLINED : res;
+                          : why(rc));
+        if (fallback && res == 404) {
+            fprintf(out, "the fallback\n");
+            return LX_DECLINED;
+        }
+        fprintf(out, "%d\n", res);
+        return res;
     }
     int rc = probe(r, path, len, full, sizeof(full), &st);
     if (rc == 1) {
@@ -484,6 +489,10 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
                 break;
             }
             if (h == &lx_listing_handler) {
+                if (!lx_listing_takes(&r)) {
+                    fprintf(out, "listing: no directory without an index file -> declined\n");
+                    continue;
+                }
                 fprintf(out, "listing: the directory is listed -> 200\n");
                 answer = 200;
                 break;

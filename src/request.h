@@ -138,6 +138,8 @@ struct lx_req_s {
     unsigned method_changed : 1;   /**< an error page made `method` GET: see method_sent */
     unsigned unparsed : 1;         /**< refused before its method and version were known:
                                       target is the first line as received, for the log */
+    unsigned dir_unindexed : 1;    /**< the static handler found a directory at the path and
+                                      no index file in it: the listing's (lx_listing_takes) */
     const char *request_id;        /**< $request_id, 32 hex digits in the arena, or NULL before
                                       it is first needed (lx_req_id) */
     lx_body_cb body_cb;            /**< the body's reader, or NULL */

@@ -6,7 +6,8 @@
 #    (200, or 405 to a POST), it is no upstream;
 #  - dir_listing beside fallback: the listing handler only takes a path
 #    ending in "/" (handlers/listing.c), so a missing file goes on to the
-#    fallback, and a missing directory is the listing's 404;
+#    fallback, and so does a missing directory (t/157: it was the
+#    listing's 404);
 #  - real_ip: behind a trusted proxy (--from), access `from` rules see the
 #    address the header names (conn.c req_addr), not the proxy's;
 #  - the head's limits (h1.c): max_header_bytes and 100 header lines are
@@ -82,7 +83,7 @@ agree('POST /metrics', 'POST /metrics HTTP/1.1', \@H);
 # --- dir_listing beside fallback ----------------------------------------------
 agree('a directory: the listing', 'GET /d/ HTTP/1.1', \@H);
 agree('a missing file: the fallback (the backend answers 418)', 'GET /status/418 HTTP/1.1', \@H);
-agree('a missing directory: the listing\'s 404', 'GET /nodir/ HTTP/1.1', \@H);
+agree('a missing directory: the fallback (t/157)', 'GET /nodir/ HTTP/1.1', \@H);
 
 # --- real_ip --------------------------------------------------------------------
 agree('from 127.0.0.1, no X-Forwarded-For', 'GET /plain/lan/x HTTP/1.1', \@H, from => '127.0.0.1');
