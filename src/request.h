@@ -203,6 +203,10 @@ const char *lx_req_id(lx_req_t *r);
  * unknown) into buf of 48 bytes; lx_req_conn_peer the TCP peer itself
  * ($realip_remote_addr). */
 lx_addr_t lx_req_addr(lx_req_t *r);
+/* The real_ip step of lx_req_addr alone, for a request whose head is
+ * parsed (its headers, and its vhost once chosen) from a client at a; for
+ * --explain, which has no connection (request.c lx_route_explain). */
+lx_addr_t lx_req_realip(const lx_req_t *r, lx_addr_t a);
 const char *lx_req_peer(lx_req_t *r, char *buf);
 const char *lx_req_conn_peer(lx_req_t *r, char *buf);
 
