@@ -559,6 +559,20 @@ static const lx_realip_t *req_realip(const lx_req_t *r) {
     return r->vhost ? r->vhost->real_ip : r->gen ? r->gen->srv.real_ip : NULL;
 }
 
+/* What real_ip makes of a request whose head is parsed, from a client at
+ * `a`: the address its header names when `a` is a proxy real_ip trusts,
+ * else `a`. Inlined into req_addr; lx_req_realip is it for --explain. */
+static inline __attribute__((always_inline)) lx_addr_t realip_client(const lx_req_t *r,
+                                                                     lx_addr_t a) {
+    const lx_realip_t *ri = req_realip(r);
+    if (ri && ri->header && lx_cidrset_has(&ri->from, a)) a = header_client(r, ri, a);
+    return a;
+}
+
+lx_addr_t lx_req_realip(const lx_req_t *r, lx_addr_t a) {
+    return realip_client(r, a);
+}
+
 static int req_addr(lx_req_t *r, lx_addr_t *out) {
     if (r->client_state) {
         *out = r->client;
@@ -571,10 +585,8 @@ static int req_addr(lx_req_t *r, lx_addr_t *out) {
         return 0;
     }
     lx_addr_t a = c->addr;
-    const lx_realip_t *ri = req_realip(r);
     /* A request refused while its head was read has no header to believe. */
-    if (ri && ri->header && s->headers_done && !r->unparsed && lx_cidrset_has(&ri->from, a))
-        a = header_client(r, ri, a);
+    if (s->headers_done && !r->unparsed) a = realip_client(r, a);
     /* Kept once the vhost (whose real_ip counts) is known. */
     if (r->vhost) {
         r->client = a;

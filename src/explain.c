@@ -1,7 +1,11 @@
 /* luxd -t -c FILE --explain 'GET http://example.com/old/x': what the config
  * would do with one request, each step with the file:line that decides it.
  *
- * The request is parsed by llhttp as the server parses it, routed by
+ * The request is parsed by the server's own parser (llhttp with h1.c's
+ * callbacks, on a session of explain's own), so the head's checks are the
+ * server's: max_header_bytes, the header count, Host, Transfer-Encoding,
+ * CONNECT, Content-Length over max_body_bytes, Expect. A body is not read
+ * (it changes nothing routing decides). The request is routed by
  * request.c's own routing (lx_route_explain: the function the request path
  * runs, with a trace), and the handler chain is the one handlers/chain.c
  * built for the site. What runs after routing is told, not run: a policy is
@@ -12,60 +16,17 @@
  * contacted. */
 #include "explain.h"
 
+#include <arpa/inet.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "h1.h"
 #include "handlers/handler.h"
 #include "io/filecache.h"
 #include "llhttp.h"
-
-/* What llhttp gave for the request, pointing into the buffer parsed. */
-typedef struct {
-    lx_str_t url;
-    lx_str_t known[LX_H_KNOWN];
-    lx_str_t name, value; /* the field being parsed */
-    int hosts;            /* Host fields seen */
-    int done;
-} parsed_t;
-
-static void extend(lx_str_t *s, const char *at, size_t len) {
-    if (s->p == NULL) s->p = at;
-    s->len = (size_t)(at + len - s->p); /* one buffer: the pieces are contiguous */
-}
-
-static int on_url(llhttp_t *p, const char *at, size_t len) {
-    extend(&((parsed_t *)p->data)->url, at, len);
-    return 0;
-}
-
-static int on_field(llhttp_t *p, const char *at, size_t len) {
-    extend(&((parsed_t *)p->data)->name, at, len);
-    return 0;
-}
-
-static int on_value(llhttp_t *p, const char *at, size_t len) {
-    extend(&((parsed_t *)p->data)->value, at, len);
-    return 0;
-}
-
-static int on_value_complete(llhttp_t *p) {
-    parsed_t *q = p->data;
-    lx_str_t v = q->value;
-    while (v.len && (v.p[v.len - 1] == ' ' || v.p[v.len - 1] == '\t'))
-        v.len--;
-    int id = lx_h1_known_header(q->name.p, q->name.len);
-    if (id == LX_H_HOST && q->hosts++ > 0) return -1; /* the server answers two with 400 */
-    if (id >= 0) q->known[id] = v.p ? v : (lx_str_t){"", 0};
-    q->name = q->value = (lx_str_t){NULL, 0};
-    return 0;
-}
-
-static int on_complete(llhttp_t *p) {
-    ((parsed_t *)p->data)->done = 1;
-    return 0;
-}
 
 static void put_str(FILE *out, const char *p, size_t len) {
     fputc('"', out);
@@ -77,6 +38,21 @@ static void put_str(FILE *out, const char *p, size_t len) {
             fputc(c, out);
     }
     fputc('"', out);
+}
+
+/* An address as text (IPv4 without its ::ffff: prefix), in buf of 48. */
+static const char *addr_str(lx_addr_t a, char *buf) {
+    unsigned char b[16];
+    for (int i = 0; i < 8; i++) {
+        b[i] = (unsigned char)(a.hi >> (56 - 8 * i));
+        b[8 + i] = (unsigned char)(a.lo >> (56 - 8 * i));
+    }
+    static const unsigned char v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(b, v4, 12) == 0)
+        inet_ntop(AF_INET, b + 12, buf, 48);
+    else
+        inet_ntop(AF_INET6, b, buf, 48);
+    return buf;
 }
 
 static void put_caps(FILE *out, const lx_trace_t *t) {
@@ -131,7 +107,7 @@ static const char *why(int err) {
 
 /* The static handler's steps (static.c static_serve), told. Returns the
  * status it answers, or LX_DECLINED when the next handler would run. */
-static int explain_static(FILE *out, const lx_req_t *r) {
+static int explain_static(FILE *out, lx_req_t *r) {
     const lx_site_t *s = r->site;
     char full[8192];
     struct stat st;
@@ -168,14 +144,19 @@ static int explain_static(FILE *out, const lx_req_t *r) {
         int res = rc < 0 ? lx_static_status(rc) : rc == 1 ? 403 : 404;
         if (rc == 1 && s->dir_listing) {
             fprintf(out, "directory: %s has no index file -> the listing\n", full);
+            r->dir_unindexed = 1; /* as static.c marks it */
             return LX_DECLINED;
         }
-        fprintf(out, "directory: %s %s -> %d\n", full,
+        fprintf(out, "directory: %s %s -> ", full,
                 rc == 1   ? "has no index file"
                 : rc == 0 ? "is a file, not a directory"
-                          : why(rc),
-                res);
-        return fallback && res == 404 ? LX_DECLINED : res;
+                          : why(rc));
+        if (fallback && res == 404) {
+            fprintf(out, "the fallback\n");
+            return LX_DECLINED;
+        }
+        fprintf(out, "%d\n", res);
+        return res;
     }
     int rc = probe(r, path, len, full, sizeof(full), &st);
     if (rc == 1) {
@@ -285,72 +266,122 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
     memcpy(buf + len, "\r\n", 3);
     len += 2;
 
-    /* Parsed as the server parses it: llhttp, with the build's strictness. */
-    llhttp_settings_t set;
-    llhttp_settings_init(&set);
-    set.on_url = on_url;
-    set.on_header_field = on_field;
-    set.on_header_value = on_value;
-    set.on_header_value_complete = on_value_complete;
-    set.on_message_complete = on_complete;
-    llhttp_t p;
-    parsed_t q;
-    memset(&q, 0, sizeof(q));
-    llhttp_init(&p, HTTP_REQUEST, &set);
-    p.data = &q;
-    llhttp_errno_t e = llhttp_execute(&p, buf, len);
-    if (e != HPE_OK || !q.done || p.http_major != 1) {
-        fprintf(stderr, "luxd: --explain: cannot parse the request \"%s\": %s\n", request,
-                e == HPE_OK ? (p.http_major != 1 ? "not HTTP/1.x" : "incomplete (a body?)")
-                            : llhttp_get_error_reason(&p));
-        return 2;
+    /* Parsed as the server parses it: llhttp with h1.c's callbacks, which
+     * want a session, its loop (for the generation's limits) and its
+     * connection; none of them does any I/O. */
+    lx_worker_t *w = calloc(1, sizeof(*w));
+    lx_conn_t *c = calloc(1, sizeof(*c));
+    lx_sess_t *s = calloc(1, sizeof(*s));
+    if (w == NULL || c == NULL || s == NULL) {
+        free(w), free(c), free(s);
+        return 1;
+    }
+    w->gen = g;
+    s->w = w;
+    s->c = c;
+    s->rbuf = buf;
+    s->rcap = sizeof(buf);
+    s->rlen = len;
+    s->in_url = 1;
+    lx_arena_init(&s->arena, 16384);
+    s->req.gen = g;
+    s->req.arena = &s->arena;
+    llhttp_init(&s->parser, HTTP_REQUEST, &lx_h1_settings);
+    llhttp_set_lenient_keep_alive(&s->parser, 1); /* as conn.c sets it */
+    s->parser.data = s;
+    llhttp_t *p = &s->parser;
+    llhttp_errno_t e = llhttp_execute(p, buf, len);
+    lx_req_t r = s->req;
+    int status = 0; /* the head's refusal */
+    if (e != HPE_PAUSED || !s->headers_done) {
+        status = s->err_status;
+        if (status == 414 || status == 431 || (status == 0 && !s->headers_done)) {
+            if (status == 0) {
+                fprintf(stderr, "luxd: --explain: cannot parse the request \"%s\": %s\n", request,
+                        e == HPE_OK        ? "incomplete"
+                        : s->req.hosts > 1 ? "two Host headers (the server answers 400)"
+                                           : llhttp_get_error_reason(p));
+                goto fail;
+            }
+        } else if (status == 505 || p->http_major != 1) {
+            fprintf(stderr, "luxd: --explain: cannot parse the request \"%s\": not HTTP/1.x\n",
+                    request);
+            goto fail;
+        } else if (status == 0) {
+            status = 400;
+        }
+        /* What h1.c had set when it refused: method and version are set
+         * by on_headers_complete before its later checks. */
+        if (!s->headers_done || r.unparsed) {
+            r.method = (int)p->method;
+            r.http_minor = p->http_minor;
+        }
     }
 
     lx_addr_t first, last;
     if (from == NULL) from = "127.0.0.1";
     if (strchr(from, '/') || lx_cidr_parse(from, &first, &last) < 0) {
         fprintf(stderr, "luxd: --from \"%s\": want an IPv4 or IPv6 address\n", from);
-        return 2;
+        goto fail;
     }
 
-    lx_arena_t arena;
-    lx_arena_init(&arena, 16384);
-    lx_req_t r;
-    memset(&r, 0, sizeof(r));
-    r.gen = g;
-    r.arena = &arena;
-    r.method = (int)p.method;
-    r.http_minor = p.http_minor;
-    r.head = p.method == HTTP_HEAD;
     r.keepalive = 1;
-    r.target = q.url;
-    memcpy(r.known, q.known, sizeof(r.known));
     lx_trace_t t;
     memset(&t, 0, sizeof(t));
     t.addr = first;
     t.md = pcre2_match_data_create(10, NULL); /* as each loop's: $0..$9 */
     if (t.md == NULL) {
-        lx_arena_free(&arena);
+        lx_arena_free(&s->arena);
+        free(w), free(c), free(s);
         return 1;
     }
 
     lx_str_t host = r.known[LX_H_HOST];
-    fprintf(out, "request: %s %.*s HTTP/1.%d, Host ", llhttp_method_name(p.method), (int)q.url.len,
-            q.url.p, p.http_minor);
+    fprintf(out, "request: %s %.*s HTTP/1.%d, Host ", llhttp_method_name(p->method),
+            (int)r.target.len, r.target.p, p->http_minor);
     if (host.p)
         put_str(out, host.p, host.len);
     else
         fprintf(out, "(none)");
     fprintf(out, ", from %s\n", from);
-    if (p.http_minor >= 1 && q.hosts == 0) {
-        /* The parser's rule (h1.c), before any routing. */
-        fprintf(out, "host: an HTTP/1.1 request without Host -> 400\nanswer: 400\n");
+    if (status) {
+        /* Refused by the parser's checks (h1.c), before any routing. */
+        const lx_server_conf_t *sc = &g->srv;
+        if (status == 414)
+            fprintf(out, "head: the target is longer than max_header_bytes (%zu) at %s:%d",
+                    (size_t)sc->max_header_bytes, sc->file, sc->line);
+        else if (status == 431 && !s->headers_done && r.nheaders == LX_MAX_HEADERS)
+            fprintf(out, "head: more than %d header lines", LX_MAX_HEADERS);
+        else if (status == 431)
+            fprintf(out, "head: longer than max_header_bytes (%zu) at %s:%d",
+                    (size_t)sc->max_header_bytes, sc->file, sc->line);
+        else if (status == 413)
+            fprintf(out, "head: Content-Length %llu is over max_body_bytes (%llu) at %s:%d",
+                    (unsigned long long)p->content_length, (unsigned long long)sc->max_body_bytes,
+                    sc->file, sc->line);
+        else if (status == 405)
+            fprintf(out, "head: CONNECT (luxd is no tunnel)");
+        else if (status == 417)
+            fprintf(out, "head: Expect other than 100-continue");
+        else if (status == 501)
+            fprintf(out, "head: a Transfer-Encoding other than chunked");
+        else if (r.http_minor >= 1 && r.hosts == 0)
+            fprintf(out, "host: an HTTP/1.1 request without Host");
+        else
+            fprintf(out, "head: a framing the server refuses (Transfer-Encoding, RFC 9112 6.1)");
+        fprintf(out, " -> %d\nanswer: %d\n", status, status);
         pcre2_match_data_free(t.md);
-        lx_arena_free(&arena);
+        lx_arena_free(&s->arena);
+        free(w), free(c), free(s);
         return 0;
     }
+    if (r.chunked)
+        fprintf(out, "body: chunked, not read (routing does not look at it)\n");
+    else if (r.content_length)
+        fprintf(out, "body: %llu bytes (Content-Length), not read (routing does not look at it)\n",
+                (unsigned long long)r.content_length);
 
-    int status = lx_route_explain(&r, &t);
+    status = lx_route_explain(&r, &t);
     int answer = status;
     /* How far routing went: the chain is past every other stop. */
     int reached = t.at == LX_TRACE_AT_CHAIN ? LX_TRACE_AT_ERROR : (int)t.at;
@@ -384,6 +415,18 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
                 fprintf(out, "the request names no host)\n");
             break;
         }
+        /* real_ip, as the server applies it (lx_req_realip is lx_req_addr's
+         * own step): the address `from` rules test. */
+        const lx_realip_t *ri = vh->real_ip;
+        lx_addr_t a = lx_req_realip(&r, first);
+        if (ri && (a.hi != first.hi || a.lo != first.lo)) {
+            char at[48];
+            fprintf(out, "real_ip: %s is trusted (real_ip at %s:%d): the client is %s (%s)\n", from,
+                    ri->file, ri->line, addr_str(a, at), ri->header);
+        } else if (ri && ri->header && lx_cidrset_has(&ri->from, first)) {
+            fprintf(out, "real_ip: %s is trusted (real_ip at %s:%d), %s names no other client\n",
+                    from, ri->file, ri->line, ri->header);
+        }
         const char *norm = t.path_before ? t.path_before : r.decoded;
         if (norm && (r.path.len != strlen(norm) || memcmp(r.path.p, norm, r.path.len)))
             fprintf(out, "path: \"%.*s\" is \"%s\" once decoded and normalised\n", (int)r.path.len,
@@ -393,7 +436,7 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
     switch (t.at) {
     case LX_TRACE_AT_TARGET:
         fprintf(out, "target: \"%.*s\" is neither a path nor an http(s) URL -> 400\n",
-                (int)q.url.len, q.url.p);
+                (int)r.target.len, r.target.p);
         break;
     case LX_TRACE_AT_HOST:
         fprintf(out, "host: ");
@@ -460,21 +503,21 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
     }
 
     if (t.at == LX_TRACE_AT_CHAIN) {
-        const lx_site_t *s = r.site;
+        const lx_site_t *site = r.site;
         fprintf(out, "chain:");
-        for (size_t i = 0; i < s->nchain; i++)
-            fprintf(out, "%s %s", i ? "," : "", s->chain[i]->name);
-        fprintf(out, "%s\n", s->nchain ? "" : " (none) -> 404");
+        for (size_t i = 0; i < site->nchain; i++)
+            fprintf(out, "%s %s", i ? "," : "", site->chain[i]->name);
+        fprintf(out, "%s\n", site->nchain ? "" : " (none) -> 404");
         answer = 404;
         r.handler_data = &t; /* for explain_static's owner line */
-        for (size_t i = 0; i < s->nchain; i++) {
-            const lx_handler_t *h = s->chain[i];
+        for (size_t i = 0; i < site->nchain; i++) {
+            const lx_handler_t *h = site->chain[i];
             if (h == &lx_policy_handler) {
                 fprintf(out,
                         "policy: policy at %s:%d would run (not run by --explain): it may "
                         "answer, change the request or hand it to an upstream; if it goes "
                         "on:\n",
-                        s->policy_file ? s->policy_file : "?", s->policy_line);
+                        site->policy_file ? site->policy_file : "?", site->policy_line);
                 continue;
             }
             if (h == &lx_static_handler) {
@@ -484,14 +527,25 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
                 break;
             }
             if (h == &lx_listing_handler) {
+                if (!lx_listing_takes(&r)) {
+                    fprintf(out, "listing: no directory without an index file -> declined\n");
+                    continue;
+                }
                 fprintf(out, "listing: the directory is listed -> 200\n");
                 answer = 200;
                 break;
             }
             if (h == &lx_proxy_handler) {
-                const lx_upstream_t *u = s->proxy ? s->proxy : s->fallback;
-                if (u) put_upstream(out, s->proxy ? "proxy" : "fallback", u);
+                const lx_upstream_t *u = site->proxy ? site->proxy : site->fallback;
+                if (u) put_upstream(out, site->proxy ? "proxy" : "fallback", u);
                 answer = 0;
+                break;
+            }
+            if (h == &lx_status_handler) {
+                /* handlers/status.c: the counters to GET and HEAD, 405 to
+                 * any other method; no upstream is involved. */
+                answer = r.method == HTTP_GET || r.method == HTTP_HEAD ? 200 : 405;
+                fprintf(out, "status: the server's counters -> %d\n", answer);
                 break;
             }
             fprintf(out, "%s: answers\n", h->name);
@@ -505,6 +559,11 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
         fprintf(out, "answer: %d%s\n", answer,
                 t.at == LX_TRACE_AT_CHAIN && r.site->policy ? " (unless the policy decides)" : "");
     pcre2_match_data_free(t.md);
-    lx_arena_free(&arena);
+    lx_arena_free(&s->arena);
+    free(w), free(c), free(s);
     return 0;
+fail:
+    lx_arena_free(&s->arena);
+    free(w), free(c), free(s);
+    return 2;
 }

@@ -414,8 +414,9 @@ static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
 
     lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, NULL, 0, match_addr, r};
     if (t) {
-        /* No connection to ask: the address is the one given. */
-        m.addr = t->addr;
+        /* No connection to ask: the address given (--from), through
+         * real_ip as lx_req_addr takes it. */
+        m.addr = lx_req_realip(r, t->addr);
         m.addr_of = NULL;
         m.md = t->md;
     } else {

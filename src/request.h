@@ -140,6 +140,8 @@ struct lx_req_s {
                                       target is the first line as received, for the log */
     unsigned open_logged : 1;      /**< a file's open failure is in the error log (static.c):
                                       a handler that runs again after a wait says it once */
+    unsigned dir_unindexed : 1;    /**< the static handler found a directory at the path and
+                                      no index file in it: the listing's (lx_listing_takes) */
     const char *request_id;        /**< $request_id, 32 hex digits in the arena, or NULL before
                                       it is first needed (lx_req_id) */
     lx_body_cb body_cb;            /**< the body's reader, or NULL */
@@ -203,6 +205,10 @@ const char *lx_req_id(lx_req_t *r);
  * unknown) into buf of 48 bytes; lx_req_conn_peer the TCP peer itself
  * ($realip_remote_addr). */
 lx_addr_t lx_req_addr(lx_req_t *r);
+/* The real_ip step of lx_req_addr alone, for a request whose head is
+ * parsed (its headers, and its vhost once chosen) from a client at a; for
+ * --explain, which has no connection (request.c lx_route_explain). */
+lx_addr_t lx_req_realip(const lx_req_t *r, lx_addr_t a);
 const char *lx_req_peer(lx_req_t *r, char *buf);
 const char *lx_req_conn_peer(lx_req_t *r, char *buf);
 

@@ -130,8 +130,11 @@ uint32_t lx_stats_slot(int family, const char *name) {
         if (strcmp(g->names[s - 1], name) == 0) return s - 1;
     }
     uint32_t n = g->n;
-    if (n == LX_ST_SLOTS_MAX) return LX_ST_SLOTS_MAX - 1; /* "_other" */
-    const char *copy = n == LX_ST_SLOTS_MAX - 1 ? "_other" : strdup(name);
+    if (n == LX_ST_SLOTS_MAX) return LX_ST_SLOTS_MAX - 1; /* the overflow */
+    /* The overflow slot's name is none a vhost (a host name), an upstream
+     * (letters, digits, "_", "-", ".") or a server address (host:port,
+     * unix:path) can have, so it never shows as one of them. */
+    const char *copy = n == LX_ST_SLOTS_MAX - 1 ? LX_ST_OVERFLOW : strdup(name);
     if (copy == NULL) return 0;
     g->names[n] = copy;
     if (n < LX_ST_SLOTS_MAX - 1)

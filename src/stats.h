@@ -51,8 +51,9 @@ enum {
 
 #define LX_ST_SLOT_SHIFT 6 /* slots per chunk: 64 */
 #define LX_ST_CHUNKS     256
-/* Slots per family; names beyond it share the last slot ("_other"). */
+/* Slots per family; names beyond it share the last slot, LX_ST_OVERFLOW. */
 #define LX_ST_SLOTS_MAX (LX_ST_CHUNKS << LX_ST_SLOT_SHIFT)
+#define LX_ST_OVERFLOW  "(other)"
 
 /* The counters of one slot, per family (all uint64_t). */
 typedef struct {

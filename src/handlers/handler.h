@@ -35,6 +35,13 @@ extern const lx_handler_t lx_status_handler;
  * r:proxy too): returns LX_ASYNC, or a status. */
 int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u);
 
+/* True when the listing handler lists r's directory: the static handler
+ * found one at the path (a path ending in "/") without an index file, and
+ * the site lists directories. Anything else it declines, so a directory
+ * that is not there goes on to the fallback, as a missing file does.
+ * --explain asks the same. */
+int lx_listing_takes(const lx_req_t *r);
+
 /* The status the static handler answers for a file that fails to open
  * with err (404, 403 or 500); --explain says the same. */
 int lx_static_status(int err);

@@ -153,11 +153,14 @@ static void job_done(uv_work_t *w, int status) {
     lx_req_wake(r, 0);
 }
 
+int lx_listing_takes(const lx_req_t *r) {
+    return r->dir_unindexed && r->decoded_len && r->decoded[r->decoded_len - 1] == '/' &&
+           r->site->dir_listing && r->root && !r->error_status;
+}
+
 static int listing_handle(lx_req_t *r) {
     job_t *j = r->handler_data;
-    if (r->decoded_len == 0 || r->decoded[r->decoded_len - 1] != '/' || !r->site->dir_listing ||
-        r->root == NULL || r->error_status)
-        return LX_DECLINED;
+    if (!lx_listing_takes(r)) return LX_DECLINED;
     if (j != NULL) {
         /* Second run, after the thread pool built the page. */
         r->handler_data = NULL;

@@ -372,7 +372,10 @@ static int static_serve(lx_req_t *r) {
          * for a request that earned a 404 or 403. */
         if (f->err) log_open_failure(r, f);
         res = f->err ? lx_static_status(f->err) : f->is_dir ? 403 : 404;
-        if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) res = LX_DECLINED;
+        if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) {
+            r->dir_unindexed = 1;
+            res = LX_DECLINED;
+        }
         lx_file_unref(f);
         return res;
     }

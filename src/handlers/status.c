@@ -80,30 +80,81 @@ static void outf(out_t *o, const char *fmt, ...) {
     }
 }
 
-/* A name as a Prometheus label value or a JSON string body: \ and " are
- * escaped in both, control bytes as \n or \u00XX (JSON) / dropped to '?'
- * (Prometheus knows only \n). Names are the config's, short. */
-static const char *esc(const char *s, char *buf, size_t len, int json) {
-    size_t j = 0;
-    for (; *s && j + 7 < len; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '\\' || c == '"') {
-            buf[j++] = '\\';
-            buf[j++] = (char)c;
-        } else if (c == '\n') {
-            buf[j++] = '\\';
-            buf[j++] = 'n';
-        } else if (c < 0x20 || c == 0x7f) {
-            if (json)
-                j += (size_t)snprintf(buf + j, len - j, "\\u%04x", c);
-            else
-                buf[j++] = '?';
-        } else {
-            buf[j++] = (char)c;
+static void out_put(out_t *o, const char *p, size_t n) {
+    if (o->failed) return;
+    if (o->len + n + 1 > o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 256;
+        while (cap < o->len + n + 1)
+            cap *= 2;
+        char *b = realloc(o->p, cap);
+        if (b == NULL) {
+            o->failed = 1;
+            return;
         }
+        o->p = b;
+        o->cap = cap;
     }
-    buf[j] = '\0';
-    return buf;
+    memcpy(o->p + o->len, p, n);
+    o->len += n;
+    o->p[o->len] = '\0';
+}
+
+/* The length of the UTF-8 sequence at s (1..4), or 0 when the byte at s
+ * begins none (a stray continuation byte, an overlong form, a surrogate,
+ * past U+10FFFF, or cut short: the string's NUL is no continuation byte). */
+static size_t utf8_seq(const unsigned char *s) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    if (c < 0xc2 || c > 0xf4) return 0;
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t n = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    if (c == 0xe0) lo = 0xa0; /* overlong */
+    if (c == 0xed) hi = 0x9f; /* surrogates */
+    if (c == 0xf0) lo = 0x90; /* overlong */
+    if (c == 0xf4) hi = 0x8f; /* past U+10FFFF */
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    return n;
+}
+
+/* A name as a Prometheus label value or a JSON string body, whole, in b
+ * (reused from name to name). Names are bytes (a unix socket path may hold
+ * any but NUL) and both formats are UTF-8 text, so the name shown is the
+ * name with each byte that is no part of valid UTF-8 as the four characters
+ * \xHH, and, so that no other name can show the same, each backslash
+ * doubled: two names never come out as one series. That name is then
+ * escaped as the format wants: Prometheus escapes \, " and newline only
+ * (any other byte goes as it is), JSON \, " and every control byte
+ * (\u00XX). Returns "" if out of memory (b->failed). */
+static const char *esc(out_t *b, const char *name, int json) {
+    const unsigned char *s = (const unsigned char *)name;
+    b->len = 0;
+    out_put(b, "", 0);
+    while (*s) {
+        char e[16];
+        size_t n = utf8_seq(s);
+        if (n == 0) {
+            snprintf(e, sizeof(e), "\\\\x%02x", *s); /* the name's \xHH, escaped */
+            out_put(b, e, 5);
+            s++;
+            continue;
+        }
+        unsigned char c = *s;
+        if (c == '\\')
+            out_put(b, "\\\\\\\\", 4); /* the name's \\, escaped */
+        else if (c == '"')
+            out_put(b, "\\\"", 2);
+        else if (c == '\n')
+            out_put(b, "\\n", 2);
+        else if (json && c < 0x20) {
+            snprintf(e, sizeof(e), "\\u%04x", c);
+            out_put(b, e, 6);
+        } else
+            out_put(b, (const char *)s, n);
+        s += n;
+    }
+    return b->failed ? "" : b->p;
 }
 
 /* ---- summing the loops --------------------------------------------------- */
@@ -198,7 +249,7 @@ static void prom_one(out_t *o, const char *name, const char *type, const char *h
 }
 
 static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const totals_t *t) {
-    char nb[600];
+    out_t nb = {0}; /* a name, escaped */
     if (!LX_STATS_ON) outf(o, "# luxd was built with -DLX_NO_STATS: every counter is 0\n");
     uint32_t nv = lx_stats_nslots(LX_ST_VHOST);
     uint8_t *live = live_slots(r->gen, LX_ST_VHOST, nv);
@@ -209,7 +260,7 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         sum_slot(l, LX_ST_VHOST, s, sizeof(lx_st_vhost_t), v, VH_WORDS);
         int show = live && live[s];
         if (!show && !nonzero(v, VH_WORDS)) continue;
-        const char *name = esc(lx_stats_slot_name(LX_ST_VHOST, s), nb, sizeof(nb), 0);
+        const char *name = esc(&nb, lx_stats_slot_name(LX_ST_VHOST, s), 0);
         for (int c = 0; c < LX_ST_CLASSES; c++)
             if (v[c] || (show && c > 0))
                 outf(o, "luxd_requests_total{vhost=\"%s\",class=\"%s\"} %llu\n", name,
@@ -287,8 +338,7 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
         if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
         outf(o, "luxd_upstream_requests_total{upstream=\"%s\"} %llu\n",
-             esc(lx_stats_slot_name(LX_ST_UPSTREAM, s), nb, sizeof(nb), 0),
-             (unsigned long long)v[0]);
+             esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 0), (unsigned long long)v[0]);
     }
     prom_head(o, "luxd_upstream_failures_total", "counter",
               "Requests an upstream could not answer (502 or 504 to the client).");
@@ -296,8 +346,7 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
         if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
         outf(o, "luxd_upstream_failures_total{upstream=\"%s\"} %llu\n",
-             esc(lx_stats_slot_name(LX_ST_UPSTREAM, s), nb, sizeof(nb), 0),
-             (unsigned long long)v[1]);
+             esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 0), (unsigned long long)v[1]);
     }
     free(live);
     uint32_t np = lx_stats_nslots(LX_ST_PEER);
@@ -316,17 +365,18 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
             sum_slot(l, LX_ST_PEER, s, sizeof(lx_st_peer_t), v, PE_WORDS);
             if (!(live && live[s]) && !nonzero(v, PE_WORDS)) continue;
             outf(o, "%s{server=\"%s\"} %llu\n", peer_metric[k][0],
-                 esc(lx_stats_slot_name(LX_ST_PEER, s), nb, sizeof(nb), 0),
-                 (unsigned long long)v[k]);
+                 esc(&nb, lx_stats_slot_name(LX_ST_PEER, s), 0), (unsigned long long)v[k]);
         }
     }
     free(live);
+    if (nb.failed) o->failed = 1;
+    free(nb.p);
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
 
 static void render_json(out_t *o, const lx_req_t *r, const loops_t *l, const totals_t *t) {
-    char nb[600];
+    out_t nb = {0}; /* a name, escaped */
     uint64_t live_gen = lx_st_get(&lx_stats_server.generation);
     uint64_t alive = lx_st_get(&lx_stats_server.gens_alive);
     uint64_t total = 0;
@@ -358,7 +408,7 @@ static void render_json(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         for (int c = 0; c < LX_ST_CLASSES; c++)
             sum += v[c];
         outf(o, "%s\n \"%s\":{\"total\":%llu", first ? "" : ",",
-             esc(lx_stats_slot_name(LX_ST_VHOST, s), nb, sizeof(nb), 1), (unsigned long long)sum);
+             esc(&nb, lx_stats_slot_name(LX_ST_VHOST, s), 1), (unsigned long long)sum);
         for (int c = 1; c < LX_ST_CLASSES; c++)
             outf(o, ",\"%s\":%llu", class_names[c], (unsigned long long)v[c]);
         outf(o, ",\"other\":%llu}", (unsigned long long)v[0]);
@@ -395,8 +445,8 @@ static void render_json(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
         if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
         outf(o, "%s\n \"%s\":{\"requests\":%llu,\"failures\":%llu}", first ? "" : ",",
-             esc(lx_stats_slot_name(LX_ST_UPSTREAM, s), nb, sizeof(nb), 1),
-             (unsigned long long)v[0], (unsigned long long)v[1]);
+             esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 1), (unsigned long long)v[0],
+             (unsigned long long)v[1]);
         first = 0;
     }
     free(live);
@@ -408,15 +458,37 @@ static void render_json(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         sum_slot(l, LX_ST_PEER, s, sizeof(lx_st_peer_t), v, PE_WORDS);
         if (!(live && live[s]) && !nonzero(v, PE_WORDS)) continue;
         outf(o, "%s\n \"%s\":{\"idle\":%llu,\"connects\":%llu,\"failures\":%llu}", first ? "" : ",",
-             esc(lx_stats_slot_name(LX_ST_PEER, s), nb, sizeof(nb), 1), (unsigned long long)v[0],
+             esc(&nb, lx_stats_slot_name(LX_ST_PEER, s), 1), (unsigned long long)v[0],
              (unsigned long long)v[1], (unsigned long long)v[2]);
         first = 0;
     }
     free(live);
     outf(o, "}}\n");
+    if (nb.failed) o->failed = 1;
+    free(nb.p);
 }
 
 /* ---- the handler --------------------------------------------------------- */
+
+/* True when an Accept value lists the media type application/json, in any
+ * case (RFC 9110 8.3.1: type and subtype are case-insensitive), with or
+ * without parameters; "application/json-seq" is another type. */
+static int accepts_json(lx_str_t v) {
+    const char *p = v.p, *end = v.p + v.len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *e = comma ? comma : end;
+        const char *semi = memchr(p, ';', (size_t)(e - p));
+        const char *te = semi ? semi : e;
+        while (p < te && (*p == ' ' || *p == '\t'))
+            p++;
+        while (te > p && (te[-1] == ' ' || te[-1] == '\t'))
+            te--;
+        if (lx_str_ieq((lx_str_t){p, (size_t)(te - p)}, "application/json", 16)) return 1;
+        p = comma ? comma + 1 : end;
+    }
+    return 0;
+}
 
 /* ?format=json|prometheus decides; else an Accept naming application/json. */
 static int wants_json(const lx_req_t *r) {
@@ -432,7 +504,7 @@ static int wants_json(const lx_req_t *r) {
     for (unsigned i = 0; i < r->nheaders; i++) {
         const lx_header_t *h = &r->headers[i];
         if (!lx_str_ieq(h->name, "accept", 6)) continue;
-        if (memmem(h->value.p, h->value.len, "application/json", 16)) return 1;
+        if (accepts_json(h->value)) return 1;
     }
     return 0;
 }
