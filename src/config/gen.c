@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../hash.h"
 #include "llhttp.h"
 
 void lx_gen_ref(lx_gen_t *g) {
@@ -229,7 +230,10 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
             s->send_timeout, s->max_header_bytes, (unsigned long long)s->max_body_bytes,
             s->max_connections, s->tcp_nodelay ? "on" : "off", s->defer_accept ? "on" : "off");
     dump_upstreams(g, out);
-    fprintf(out, "hosts (%zu slots)\n", g->hosts_mask + 1);
+    /* The fingerprint shows the process's hash key is its own (it differs
+     * from run to run) without revealing it. */
+    fprintf(out, "hosts (%zu slots, hash key fingerprint %016llx)\n", g->hosts_mask + 1,
+            (unsigned long long)lx_hash_fingerprint());
     for (size_t i = 0; g->hosts && i <= g->hosts_mask; i++) {
         const lx_host_slot_t *h = &g->hosts[i];
         if (h->vhost)
