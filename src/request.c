@@ -219,6 +219,30 @@ static lx_addr_t match_addr(void *ud) {
     return lx_req_addr(ud);
 }
 
+/* An internal redirect's (try_files) location and access rules, as route()
+ * chooses them for the request's own path: the location of r->decoded (the
+ * vhost's own site when none matches), and a deny of it stops the request
+ * too. Returns 0, or 1 when a rule answered. */
+static int enter_location(lx_req_t *r) {
+    const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
+    r->site = loc ? &loc->site : &r->vhost->site;
+    /* A vhost_dir host's root is its own directory (choose_vhost). */
+    if (r->vhost != &r->gen->mass_vhost) {
+        r->root = r->site->root;
+        r->root_len = r->site->root_len;
+    }
+    if (r->site->access) {
+        lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, r->w->match_data,
+                            0,          match_addr,     r};
+        int i = lx_ruleset_first(r->site->access, &m);
+        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY) {
+            lx_request_finish(r, r->site->access->rules[i].status);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Runs the site's chain from r->handler on; a handler that waits is run
  * again from where it stopped (lx_request_resume). */
 static void run_chain(lx_req_t *r) {
@@ -228,6 +252,15 @@ static void run_chain(lx_req_t *r) {
         int rc = site->chain[r->handler]->handle(r);
         if (rc == LX_DECLINED) {
             r->handler++;
+            r->handler_data = NULL;
+            continue;
+        }
+        if (rc == LX_REDIRECT) {
+            /* try_files' last entry: the new path's location answers, from
+             * the first handler of its chain (the policy included). */
+            if (enter_location(r)) return;
+            site = r->site;
+            r->handler = 0;
             r->handler_data = NULL;
             continue;
         }
