@@ -76,6 +76,10 @@ int main(void) {
         is_str(hex, sip13[n], "SipHash-1-3 vector %d (%d bytes)", n, n);
     }
 
+    /* Before any key is set (a process that never seeds): the all-zero
+     * key, whose fingerprint t/137-hash-seed.t makes sure -T never shows. */
+    ok(lx_hash_fingerprint() == 0xd1fba762150c532cULL, "unseeded: the all-zero key's fingerprint");
+
     /* lx_hash is SipHash-1-3 under the process key, the seed argument xored
      * into k0. */
     lx_hash_set_key(key);
