@@ -219,29 +219,7 @@ static lx_addr_t match_addr(void *ud) {
     return lx_req_addr(ud);
 }
 
-/* An internal redirect's (try_files) location and access rules, as route()
- * chooses them for the request's own path: the location of r->decoded (the
- * vhost's own site when none matches), and a deny of it stops the request
- * too. Returns 0, or 1 when a rule answered. */
-static int enter_location(lx_req_t *r) {
-    const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
-    r->site = loc ? &loc->site : &r->vhost->site;
-    /* A vhost_dir host's root is its own directory (choose_vhost). */
-    if (r->vhost != &r->gen->mass_vhost) {
-        r->root = r->site->root;
-        r->root_len = r->site->root_len;
-    }
-    if (r->site->access) {
-        lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, r->w->match_data,
-                            0,          match_addr,     r};
-        int i = lx_ruleset_first(r->site->access, &m);
-        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY) {
-            lx_request_finish(r, r->site->access->rules[i].status);
-            return 1;
-        }
-    }
-    return 0;
-}
+static int enter_location(lx_req_t *r);
 
 /* Runs the site's chain from r->handler on; a handler that waits is run
  * again from where it stopped (lx_request_resume). */
@@ -411,6 +389,46 @@ void lx_req_add_id_header(lx_req_t *r) {
     r->extra_cap = cap;
 }
 
+/* The match context of r's path for its rules: the connection's address
+ * and the loop's match data, or (explaining) those of t. */
+static LX_ROUTE_INLINE lx_match_ctx_t route_ctx(lx_req_t *r, lx_trace_t *t) {
+    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, NULL, 0, match_addr, r};
+    if (t) {
+        /* No connection to ask: the address is the one given. */
+        m.addr = t->addr;
+        m.addr_of = NULL;
+        m.md = t->md;
+    } else {
+        m.md = r->w->match_data;
+    }
+    return m;
+}
+
+/* The location of r->decoded (the vhost's own site when none matches) and
+ * its access rules: for the request's path, and again for an internal
+ * redirect (try_files), which a deny of the location it lands in stops too.
+ * Returns 0 when the chain of r->site is to run, else the deny's status. */
+static LX_ROUTE_INLINE int route_location(lx_req_t *r, lx_trace_t *t, lx_match_ctx_t *m) {
+    const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
+    if (t) {
+        t->location = loc;
+        t->access = NULL;
+    }
+    r->site = loc ? &loc->site : &r->vhost->site;
+    /* A vhost_dir host's root is its own directory (choose_vhost). */
+    if (r->vhost != &r->gen->mass_vhost) {
+        r->root = r->site->root;
+        r->root_len = r->site->root_len;
+    }
+    if (r->site->access) {
+        int i = lx_ruleset_first(r->site->access, m);
+        if (t && i >= 0) t->access = &r->site->access->rules[i];
+        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY)
+            return route_stop(t, LX_TRACE_AT_ACCESS, r->site->access->rules[i].status);
+    }
+    return route_stop(t, LX_TRACE_AT_CHAIN, 0);
+}
+
 /* The routing of a request, up to its handler chain: target, Host, vhost,
  * path, redirect, rewrite, location, access. Returns 0 when the chain of
  * r->site is to run, else the status to answer with (and *hdr the Location
@@ -445,15 +463,7 @@ static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
         return route_stop(t, LX_TRACE_AT_PATH, 400);
     }
 
-    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, NULL, 0, match_addr, r};
-    if (t) {
-        /* No connection to ask: the address is the one given. */
-        m.addr = t->addr;
-        m.addr_of = NULL;
-        m.md = t->md;
-    } else {
-        m.md = r->w->match_data;
-    }
+    lx_match_ctx_t m = route_ctx(r, t);
     if (r->vhost->redirect) {
         int status = redirect_match(r, &m, t, hdr);
         if (status) return route_stop(t, LX_TRACE_AT_REDIRECT, status);
@@ -469,22 +479,7 @@ static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
         m.path = r->decoded;
         m.len = r->decoded_len;
     }
-    const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
-    if (t) t->location = loc;
-    if (loc) {
-        r->site = &loc->site;
-        if (r->vhost != &r->gen->mass_vhost) {
-            r->root = r->site->root;
-            r->root_len = r->site->root_len;
-        }
-    }
-    if (r->site->access) {
-        int i = lx_ruleset_first(r->site->access, &m);
-        if (t && i >= 0) t->access = &r->site->access->rules[i];
-        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY)
-            return route_stop(t, LX_TRACE_AT_ACCESS, r->site->access->rules[i].status);
-    }
-    return route_stop(t, LX_TRACE_AT_CHAIN, 0);
+    return route_location(r, t, &m);
 }
 
 void lx_request_run(lx_req_t *r) {
@@ -499,6 +494,22 @@ void lx_request_run(lx_req_t *r) {
     } else {
         lx_request_finish(r, status);
     }
+}
+
+/* try_files' internal redirect: the location of the new r->decoded, and
+ * its access rules (a deny is answered here). Returns 0, or 1 when the
+ * request was answered. */
+static int enter_location(lx_req_t *r) {
+    lx_match_ctx_t m = route_ctx(r, NULL);
+    int status = route_location(r, NULL, &m);
+    if (status == 0) return 0;
+    lx_request_finish(r, status);
+    return 1;
+}
+
+int lx_route_location_explain(lx_req_t *r, lx_trace_t *t) {
+    lx_match_ctx_t m = route_ctx(r, t);
+    return route_location(r, t, &m);
 }
 
 int lx_route_explain(lx_req_t *r, lx_trace_t *t) {

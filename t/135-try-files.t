@@ -166,6 +166,18 @@ is "$r->{status} $r->{body}", "200 spa index\n", 'fallback + try_files: GET of a
 $r = got('/fb/route', method => 'POST', body => 'x');
 is $r->{status}, 502, '... a POST goes to the backend (127.0.0.1:1 refuses: 502)';
 
+# --- luxd -t --explain tells the same walk, and the same answer ---------------------
+for my $path ('/app.js', '/docs', '/some/spa/route', '/pretty/a', '/pretty/none', '/gone/x',
+              '/to-far/x', '/to-denied/x', '/cycle/x', '/link.txt', '/linkdir', '/noindex') {
+    my $live = got($path)->{status};
+    my ($rc, $out) = Luxd::run_luxd('-t', '-c', $s->config_file, '--explain', "GET http://localhost$path");
+    my ($said) = $out =~ /^answer: (\d+)/m;
+    is $said, $live, "--explain $path: answer $live, as the server answers" or diag $out;
+}
+my (undef, $ex) = Luxd::run_luxd('-t', '-c', $s->config_file, '--explain', 'GET http://localhost/to-far/x?a=1');
+like $ex, qr{^try_files: "\$uri" "/far/page\.html"\n  "\$uri" is \S+/www/to-far/x: does not exist -> next\n  none is there -> internal redirect to "/far/page\.html" query a=1 \(the location is chosen again\)\nlocation: "/far/" at \S+luxd\.lua:\d+}m,
+  '--explain follows the redirect into the location it lands in' or diag $ex;
+
 $s->stop;
 
 # --- luxd -t: what is refused, at file:line ---------------------------------------
@@ -201,5 +213,9 @@ for my $n (16, 17) {
 # Accepted forms, and -T shows them.
 my ($rc, $out) = Luxd::check_config(qq{server { listen = "127.0.0.1:\$PORT" }\nvhost "a" {\n  root = "\$DIR",\n  try_files = { "\$uri", "\$uri/index.htm", "/index.php?\$args" },\n  location "/x/" { try_files = false },\n}\n});
 is $rc, 0, '"/index.php?$args" and "$uri/index.htm" are accepted' or diag $out;
+(my $tfile = $out) =~ s/.*configuration (\S+) is ok.*/$1/s;
+my (undef, $dump) = Luxd::run_luxd('-T', '-c', $tfile);
+like $dump, qr{^vhost a  \(.*\n(?:  .*\n)*?  try_files \$uri \$uri/index\.htm /index\.php\?\$args$}m, '-T shows the vhost\'s list' or diag $dump;
+like $dump, qr{^  location /x/ .*\n(?:    (?!try_files).*\n)*+(?!    )}m, '... and none under the location that turns it off';
 
 done_testing;

@@ -339,7 +339,7 @@ static int static_handle(lx_req_t *r) {
 /* The n bytes of a try_files entry at e with $uri (and, in the last
  * entry's query, $args) put in: the text in the arena, or NULL when out of
  * memory. */
-static char *expand(lx_req_t *r, const char *e, size_t n, size_t *outlen) {
+char *lx_static_try_expand(lx_req_t *r, const char *e, size_t n, size_t *outlen) {
     char *out = NULL, *o = NULL;
     for (int pass = 0; pass < 2; pass++) {
         size_t len = 0;
@@ -374,7 +374,7 @@ static char *expand(lx_req_t *r, const char *e, size_t n, size_t *outlen) {
  * "$uri/" for "/" becomes "/"), or NULL: a ".." that $uri cannot hold and
  * the schema refuses in the entry, or no memory; either way the entry
  * names no file below the root. */
-static char *clean(lx_req_t *r, const char *p, size_t n, size_t *outlen) {
+char *lx_static_try_clean(lx_req_t *r, const char *p, size_t n, size_t *outlen) {
     char *out = lx_arena_alloc(r->arena, n + 1);
     if (out == NULL || n == 0 || p[0] != '/' || lx_path_clean(p, n, out, outlen) < 0) return NULL;
     return out;
@@ -400,9 +400,9 @@ static int try_files(lx_req_t *r) {
         const char *e = s->try_files[i];
         size_t elen = strlen(e), xlen, len;
         int want_dir = e[elen - 1] == '/';
-        char *x = expand(r, e, elen, &xlen);
+        char *x = lx_static_try_expand(r, e, elen, &xlen);
         if (x == NULL) return 500;
-        char *path = clean(r, x, xlen, &len);
+        char *path = lx_static_try_clean(r, x, xlen, &len);
         if (path == NULL || (!want_dir && path[len - 1] == '/')) continue;
         lx_file_t *f;
         int rc = lookup(r, path, len, NULL, &f);
@@ -444,15 +444,15 @@ static int try_files(lx_req_t *r) {
      * as in nginx. */
     const char *e = s->try_files[last], *q = strchr(e, '?');
     size_t plen, len;
-    char *x = expand(r, e, q ? (size_t)(q - e) : strlen(e), &plen);
+    char *x = lx_static_try_expand(r, e, q ? (size_t)(q - e) : strlen(e), &plen);
     if (x == NULL) return 500;
     if (q) {
         size_t qlen;
-        char *qx = expand(r, q + 1, strlen(q + 1), &qlen);
+        char *qx = lx_static_try_expand(r, q + 1, strlen(q + 1), &qlen);
         if (qx == NULL) return 500;
         r->query = (lx_str_t){qx, qlen};
     }
-    char *path = clean(r, x, plen, &len);
+    char *path = lx_static_try_clean(r, x, plen, &len);
     if (path == NULL) {
         lx_log_error("%s: try_files: \"%s\" gave an unusable path", r->vhost->name,
                      s->try_files[last]);
