@@ -8,6 +8,7 @@
  * server that never shows a hash) at under half the rounds of 2-4. */
 #include "hash.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -22,11 +23,11 @@ static inline uint64_t rotl(uint64_t x, int b) {
     return (x << b) | (x >> (64 - b));
 }
 
+/* A little-endian word: one load on the machines luxd runs on. */
 static inline uint64_t load_le64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return le64toh(v);
 }
 
 #define SIPROUND                                                                                   \
