@@ -184,6 +184,11 @@ $(BUILD)/unit/test_h1resp: t/unit/test_h1resp.c src/upstream/h1resp.c src/upstre
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_h1resp.c src/upstream/h1resp.c $(LL_OBJS)
 
+# The keyed hash (SipHash) against the published vectors.
+$(BUILD)/unit/test_hash: t/unit/test_hash.c src/hash.c src/hash.h src/lx.h t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_hash.c src/hash.c
+
 # The output ring and its writer, against the fake stream the test defines
 # (uv_try_write, uv_write): it links out.c alone, without libuv.
 $(BUILD)/unit/test_out: t/unit/test_out.c src/out.c src/out.h src/conn.h t/unit/tap.h

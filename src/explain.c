@@ -105,6 +105,125 @@ static const char *why(int err) {
     return err == -ENOENT ? "does not exist" : strerror(-err);
 }
 
+/* A directory's index files, then the directory itself (static.c
+ * static_serve for a path ending in '/'), told. */
+static int explain_dir(FILE *out, lx_req_t *r, const char *path, size_t len, int fallback) {
+    const lx_site_t *s = r->site;
+    char full[8192];
+    struct stat st;
+    for (size_t i = 0; i < s->nindex; i++) {
+        char ipath[4096];
+        int n = snprintf(ipath, sizeof(ipath), "%s%s", path, s->index[i]);
+        if (n < 0 || (size_t)n >= sizeof(ipath)) break;
+        int rc = probe(r, ipath, (size_t)n, full, sizeof(full), &st);
+        fprintf(out, "index: %s (index \"%s\") ", full, s->index[i]);
+        if (rc == 0) {
+            fprintf(out, "exists, %lld bytes -> 200\n", (long long)st.st_size);
+            return 200;
+        }
+        fprintf(out, "%s\n", rc == 1 ? "is a directory" : why(rc));
+    }
+    if (s->nindex == 0) fprintf(out, "index: none configured\n");
+    int rc = probe(r, path, len, full, sizeof(full), &st);
+    int res = rc < 0 ? lx_static_status(rc) : rc == 1 ? 403 : 404;
+    if (rc == 1 && s->dir_listing) {
+        fprintf(out, "directory: %s has no index file -> the listing\n", full);
+        r->dir_unindexed = 1; /* as static.c marks it */
+        return LX_DECLINED;
+    }
+    fprintf(out, "directory: %s %s -> ", full,
+            rc == 1   ? "has no index file"
+            : rc == 0 ? "is a file, not a directory"
+                      : why(rc));
+    if (fallback && res == 404) {
+        fprintf(out, "the fallback\n");
+        return LX_DECLINED;
+    }
+    fprintf(out, "%d\n", res);
+    return res;
+}
+
+/* try_files (static.c try_files), told: each entry opened as the file
+ * cache opens it; the first that is there answers. Returns the status, or
+ * LX_REDIRECT with r->decoded (and r->query) set to where the last entry
+ * sends the request. */
+static int explain_try_files(FILE *out, lx_req_t *r) {
+    const lx_site_t *s = r->site;
+    char full[8192];
+    struct stat st;
+    size_t last = s->ntry_files - 1;
+    fprintf(out, "try_files:");
+    for (size_t i = 0; i < s->ntry_files; i++)
+        fprintf(out, " \"%s\"", s->try_files[i]);
+    fprintf(out, "\n");
+    for (size_t i = 0; r->root != NULL && i < last; i++) {
+        const char *e = s->try_files[i];
+        size_t elen = strlen(e), xlen, len;
+        int want_dir = e[elen - 1] == '/';
+        char *x = lx_static_try_expand(r, e, elen, &xlen);
+        char *path = x ? lx_static_try_clean(r, x, xlen, &len) : NULL;
+        if (path == NULL) {
+            fprintf(out, "  \"%s\": names no path below the root -> next\n", e);
+            continue;
+        }
+        if (!want_dir && path[len - 1] == '/') {
+            fprintf(out, "  \"%s\" is \"%s\", a directory's path: no file -> next\n", e, path);
+            continue;
+        }
+        int rc = probe(r, path, len, full, sizeof(full), &st);
+        fprintf(out, "  \"%s\" is %s: ", e, full);
+        if (rc < 0) {
+            int res = lx_static_status(rc);
+            fprintf(out, "%s -> ", why(rc));
+            if (res == 404) {
+                fprintf(out, "next\n");
+                continue;
+            }
+            fprintf(out, "%d\n", res);
+            return res;
+        }
+        if ((rc == 1) != want_dir) {
+            fprintf(out, "%s -> next\n",
+                    rc == 1 ? "a directory, not a file" : "a file, not a directory");
+            continue;
+        }
+        if (want_dir) {
+            fprintf(out, "a directory\n");
+            return explain_dir(out, r, path, len, 0);
+        }
+        if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+            fprintf(out, "exists, but %s is not GET or HEAD -> 405\n",
+                    llhttp_method_name(r->method));
+            return 405;
+        }
+        fprintf(out, "exists, %lld bytes -> 200\n", (long long)st.st_size);
+        return 200;
+    }
+    if (s->try_status) {
+        fprintf(out, "  none is there -> \"%s\": %d\n", s->try_files[last], s->try_status);
+        return s->try_status;
+    }
+    const char *e = s->try_files[last], *q = strchr(e, '?');
+    size_t plen, len;
+    char *x = lx_static_try_expand(r, e, q ? (size_t)(q - e) : strlen(e), &plen);
+    char *path = x ? lx_static_try_clean(r, x, plen, &len) : NULL;
+    if (path == NULL) {
+        fprintf(out, "  none is there -> \"%s\" gives no usable path -> 500\n", e);
+        return 500;
+    }
+    if (q) {
+        size_t qlen;
+        char *qx = lx_static_try_expand(r, q + 1, strlen(q + 1), &qlen);
+        if (qx) r->query = (lx_str_t){qx, qlen};
+    }
+    r->decoded = path;
+    r->decoded_len = len;
+    fprintf(out,
+            "  none is there -> internal redirect to \"%s\"%s%.*s (the location is chosen again)\n",
+            path, r->query.len ? " query " : "", (int)r->query.len, r->query.p);
+    return LX_REDIRECT;
+}
+
 /* The static handler's steps (static.c static_serve), told. Returns the
  * status it answers, or LX_DECLINED when the next handler would run. */
 static int explain_static(FILE *out, lx_req_t *r) {
@@ -118,6 +237,8 @@ static int explain_static(FILE *out, lx_req_t *r) {
     else
         put_site_owner(out, r, (const lx_trace_t *)r->handler_data);
     fprintf(out, ")\n");
+    if (s->ntry_files && !(fallback && r->method != HTTP_GET && r->method != HTTP_HEAD))
+        return explain_try_files(out, r);
     if (r->root == NULL) return LX_DECLINED;
     if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
         fprintf(out, "static: %s is not GET or HEAD -> %s\n", llhttp_method_name(r->method),
@@ -126,38 +247,7 @@ static int explain_static(FILE *out, lx_req_t *r) {
     }
     const char *path = r->decoded;
     size_t len = r->decoded_len;
-    if (path[len - 1] == '/') {
-        for (size_t i = 0; i < s->nindex; i++) {
-            char ipath[4096];
-            int n = snprintf(ipath, sizeof(ipath), "%s%s", path, s->index[i]);
-            if (n < 0 || (size_t)n >= sizeof(ipath)) break;
-            int rc = probe(r, ipath, (size_t)n, full, sizeof(full), &st);
-            fprintf(out, "index: %s (index \"%s\") ", full, s->index[i]);
-            if (rc == 0) {
-                fprintf(out, "exists, %lld bytes -> 200\n", (long long)st.st_size);
-                return 200;
-            }
-            fprintf(out, "%s\n", rc == 1 ? "is a directory" : why(rc));
-        }
-        if (s->nindex == 0) fprintf(out, "index: none configured\n");
-        int rc = probe(r, path, len, full, sizeof(full), &st);
-        int res = rc < 0 ? lx_static_status(rc) : rc == 1 ? 403 : 404;
-        if (rc == 1 && s->dir_listing) {
-            fprintf(out, "directory: %s has no index file -> the listing\n", full);
-            r->dir_unindexed = 1; /* as static.c marks it */
-            return LX_DECLINED;
-        }
-        fprintf(out, "directory: %s %s -> ", full,
-                rc == 1   ? "has no index file"
-                : rc == 0 ? "is a file, not a directory"
-                          : why(rc));
-        if (fallback && res == 404) {
-            fprintf(out, "the fallback\n");
-            return LX_DECLINED;
-        }
-        fprintf(out, "%d\n", res);
-        return res;
-    }
+    if (path[len - 1] == '/') return explain_dir(out, r, path, len, fallback);
     int rc = probe(r, path, len, full, sizeof(full), &st);
     if (rc == 1) {
         fprintf(out, "file: %s is a directory -> 301 to \"%s/\"\n", full, path);
@@ -482,6 +572,8 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
         fprintf(out, "rewrite: none of %u matched\n", r.vhost->rewrite->n);
     }
 
+    int redirects = 0;
+again: /* a try_files redirect chooses the location again */
     if (t.at == LX_TRACE_AT_ACCESS || t.at == LX_TRACE_AT_CHAIN) {
         if (t.location)
             fprintf(out, "location: \"%s\" at %s:%d (longest prefix of \"%s\")\n",
@@ -523,6 +615,16 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
             if (h == &lx_static_handler) {
                 int rc = explain_static(out, &r);
                 if (rc == LX_DECLINED) continue;
+                if (rc == LX_REDIRECT) {
+                    if (++redirects > LX_REDIRECTS_MAX) {
+                        fprintf(out, "try_files: more than %d internal redirects -> 500\n",
+                                LX_REDIRECTS_MAX);
+                        answer = 500;
+                        break;
+                    }
+                    answer = status = lx_route_location_explain(&r, &t);
+                    goto again;
+                }
                 answer = rc;
                 break;
             }

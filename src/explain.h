@@ -59,6 +59,10 @@ typedef struct lx_trace_s {
  * when the request reaches r->site's handler chain, otherwise the status it
  * is answered with (t->at says why). */
 int lx_route_explain(lx_req_t *r, lx_trace_t *t);
+/* After an internal redirect (try_files) changed r->decoded: its location
+ * and access rules, as the request path chooses them again. Returns 0, or
+ * the status of a deny (t->location, t->access, t->at say which). */
+int lx_route_location_explain(lx_req_t *r, lx_trace_t *t);
 
 /* luxd -t -c FILE --explain 'METHOD URL': prints what g would do with the
  * request to out. headers: "Name: value" lines; from: the client's address

@@ -50,15 +50,9 @@ static inline int lx_str_ieq(lx_str_t a, const char *lower, size_t llen) {
     return 1;
 }
 
-static inline uint64_t lx_hash(const void *data, size_t len, uint64_t seed) {
-    /* FNV-1a: short keys (host names, paths), no need for more. */
-    const unsigned char *p = data;
-    uint64_t h = 1469598103934665603ULL ^ seed;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
+/* The keyed hash (SipHash-1-3 under the process's random key, hash.c) of
+ * the tables whose keys a client chooses: seed tells tables or key spaces
+ * apart. */
+uint64_t lx_hash(const void *data, size_t len, uint64_t seed);
 
 #endif

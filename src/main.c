@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "explain.h"
+#include "hash.h"
 #include "log.h"
 #include "lx.h"
 #include "handlers/handler.h"
@@ -286,6 +287,13 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (explain) test = 1; /* an explanation never starts the server */
+    /* Before any table is built: the host table and luxd.shared hash with
+     * this process's key, so clients cannot choose keys that collide. */
+    int hr = lx_hash_seed();
+    if (hr < 0) {
+        fprintf(stderr, "luxd: getrandom: %s (no key for the hash tables)\n", strerror(-hr));
+        return 1;
+    }
 
     char prefix[4096];
     if (getcwd(prefix, sizeof(prefix)) == NULL) {

@@ -219,6 +219,8 @@ static lx_addr_t match_addr(void *ud) {
     return lx_req_addr(ud);
 }
 
+static int enter_location(lx_req_t *r);
+
 /* Runs the site's chain from r->handler on; a handler that waits is run
  * again from where it stopped (lx_request_resume). */
 static void run_chain(lx_req_t *r) {
@@ -228,6 +230,15 @@ static void run_chain(lx_req_t *r) {
         int rc = site->chain[r->handler]->handle(r);
         if (rc == LX_DECLINED) {
             r->handler++;
+            r->handler_data = NULL;
+            continue;
+        }
+        if (rc == LX_REDIRECT) {
+            /* try_files' last entry: the new path's location answers, from
+             * the first handler of its chain (the policy included). */
+            if (enter_location(r)) return;
+            site = r->site;
+            r->handler = 0;
             r->handler_data = NULL;
             continue;
         }
@@ -378,6 +389,47 @@ void lx_req_add_id_header(lx_req_t *r) {
     r->extra_cap = cap;
 }
 
+/* The match context of r's path for its rules: the connection's address
+ * and the loop's match data, or (explaining) those of t. */
+static LX_ROUTE_INLINE lx_match_ctx_t route_ctx(lx_req_t *r, lx_trace_t *t) {
+    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, NULL, 0, match_addr, r};
+    if (t) {
+        /* No connection to ask: the address given (--from), through
+         * real_ip as lx_req_addr takes it. */
+        m.addr = lx_req_realip(r, t->addr);
+        m.addr_of = NULL;
+        m.md = t->md;
+    } else {
+        m.md = r->w->match_data;
+    }
+    return m;
+}
+
+/* The location of r->decoded (the vhost's own site when none matches) and
+ * its access rules: for the request's path, and again for an internal
+ * redirect (try_files), which a deny of the location it lands in stops too.
+ * Returns 0 when the chain of r->site is to run, else the deny's status. */
+static LX_ROUTE_INLINE int route_location(lx_req_t *r, lx_trace_t *t, lx_match_ctx_t *m) {
+    const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
+    if (t) {
+        t->location = loc;
+        t->access = NULL;
+    }
+    r->site = loc ? &loc->site : &r->vhost->site;
+    /* A vhost_dir host's root is its own directory (choose_vhost). */
+    if (r->vhost != &r->gen->mass_vhost) {
+        r->root = r->site->root;
+        r->root_len = r->site->root_len;
+    }
+    if (r->site->access) {
+        int i = lx_ruleset_first(r->site->access, m);
+        if (t && i >= 0) t->access = &r->site->access->rules[i];
+        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY)
+            return route_stop(t, LX_TRACE_AT_ACCESS, r->site->access->rules[i].status);
+    }
+    return route_stop(t, LX_TRACE_AT_CHAIN, 0);
+}
+
 /* The routing of a request, up to its handler chain: target, Host, vhost,
  * path, redirect, rewrite, location, access. Returns 0 when the chain of
  * r->site is to run, else the status to answer with (and *hdr the Location
@@ -412,16 +464,7 @@ static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
         return route_stop(t, LX_TRACE_AT_PATH, 400);
     }
 
-    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, NULL, 0, match_addr, r};
-    if (t) {
-        /* No connection to ask: the address given (--from), through
-         * real_ip as lx_req_addr takes it. */
-        m.addr = lx_req_realip(r, t->addr);
-        m.addr_of = NULL;
-        m.md = t->md;
-    } else {
-        m.md = r->w->match_data;
-    }
+    lx_match_ctx_t m = route_ctx(r, t);
     if (r->vhost->redirect) {
         int status = redirect_match(r, &m, t, hdr);
         if (status) return route_stop(t, LX_TRACE_AT_REDIRECT, status);
@@ -437,22 +480,7 @@ static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
         m.path = r->decoded;
         m.len = r->decoded_len;
     }
-    const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
-    if (t) t->location = loc;
-    if (loc) {
-        r->site = &loc->site;
-        if (r->vhost != &r->gen->mass_vhost) {
-            r->root = r->site->root;
-            r->root_len = r->site->root_len;
-        }
-    }
-    if (r->site->access) {
-        int i = lx_ruleset_first(r->site->access, &m);
-        if (t && i >= 0) t->access = &r->site->access->rules[i];
-        if (i >= 0 && r->site->access->rules[i].kind == LX_RULE_DENY)
-            return route_stop(t, LX_TRACE_AT_ACCESS, r->site->access->rules[i].status);
-    }
-    return route_stop(t, LX_TRACE_AT_CHAIN, 0);
+    return route_location(r, t, &m);
 }
 
 void lx_request_run(lx_req_t *r) {
@@ -467,6 +495,22 @@ void lx_request_run(lx_req_t *r) {
     } else {
         lx_request_finish(r, status);
     }
+}
+
+/* try_files' internal redirect: the location of the new r->decoded, and
+ * its access rules (a deny is answered here). Returns 0, or 1 when the
+ * request was answered. */
+static int enter_location(lx_req_t *r) {
+    lx_match_ctx_t m = route_ctx(r, NULL);
+    int status = route_location(r, NULL, &m);
+    if (status == 0) return 0;
+    lx_request_finish(r, status);
+    return 1;
+}
+
+int lx_route_location_explain(lx_req_t *r, lx_trace_t *t) {
+    lx_match_ctx_t m = route_ctx(r, t);
+    return route_location(r, t, &m);
 }
 
 int lx_route_explain(lx_req_t *r, lx_trace_t *t) {

@@ -48,7 +48,13 @@ enum {
     LX_DONE = 0,      /**< a response is under way (complete, or streaming) */
     LX_DECLINED = -1, /**< not mine: the next handler of the chain */
     LX_ASYNC = -2,    /**< waiting (thread pool, request body, a timer); resumed at this handler */
+    LX_REDIRECT = -3, /**< r->decoded (and r->query) changed: an internal redirect (try_files);
+                         the location is chosen again and its chain runs from the start */
 };
+
+/* Internal redirects a request may take (try_files), as nginx's limit of
+ * 10: past it, a cycle of redirects is answered 500. */
+#define LX_REDIRECTS_MAX 10
 
 /* Where the request body stands. */
 typedef enum {
@@ -129,6 +135,7 @@ struct lx_req_s {
     uint8_t body_state;            /**< lx_body_state_t */
     uint8_t handler;               /**< index in the site's chain of the handler that runs */
     uint8_t method_sent;           /**< the method as sent, once an error page changed it */
+    uint8_t redirects;             /**< internal redirects taken (LX_REDIRECT) */
     unsigned keepalive : 1;        /**< the connection stays open after this response */
     unsigned head : 1;             /**< HEAD: headers only */
     unsigned chunked : 1;          /**< the request body is chunked */

@@ -162,7 +162,9 @@ for my $k (sort keys %schema) {
 my ($caveats) = $src =~ /^\.Sh CAVEATS\n(.*?)(?=^\.Sh |^\.Pp|\z)/ms;
 ok $caveats, 'doc/luxd.lua.5 has a CAVEATS section (what is not in the language yet)';
 my @missing = ($caveats // '') =~ /^\.Ic (\w+)/mg;
-ok @missing >= 1, 'it names keys: ' . join(', ', @missing);
+# The list shrank to nothing as the keys of issue 11 landed; what it names,
+# if anything, must still be missing from the schema.
+note 'CAVEATS names: ' . (join(', ', @missing) || 'no key');
 my %any = map { (split /\./)[1] => 1 } keys %schema;
 for my $k (@missing) {
     ok !$any{$k}, "CAVEATS says $k is not in the language, and the schema has no key $k";

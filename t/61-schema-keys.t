@@ -296,6 +296,10 @@ my %PROOF = (
         b => vh('policy = function(r) local x = 0 for i = 1, 300000 do x = x + i end end'),
         server_a => { policy_budget => 1000 },
     },
+    'server.mime_types' => {
+        server_a => { mime_types => '$DIR/proof.types' }, files => { 'proof.types' => "text/x-proof txt\n" },
+        path => '/g.txt',
+    },
     'server.policy_memory' => {
         a => vh('policy = function(r) local t = {} for i = 1, 64 do t[i] = string.rep("m", 65536) .. i end end'),
         b => vh('policy = function(r) local t = {} for i = 1, 64 do t[i] = string.rep("m", 65536) .. i end end'),
@@ -368,6 +372,7 @@ my %PROOF = (
     },
     'vhost.root'          => { set => 'root = "$DIR/other"', path => '/', files => { 'other/l/index.html' => "other l\n" } },
     'vhost.index'         => { set => 'index = { "home.html" }', path => '/' },
+    'vhost.try_files'     => { set => 'try_files = { "$uri", "/home.html" }', path => '/missing' },
     'vhost.etag'          => { set => 'etag = false', path => '/index.html' },
     'vhost.last_modified' => { set => 'last_modified = false', path => '/index.html' },
     'vhost.cache_control' => { set => 'cache_control = "max-age=7"', path => '/index.html' },

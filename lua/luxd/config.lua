@@ -53,6 +53,8 @@
 --   real_ip           nil | { from = { "CIDR", ... }, header = nil | "Name",
 --                     _file=, _line= }: the proxies trusted to name the client
 --                     (by a PROXY protocol header, and by the header named)
+--   mime_types        nil | absolute path of a mime.types file (read by the
+--                     C loader at every load)
 --   _file, _line      where server { } is (_line 0 when there is none)
 --
 -- desc.mime           { [".ext"] = "type/subtype" }, extensions lower-cased
@@ -73,6 +75,8 @@
 --   default           false unless the config says true (at most one vhost)
 --   root              nil | absolute path
 --   index             { "index.html" }
+--   try_files         nil | { "$uri", ..., "/path" or "=CODE" } (2..16
+--                     strings, checked) | false (a location turns it off)
 --   etag, last_modified   true        gzip_static, dir_listing   false
 --   follow_symlinks   nil (unset) | "owner" | true | false
 --   cache_control     nil | string

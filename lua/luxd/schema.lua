@@ -23,7 +23,7 @@ S.SERVER_ORDER = {
   "access_log", "access_log_buffer", "request_id_header", "keepalive_timeout", "keepalive_requests",
   "tcp_nodelay", "defer_accept", "header_timeout", "body_timeout", "send_timeout",
   "max_header_bytes", "max_body_bytes", "max_connections", "vhost_dir",
-  "drain_timeout", "backlog", "policy_budget", "policy_memory", "real_ip",
+  "drain_timeout", "backlog", "policy_budget", "policy_memory", "real_ip", "mime_types",
 }
 
 -- The defaults an nginx or lighttpd user would expect; see luxd/config.lua.
@@ -326,6 +326,9 @@ local SERVER_KEYS = {
   policy_budget = int(1000),
   policy_memory = int(1048576),
   real_ip = check_real_ip,
+  -- Read by the C loader at every load (src/config/load.c read_mime_types):
+  -- a file that cannot be read is an error at this key's line.
+  mime_types = T.path(),
 }
 
 ---------------------------------------------------------------------------
@@ -607,7 +610,7 @@ end
 -- vhost "name" { } and location "/prefix/" { }
 
 S.VHOST_ORDER = {
-  "aliases", "default", "root", "index", "etag", "last_modified", "cache_control",
+  "aliases", "default", "root", "index", "try_files", "etag", "last_modified", "cache_control",
   "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
   "fallback", "proxy", "proxy_host", "proxy_headers", "proxy_via", "policy", "error_pages",
   "status", "test_handler", "real_ip", "access_log",
@@ -691,6 +694,76 @@ local function check_error_pages(ctx, key, v, what)
       V.fail(ctx, status, fmt('%s must not have "." or ".." segments, got %s', w, V.q(uri)))
     end
     out[status] = uri
+  end
+  return out
+end
+
+-- try_files = { "$uri", "$uri/", "/index.html" }: every entry but the last
+-- is a path tried as a file (ending in "/": as a directory, served by its
+-- index); the last is a path the request is sent to inside luxd (the
+-- location chosen again) or "=CODE". src/handlers/static.c runs it; false
+-- (in a location) turns off what the vhost set.
+S.TRY_FILES_MAX = 16
+local TRY_EXAMPLE = 'try_files = { "$uri", "$uri/", "/index.html" }'
+local function check_try_files(ctx, key, v, what)
+  if v == false then return false end
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt("%s must be a list like %s, got %s", what, TRY_EXAMPLE, V.show(v)))
+  end
+  local n, badk = V.array_len(v)
+  if not n then
+    V.fail(ctx, key, fmt("%s must be a list like %s, but has key %s", what, TRY_EXAMPLE, V.show(badk)))
+  end
+  if n < 2 then
+    V.fail(ctx, key, fmt("%s needs at least two entries, files to try and then a path or " ..
+                         '"=404": %s', what, TRY_EXAMPLE))
+  end
+  if n > S.TRY_FILES_MAX then
+    V.fail(ctx, key, fmt("%s has %d entries; at most %d are allowed", what, n, S.TRY_FILES_MAX))
+  end
+  local out = {}
+  for i = 1, n do
+    local e, w = v[i], fmt("%s[%d]", what, i)
+    if type(e) ~= "string" then V.fail(ctx, key, fmt("%s must be a string, got %s", w, V.show(e))) end
+    if e == "" then V.fail(ctx, key, w .. " must not be empty") end
+    if e:find("[%z\1-\31\127]") then V.fail(ctx, key, w .. " must not contain a control character") end
+    local last = i == n
+    if last and e:sub(1, 1) == "=" then
+      local code = tonumber(e:match("^=(%d%d%d)$"))
+      if not code or code < 400 or code > 599 then
+        V.fail(ctx, key, fmt('%s: %s must be "=" and a status 400..599, as "=404"', w, V.q(e)))
+      end
+    else
+      local path, query = e, nil
+      if last then path, query = e:match("^([^?]*)%??(.*)$") end
+      if not last and e:find("?", 1, true) then
+        V.fail(ctx, key, fmt("%s: %s: only the last entry may have a query (\"?\")", w, V.q(e)))
+      end
+      for name in (path .. "\0"):gmatch("%$([%w_]*)") do
+        if name ~= "uri" then
+          V.fail(ctx, key, fmt("%s: unknown variable %s in %s; try_files knows $uri%s",
+                               w, V.q("$" .. name), V.q(e), last and ' (and $args after "?")' or ""))
+        end
+      end
+      -- $uri is a decoded path, which a query could not carry as it is.
+      for name in (query or ""):gmatch("%$([%w_]*)") do
+        if name ~= "args" then
+          V.fail(ctx, key, fmt("%s: variable %s in the query of %s; the query knows $args only",
+                               w, V.q("$" .. name), V.q(e)))
+        end
+      end
+      if path:sub(1, 1) ~= "/" and path:sub(1, 4) ~= "$uri" then
+        V.fail(ctx, key, fmt('%s: %s must be a path starting with "/" or "$uri"%s', w, V.q(e),
+                             last and ', or "=404"' or ""))
+      end
+      -- The entry is a path in the site as $uri is: "." and ".." segments
+      -- written into it would climb out of the document root.
+      local bare = path:gsub("%$uri", "/u")
+      if ("/" .. bare .. "/"):find("/%.%.?/") then
+        V.fail(ctx, key, fmt('%s: %s must not have "." or ".." segments', w, V.q(e)))
+      end
+    end
+    out[i] = e
   end
   return out
 end
@@ -807,6 +880,7 @@ local VHOST_KEYS = {
   default = T.boolean(),
   root = T.path(),
   index = T.array(T.string(), { single = true }),
+  try_files = check_try_files,
   etag = T.boolean(),
   last_modified = T.boolean(),
   cache_control = T.string({ line = true }),

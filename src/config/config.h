@@ -64,8 +64,14 @@ typedef struct lx_site_s {
     size_t root_len;       /**< strlen(root) */
     const char *root_file; /**< where root is set, for the start-up check */
     int root_line;
-    const char **index;            /**< index file names tried for a path ending in '/' */
-    size_t nindex;                 /**< entries in index */
+    const char **index; /**< index file names tried for a path ending in '/' */
+    size_t nindex;      /**< entries in index */
+    /* try_files: entries but the last are tried as files ("/" at the end:
+     * a directory); the last is a path to send the request to, unless
+     * try_status is set ("=404"). ntry_files 0: off. */
+    const char **try_files;
+    size_t ntry_files;
+    int try_status;
     const char *cache_control;     /**< Cache-Control value, or NULL */
     const char *headers;           /**< pre-built "Name: value\r\n" lines added to every response */
     size_t headers_len;            /**< bytes in headers */
@@ -227,6 +233,9 @@ typedef struct {
     int backlog;                     /**< listen(2) backlog */
     uint64_t policy_budget;          /**< Lua instructions per policy call */
     size_t policy_memory;            /**< Lua bytes per loop for policies */
+    const char *mime_types;          /**< mime_types file read at load, or NULL */
+    int mime_types_line;             /**< line of the mime_types key */
+    size_t mime_types_exts;          /**< extensions it gave (for -T) */
     const char *vhost_dir;           /**< mass hosting root, or NULL */
     size_t vhost_dir_len;            /**< strlen(vhost_dir) */
     const lx_realip_t *real_ip;      /**< real_ip, or NULL; trusts PROXY protocol headers too */

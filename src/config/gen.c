@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../hash.h"
 #include "llhttp.h"
 
 void lx_gen_ref(lx_gen_t *g) {
@@ -122,6 +123,11 @@ static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
     fprintf(out, "%sindex", indent);
     for (size_t i = 0; i < s->nindex; i++)
         fprintf(out, " %s", s->index[i]);
+    if (s->ntry_files) {
+        fprintf(out, "\n%stry_files", indent);
+        for (size_t i = 0; i < s->ntry_files; i++)
+            fprintf(out, " %s", s->try_files[i]);
+    }
     fprintf(out, "\n%setag %s, last_modified %s, gzip_static %s, dir_listing %s\n", indent,
             s->etag ? "on" : "off", s->last_modified ? "on" : "off", s->gzip_static ? "on" : "off",
             s->dir_listing ? "on" : "off");
@@ -228,8 +234,13 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
             s->keepalive_timeout, s->keepalive_requests, s->header_timeout, s->body_timeout,
             s->send_timeout, s->max_header_bytes, (unsigned long long)s->max_body_bytes,
             s->max_connections, s->tcp_nodelay ? "on" : "off", s->defer_accept ? "on" : "off");
+    if (s->mime_types)
+        fprintf(out, "  mime_types %s (%zu extensions)\n", s->mime_types, s->mime_types_exts);
     dump_upstreams(g, out);
-    fprintf(out, "hosts (%zu slots)\n", g->hosts_mask + 1);
+    /* The fingerprint shows the process's hash key is its own (it differs
+     * from run to run) without revealing it. */
+    fprintf(out, "hosts (%zu slots, hash key fingerprint %016llx)\n", g->hosts_mask + 1,
+            (unsigned long long)lx_hash_fingerprint());
     for (size_t i = 0; g->hosts && i <= g->hosts_mask; i++) {
         const lx_host_slot_t *h = &g->hosts[i];
         if (h->vhost)

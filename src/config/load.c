@@ -229,8 +229,9 @@ static int read_server(loader_t *ld, int idx) {
     if (lua_istable(L, -1)) {
         s->error_log_line = (int)get_num(ld, lua_gettop(L), "error_log", s->line);
         s->access_log_line = (int)get_num(ld, lua_gettop(L), "access_log", s->line);
+        s->mime_types_line = (int)get_num(ld, lua_gettop(L), "mime_types", s->line);
     } else {
-        s->error_log_line = s->access_log_line = s->line;
+        s->error_log_line = s->access_log_line = s->mime_types_line = s->line;
     }
     lua_pop(L, 1);
     lua_getfield(L, idx, "access_log");
@@ -259,6 +260,7 @@ static int read_server(loader_t *ld, int idx) {
     s->backlog = (int)get_num(ld, idx, "backlog", 511);
     s->policy_budget = (uint64_t)get_num(ld, idx, "policy_budget", 10000000);
     s->policy_memory = (size_t)get_num(ld, idx, "policy_memory", 64 * 1048576);
+    s->mime_types = get_str(ld, idx, "mime_types", NULL);
     s->vhost_dir = get_str(ld, idx, "vhost_dir", NULL);
     if (s->vhost_dir) {
         size_t dl = strlen(s->vhost_dir);
@@ -409,6 +411,30 @@ static int read_site(loader_t *ld, int idx, lx_site_t *site) {
             site->index[i] = lx_arena_strdup(&ld->g->arena, name);
             lua_pop(L, 1);
         }
+    }
+    lua_pop(L, 1);
+
+    /* try_files: the schema checked the entries; false in a location turns
+     * the vhost's off. */
+    lua_getfield(L, idx, "try_files");
+    if (lua_type(L, -1) == LUA_TBOOLEAN) {
+        site->try_files = NULL;
+        site->ntry_files = 0;
+        site->try_status = 0;
+    } else if (lua_istable(L, -1)) {
+        size_t n = lua_objlen(L, -1);
+        if (n < 2) return fail(ld, "try_files needs at least two entries");
+        site->try_files = lx_arena_alloc(&ld->g->arena, n * sizeof(char *));
+        if (site->try_files == NULL) return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+            lua_rawgeti(L, -1, (int)i + 1);
+            const char *e = lua_tostring(L, -1);
+            site->try_files[i] = lx_arena_strdup(&ld->g->arena, e ? e : "/");
+            lua_pop(L, 1);
+        }
+        site->ntry_files = n;
+        const char *last = site->try_files[n - 1];
+        site->try_status = last[0] == '=' ? atoi(last + 1) : 0;
     }
     lua_pop(L, 1);
 
@@ -986,6 +1012,51 @@ static int read_vhosts(loader_t *ld, int idx) {
     return 0;
 }
 
+/* Appends "file:line: message" to the generation's warnings. */
+static void add_warning(loader_t *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_warning(loader_t *ld, const char *fmt, ...) {
+    lx_gen_t *g = ld->g;
+    char msg[1024];
+    int n = snprintf(msg, sizeof(msg), "%s:%d: ", ld->file ? ld->file : "?", ld->line);
+    if (n < 0 || (size_t)n >= sizeof(msg)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+    va_end(ap);
+    const char **w = lx_arena_alloc(&g->arena, (g->nwarnings + 1) * sizeof(char *));
+    if (w == NULL) return;
+    if (g->nwarnings) memcpy(w, g->warnings, g->nwarnings * sizeof(char *));
+    w[g->nwarnings] = lx_arena_strdup(&g->arena, msg);
+    if (w[g->nwarnings] == NULL) return;
+    g->warnings = w;
+    g->nwarnings++;
+}
+
+/* mime_types = "/etc/mime.types": read here, in the thread that loads the
+ * config, at every load (a reload sees the file as it is then), never while
+ * requests run. Its entries replace the built-in ones; mime { } comes after
+ * and replaces both. */
+static int read_mime_types(loader_t *ld) {
+    const lx_server_conf_t *s = &ld->g->srv;
+    lx_mime_file_stats_t st;
+    ld->file = s->file;
+    ld->line = s->mime_types_line;
+    int r = lx_mime_load_file(ld->g->mime, s->mime_types, &st);
+    if (r == -ENOMEM) return fail(ld, "server: mime_types: out of memory");
+    if (r < 0)
+        return fail(ld, "server: mime_types: cannot read \"%s\": %s", s->mime_types, strerror(-r));
+    ld->g->srv.mime_types_exts = st.exts;
+    if (st.skipped)
+        add_warning(ld,
+                    "mime_types: %zu line%s of %s skipped, not \"type/subtype ext ...\" (the first "
+                    "is line %zu)",
+                    st.skipped, st.skipped == 1 ? "" : "s", s->mime_types, st.first_skipped);
+    if (st.exts == 0)
+        add_warning(ld, "mime_types: %s names no extension; only the built-in types apply",
+                    s->mime_types);
+    return 0;
+}
+
 static int read_mime(loader_t *ld, int idx) {
     lua_State *L = ld->L;
     lua_pushnil(L);
@@ -1030,6 +1101,7 @@ static int convert(loader_t *ld, int desc) {
     else
         r = fail(ld, "no server {} block");
     lua_pop(L, 1);
+    if (r == 0 && ld->g->srv.mime_types) r = read_mime_types(ld);
     if (r == 0) {
         lua_getfield(L, desc, "mime");
         if (lua_istable(L, -1)) r = read_mime(ld, lua_gettop(L));

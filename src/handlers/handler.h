@@ -45,6 +45,11 @@ int lx_listing_takes(const lx_req_t *r);
 /* The status the static handler answers for a file that fails to open
  * with err (404, 403 or 500); --explain says the same. */
 int lx_static_status(int err);
+/* try_files (static.c), for --explain to tell it the same way: an entry's n
+ * bytes with $uri and $args put in (arena), and an expanded path normalised
+ * (NULL: none below the root). */
+char *lx_static_try_expand(lx_req_t *r, const char *e, size_t n, size_t *outlen);
+char *lx_static_try_clean(lx_req_t *r, const char *p, size_t n, size_t *outlen);
 
 #define LX_HANDLERS_MAX 8
 /* All of them, for per-generation and per-loop set-up. */

@@ -320,28 +320,157 @@ static int serve_file(lx_req_t *r, lx_file_t *f, const char *path, size_t len) {
     return serve(r, f);
 }
 
-static int static_serve(lx_req_t *r);
+static int static_serve(lx_req_t *r, const char *path, size_t len);
+static int try_files(lx_req_t *r);
 
 /* With fallback = "upstream", what no file answers is the backend's: a
  * method other than GET and HEAD (before its body is dropped: the backend
  * reads it), and a path no file is at. An error page is served from files
- * only. */
+ * only. With try_files, its last entry answers what no file does (a path
+ * or a status), so only the other methods reach the backend. */
 static int static_handle(lx_req_t *r) {
     int fallback = r->site->fallback && !r->error_status;
     if (fallback && r->method != HTTP_GET && r->method != HTTP_HEAD) return LX_DECLINED;
-    int rc = static_serve(r);
+    if (r->site->ntry_files && !r->error_status) return try_files(r);
+    int rc = static_serve(r, r->decoded, r->decoded_len);
     return fallback && rc == 404 ? LX_DECLINED : rc;
 }
 
-static int static_serve(lx_req_t *r) {
+/* The n bytes of a try_files entry at e with $uri (and, in the last
+ * entry's query, $args) put in: the text in the arena, or NULL when out of
+ * memory. */
+char *lx_static_try_expand(lx_req_t *r, const char *e, size_t n, size_t *outlen) {
+    char *out = NULL, *o = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t len = 0;
+        for (size_t i = 0; i < n;) {
+            const char *v = NULL;
+            size_t vlen = 0;
+            if (n - i >= 4 && memcmp(e + i, "$uri", 4) == 0) {
+                v = r->decoded, vlen = r->decoded_len;
+                i += 4;
+            } else if (n - i >= 5 && memcmp(e + i, "$args", 5) == 0) {
+                v = r->query.p, vlen = r->query.len;
+                i += 5;
+            } else {
+                if (o) o[len] = e[i];
+                len++, i++;
+                continue;
+            }
+            if (o && vlen) memcpy(o + len, v, vlen);
+            len += vlen;
+        }
+        if (pass == 0) {
+            if ((out = o = lx_arena_alloc(r->arena, len + 1)) == NULL) return NULL;
+        } else {
+            o[len] = '\0';
+            *outlen = len;
+        }
+    }
+    return out;
+}
+
+/* The path of an expanded entry, normalised as a request's is ("//" from
+ * "$uri/" for "/" becomes "/"), or NULL: a ".." that $uri cannot hold and
+ * the schema refuses in the entry, or no memory; either way the entry
+ * names no file below the root. */
+char *lx_static_try_clean(lx_req_t *r, const char *p, size_t n, size_t *outlen) {
+    char *out = lx_arena_alloc(r->arena, n + 1);
+    if (out == NULL || n == 0 || p[0] != '/' || lx_path_clean(p, n, out, outlen) < 0) return NULL;
+    return out;
+}
+
+/* try_files = { "$uri", "$uri/", "/index.html" }, as nginx's: each entry
+ * but the last names a file (or, ending in "/", a directory, served by its
+ * index as static_serve serves one) looked up through the file cache, so
+ * the checks run on the thread pool as every open does, below the root and
+ * under the site's follow_symlinks. A file that is not there (or a
+ * directory where a file was asked for, and the other way round) passes to
+ * the next entry; one that is there but refused (a link follow_symlinks
+ * does not follow: 403) or failing (500) answers so, as the static handler
+ * would: unlike nginx, which logs those and tries on, so that a refused
+ * link is not hidden behind the SPA's index page. The last entry is
+ * "=CODE" (that status, with the site's error page) or a path: an internal
+ * redirect, after which the location is chosen again for it. Run again
+ * from the start after an LX_ASYNC wait; the entries then hit the cache. */
+static int try_files(lx_req_t *r) {
+    const lx_site_t *s = r->site;
+    size_t last = s->ntry_files - 1;
+    for (size_t i = 0; r->root != NULL && i < last; i++) {
+        const char *e = s->try_files[i];
+        size_t elen = strlen(e), xlen, len;
+        int want_dir = e[elen - 1] == '/';
+        char *x = lx_static_try_expand(r, e, elen, &xlen);
+        if (x == NULL) return 500;
+        char *path = lx_static_try_clean(r, x, xlen, &len);
+        if (path == NULL || (!want_dir && path[len - 1] == '/')) continue;
+        lx_file_t *f;
+        int rc = lookup(r, path, len, NULL, &f);
+        if (rc == -EAGAIN) return LX_ASYNC;
+        if (rc < 0) return 500;
+        int err = f->err, is_dir = f->is_dir;
+        if (err) {
+            lx_file_unref(f);
+            int st = lx_static_status(err);
+            if (st == 404) continue;
+            return st;
+        }
+        if (is_dir != want_dir) {
+            lx_file_unref(f);
+            continue;
+        }
+        if (want_dir) {
+            lx_file_unref(f);
+            return static_serve(r, path, len);
+        }
+        int res;
+        if (lx_body_discard(r) == LX_ASYNC)
+            res = LX_ASYNC;
+        else if (r->method != HTTP_GET && r->method != HTTP_HEAD)
+            res = 405;
+        else
+            res = serve_file(r, f, path, len);
+        lx_file_unref(f);
+        return res;
+    }
+    if (s->try_status) return s->try_status;
+    if (++r->redirects > LX_REDIRECTS_MAX) {
+        lx_log_error("%s: try_files: more than %d internal redirects (a cycle?), last to %s",
+                     r->vhost->name, LX_REDIRECTS_MAX, s->try_files[last]);
+        return 500;
+    }
+    /* The query starts at the entry's own '?' (a "?" that $uri brings in
+     * is a decoded %3F, part of the path); without one the client's stays,
+     * as in nginx. */
+    const char *e = s->try_files[last], *q = strchr(e, '?');
+    size_t plen, len;
+    char *x = lx_static_try_expand(r, e, q ? (size_t)(q - e) : strlen(e), &plen);
+    if (x == NULL) return 500;
+    if (q) {
+        size_t qlen;
+        char *qx = lx_static_try_expand(r, q + 1, strlen(q + 1), &qlen);
+        if (qx == NULL) return 500;
+        r->query = (lx_str_t){qx, qlen};
+    }
+    char *path = lx_static_try_clean(r, x, plen, &len);
+    if (path == NULL) {
+        lx_log_error("%s: try_files: \"%s\" gave an unusable path", r->vhost->name,
+                     s->try_files[last]);
+        return 500;
+    }
+    r->decoded = path;
+    r->decoded_len = len;
+    return LX_REDIRECT;
+}
+
+/* Serves path (the request's, or a try_files entry's) below the root. */
+static int static_serve(lx_req_t *r, const char *path, size_t len) {
     const lx_site_t *s = r->site;
     if (r->root == NULL) return LX_DECLINED;
     /* A body nobody reads is dropped before the answer, so that one over
      * max_body_bytes still gets its 413. */
     if (lx_body_discard(r) == LX_ASYNC) return LX_ASYNC;
     if (r->method != HTTP_GET && r->method != HTTP_HEAD && !r->error_status) return 405;
-    const char *path = r->decoded;
-    size_t len = r->decoded_len;
     lx_file_t *f;
     int res = LX_DONE;
     int rc;
@@ -375,6 +504,10 @@ static int static_serve(lx_req_t *r) {
         if (f->err == 0 && f->is_dir && s->dir_listing && !r->error_status) {
             r->dir_unindexed = 1;
             res = LX_DECLINED;
+            /* The listing handler lists r->decoded: a try_files "$uri/" entry's
+             * directory is the one to list. */
+            r->decoded = (char *)path;
+            r->decoded_len = len;
         }
         lx_file_unref(f);
         return res;

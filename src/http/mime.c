@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ typedef struct {
     uint32_t hash;      /**< hash of ext, kept so growing need not rehash strings */
     uint8_t ext_owned;  /**< ext was allocated by lx_mime_add */
     uint8_t type_owned; /**< type was allocated by lx_mime_add */
+    uint8_t from_file;  /**< set by lx_mime_load_file: a later line of the file keeps it */
 } mime_slot_t;
 
 struct lx_mime_s {
@@ -197,7 +199,7 @@ static int grow_if_needed(lx_mime_t *m) {
 /* Stores ext -> type, replacing an existing entry. `ext` must already be
  * lower case. On success the table owns what the flags say it owns. */
 static int insert(lx_mime_t *m, const char *ext, size_t n, const char *type, int ext_owned,
-                  int type_owned) {
+                  int type_owned, int from_file) {
     uint32_t h = ext_hash(ext, n);
     mime_slot_t *slot;
     int err;
@@ -208,6 +210,7 @@ static int insert(lx_mime_t *m, const char *ext, size_t n, const char *type, int
         if (slot->type_owned) free((char *)slot->type);
         slot->type = type;
         slot->type_owned = (uint8_t)type_owned;
+        slot->from_file = (uint8_t)from_file;
         if (ext_owned) free((char *)ext);
         return 0;
     }
@@ -221,6 +224,7 @@ static int insert(lx_mime_t *m, const char *ext, size_t n, const char *type, int
     slot->type = type;
     slot->ext_owned = (uint8_t)ext_owned;
     slot->type_owned = (uint8_t)type_owned;
+    slot->from_file = (uint8_t)from_file;
     m->count++;
     return 0;
 }
@@ -238,7 +242,7 @@ lx_mime_t *lx_mime_new(void) {
         return NULL;
     }
     for (i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++) {
-        if (insert(m, builtin[i].ext, strlen(builtin[i].ext), builtin[i].type, 0, 0) != 0) {
+        if (insert(m, builtin[i].ext, strlen(builtin[i].ext), builtin[i].type, 0, 0, 0) != 0) {
             lx_mime_free(m);
             return NULL;
         }
@@ -275,29 +279,23 @@ static int wants_charset(const char *type) {
            has_suffix(type, n, "+xml");
 }
 
-int lx_mime_add(lx_mime_t *m, const char *ext, const char *type) {
-    size_t n, tn, i;
+/* Adds ext (n bytes, no dot) -> type, with the charset rule; the type has
+ * been checked. from_file: an entry of a mime.types file, which does not
+ * replace one the file gave before. */
+static int add_entry(lx_mime_t *m, const char *ext, size_t n, const char *type, int from_file) {
+    size_t tn = strlen(type), i;
     char *k, *v;
     int err;
 
-    if (ext == NULL || ext[0] != '.' || type == NULL) return -EINVAL;
-    ext++;
-    n = strlen(ext);
-
-    /* Lookup only ever sees what follows the last dot of the last segment, so
-     * a key that is empty or holds a '.' or '/' could never match: refusing
-     * it tells the config author at load time instead of silently never. */
-    if (n == 0 || strchr(ext, '.') != NULL || strchr(ext, '/') != NULL) return -EINVAL;
-
-    /* The type goes into a response header verbatim, so a control byte (a CR
-     * or LF above all) would let a config split the response. */
-    tn = strlen(type);
-    if (tn == 0) return -EINVAL;
-    for (i = 0; i < tn; i++) {
-        unsigned char c = (unsigned char)type[i];
-        if (c < 0x20 || c == 0x7f) return -EINVAL;
+    if (from_file) {
+        char low[LX_MIME_LINE_MAX + 1];
+        if (n < sizeof(low)) {
+            for (i = 0; i < n; i++)
+                low[i] = ascii_lower(ext[i]);
+            const mime_slot_t *old = find_slot(m->slots, m->cap, low, n, ext_hash(low, n));
+            if (old->ext != NULL && old->from_file) return 0; /* the first line wins */
+        }
     }
-
     k = malloc(n + 1);
     if (k == NULL) return -ENOMEM;
     for (i = 0; i < n; i++)
@@ -319,11 +317,139 @@ int lx_mime_add(lx_mime_t *m, const char *ext, const char *type) {
         return -ENOMEM;
     }
 
-    err = insert(m, k, n, v, 1, 1);
+    err = insert(m, k, n, v, 1, 1, from_file);
     if (err) {
         free(k);
         free(v);
     }
+    return err;
+}
+
+int lx_mime_add(lx_mime_t *m, const char *ext, const char *type) {
+    size_t n, tn, i;
+
+    if (ext == NULL || ext[0] != '.' || type == NULL) return -EINVAL;
+    ext++;
+    n = strlen(ext);
+
+    /* Lookup only ever sees what follows the last dot of the last segment, so
+     * a key that is empty or holds a '.' or '/' could never match: refusing
+     * it tells the config author at load time instead of silently never. */
+    if (n == 0 || strchr(ext, '.') != NULL || strchr(ext, '/') != NULL) return -EINVAL;
+
+    /* The type goes into a response header verbatim, so a control byte (a CR
+     * or LF above all) would let a config split the response. */
+    tn = strlen(type);
+    if (tn == 0) return -EINVAL;
+    for (i = 0; i < tn; i++) {
+        unsigned char c = (unsigned char)type[i];
+        if (c < 0x20 || c == 0x7f) return -EINVAL;
+    }
+    return add_entry(m, ext, n, type, 0);
+}
+
+/* RFC 9110 tchar: what a type's halves and an extension are made of. */
+static int is_tchar(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* "type/subtype": two runs of tchar around one slash. */
+static int is_media_type(const char *p, size_t n) {
+    const char *slash = memchr(p, '/', n);
+    if (slash == NULL || slash == p || slash == p + n - 1) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (p + i != slash && !is_tchar((unsigned char)p[i])) return 0;
+    return 1;
+}
+
+static int is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* One line of a mime.types file: 1 when used or blank, 0 when malformed,
+ * or a negative errno. */
+static int load_line(lx_mime_t *m, char *line, size_t len, lx_mime_file_stats_t *st) {
+    char *p = line, *end = line + len;
+    char *words[2];
+    size_t wlen[2];
+    int nwords = 0;
+    /* The type. */
+    while (p < end && is_space(*p))
+        p++;
+    if (p == end || *p == '#') return 1;
+    words[0] = p;
+    while (p < end && !is_space(*p))
+        p++;
+    wlen[0] = (size_t)(p - words[0]);
+    if (!is_media_type(words[0], wlen[0])) return 0;
+    char type[LX_MIME_LINE_MAX + 1];
+    memcpy(type, words[0], wlen[0]);
+    type[wlen[0]] = '\0';
+    /* Every extension is checked before any is added: a malformed line
+     * adds nothing. */
+    for (int pass = 0; pass < 2; pass++) {
+        char *q = p;
+        for (;;) {
+            while (q < end && is_space(*q))
+                q++;
+            if (q == end || *q == '#') break;
+            words[1] = q;
+            while (q < end && !is_space(*q))
+                q++;
+            wlen[1] = (size_t)(q - words[1]);
+            if (pass == 0) {
+                for (size_t i = 0; i < wlen[1]; i++)
+                    if (!is_tchar((unsigned char)words[1][i])) return 0;
+                continue;
+            }
+            nwords++;
+            /* "gpkg.tar": lookups see only what follows the last dot, so
+             * such a name can never match; it is passed over. */
+            if (memchr(words[1], '.', wlen[1]) != NULL) continue;
+            int r = add_entry(m, words[1], wlen[1], type, 1);
+            if (r < 0) return r;
+            st->exts++;
+        }
+    }
+    if (nwords) st->types++;
+    return 1;
+}
+
+int lx_mime_load_file(lx_mime_t *m, const char *path, lx_mime_file_stats_t *st) {
+    memset(st, 0, sizeof(*st));
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return -errno;
+    char buf[LX_MIME_LINE_MAX + 2];
+    size_t lineno = 0;
+    int err = 0;
+    while (fgets(buf, sizeof(buf), f) != NULL) {
+        size_t len = strlen(buf);
+        lineno++;
+        int complete = len > 0 && buf[len - 1] == '\n';
+        if (complete) len--;
+        int good;
+        if (!complete && !feof(f)) {
+            /* Longer than the limit: the rest of it is read and dropped. */
+            int c;
+            while ((c = getc(f)) != EOF && c != '\n')
+                ;
+            good = 0;
+        } else if (memchr(buf, '\0', len) != NULL || len > LX_MIME_LINE_MAX) {
+            good = 0; /* a NUL byte: not a text line */
+        } else {
+            good = load_line(m, buf, len, st);
+            if (good < 0) {
+                err = good;
+                break;
+            }
+        }
+        if (!good) {
+            if (st->skipped++ == 0) st->first_skipped = lineno;
+        }
+    }
+    if (err == 0 && ferror(f)) err = -(errno ? errno : EIO);
+    fclose(f);
     return err;
 }
 

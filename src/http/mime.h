@@ -22,6 +22,26 @@ lx_mime_t *lx_mime_new(void);
  * unchanged. Not thread-safe: call only while building the table. */
 int lx_mime_add(lx_mime_t *m, const char *ext, const char *type);
 
+/* mime_types = "/etc/mime.types": lines of "type/subtype ext1 ext2 ...",
+ * the format of Debian's media-types (and Apache's): blank lines and words
+ * from one starting with '#' on are ignored, a type without extensions adds
+ * nothing. An entry of the file replaces a built-in one; within the file the
+ * first line that names an extension keeps it; an extension with a dot in
+ * it ("gpkg.tar") is passed over, as no lookup could match it. Types get the
+ * charset of lx_mime_add. A line that is not of that form (no '/' in its
+ * first word, a byte no media type or extension has, a NUL byte, or longer
+ * than LX_MIME_LINE_MAX bytes before its newline) is skipped whole and
+ * counted. Returns 0, or a negative errno when the file cannot be opened or
+ * read (-ENOMEM: out of memory). Not thread-safe: while building. */
+#define LX_MIME_LINE_MAX 4096
+typedef struct {
+    size_t types;         /**< lines that gave a type at least one extension */
+    size_t exts;          /**< extensions added */
+    size_t skipped;       /**< malformed lines skipped */
+    size_t first_skipped; /**< the line number of the first of them, or 0 */
+} lx_mime_file_stats_t;
+int lx_mime_load_file(lx_mime_t *m, const char *path, lx_mime_file_stats_t *st);
+
 /* The type for the last extension of `path` (the part after the last '.' of the
  * last segment: "file.tar.gz" gives the type of "gz"), or
  * "application/octet-stream" when there is none or it is unknown. A segment's

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "http/mime.h"
 #include "tap.h"
@@ -194,6 +195,75 @@ int main(void) {
 
     lx_mime_free(m);
     lx_mime_free(NULL);
+    ok(1, "lx_mime_free(NULL) is a no-op");
+
+    /* mime_types files (lx_mime_load_file). */
+    {
+        char mpath[] = "/tmp/luxd-mime-XXXXXX";
+        int fd = mkstemp(mpath);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        ok(f != NULL, "a temporary mime.types");
+        if (f == NULL) return done_testing();
+        fputs("# comment line\n"
+              "\n"
+              "text/x-readme\treadme  READ # a comment after the extensions\n"
+              "image/png png PNGX\n"          /* replaces nothing: same type */
+              "application/x-override html\n" /* replaces a built-in */
+              "text/x-later html\n"           /* the file's first line keeps html */
+              "application/only-type\n"       /* no extensions: nothing */
+              "application/x-tar gpkg.tar tarx\n"
+              "notatype ext\n"                        /* malformed: no slash */
+              "text/bad ok b;ad\n"                    /* malformed: ';' */
+              "application/x-params; charset=x ext\n" /* malformed: ';' in the type */
+              "  text/indented   ind\r\n",
+              f);
+        /* At the limit and one past: LX_MIME_LINE_MAX bytes before the newline. */
+        char line[LX_MIME_LINE_MAX + 2];
+        const char *head = "text/x-long aaa ";
+        memset(line, 'b', sizeof(line));
+        memcpy(line, head, strlen(head));
+        line[LX_MIME_LINE_MAX] = '\0';
+        line[LX_MIME_LINE_MAX - 4] = ' ';
+        memcpy(line + LX_MIME_LINE_MAX - 3, "lim", 3);
+        fprintf(f, "%s\n", line); /* exactly the limit: used */
+        line[0] = 'T';
+        memcpy(line + LX_MIME_LINE_MAX - 3, "lix", 3);
+        line[LX_MIME_LINE_MAX] = 'x';
+        line[LX_MIME_LINE_MAX + 1] = '\0';
+        memcpy(line, "text/x-past aaa ", 16);
+        fprintf(f, "%s\n", line); /* one byte over: skipped */
+        fputs("text/x-after after\n", f);
+        fclose(f);
+
+        lx_mime_t *fm = lx_mime_new();
+        lx_mime_file_stats_t st;
+        is_int(lx_mime_load_file(fm, mpath, &st), 0, "the file loads");
+        t(fm, "/x.readme", "text/x-readme" UTF8);
+        t(fm, "/a.read", "text/x-readme" UTF8);
+        t(fm, "/x.html", "application/x-override");
+        t(fm, "/x.pngx", "image/png");
+        t(fm, "/x.tarx", "application/x-tar");
+        t(fm, "/x.tar", "application/x-tar");
+        t(fm, "/x.ind", "text/indented" UTF8);
+        t(fm, "/x.ext", OCTET);
+        t(fm, "/x.ok", OCTET);
+        t(fm, "/x.css", "text/css" UTF8); /* the built-in table is the fallback */
+        t(fm, "/x.lim", "text/x-long" UTF8);
+        t(fm, "/x.lix", OCTET);
+        t(fm, "/x.after", "text/x-after" UTF8);
+        is_int((long long)st.skipped, 4, "four lines skipped");
+        is_int((long long)st.first_skipped, 9, "the first of them is line 9");
+        is_int((long long)st.types, 8, "eight lines name extensions (text/x-later among them)");
+        /* A later mime { } entry still replaces what the file gave. */
+        is_int(lx_mime_add(fm, ".html", "text/html"), 0, "mime {} after the file");
+        t(fm, "/x.html", "text/html" UTF8);
+        lx_mime_free(fm);
+        unlink(mpath);
+        fm = lx_mime_new();
+        is_int(lx_mime_load_file(fm, mpath, &st), -ENOENT, "a missing file: -ENOENT");
+        is_int(lx_mime_load_file(fm, "/tmp", &st), -EISDIR, "a directory: -EISDIR");
+        lx_mime_free(fm);
+    }
     ok(1, "lx_mime_free(NULL) is a no-op");
 
     return done_testing();
