@@ -772,7 +772,7 @@ if d then
   same(d.vhosts[1].locations[1], {
     prefix = "/s/", root = prefix .. "/static", index = { "i.html" }, headers = { { "X-A", "1" } },
     access = { { action = "deny", suffix = { ".php" }, status = 403, _file = "conf/luxd.lua", _line = 3 } },
-    _file = "conf/luxd.lua", _line = 2,
+    _file = "conf/luxd.lua", _line = 2, _root_line = 2,
   }, "location normalized like the vhost")
 end
 
