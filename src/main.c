@@ -233,8 +233,9 @@ int main(int argc, char **argv) {
     const char *sig = NULL;
     int test = 0, dump = 0, opt;
     const char *explain = NULL, *from = NULL;
-    const char **headers = NULL;
-    size_t nheaders = 0;
+    /* Static: the early returns below leave it to the exit, reachable. */
+    static const char **headers = NULL;
+    static size_t nheaders = 0;
     lx_config_test_handlers = lx_handlers_have_test();
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'v'},
