@@ -135,6 +135,10 @@ const lx_gen_t *lx_conn_gen(const lx_conn_t *c);
 void lx_sess_pool_free(lx_worker_t *w);
 /* Deadline expiry for the loop's queue (worker.c sets it up). */
 void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind);
+/* client.c: the PROXY protocol header at the head of s's read buffer.
+ * Returns 1 when taken (what follows is the first request), 0 when more
+ * bytes are needed, -1 when the connection is to be closed. */
+int lx_conn_proxy_header(lx_conn_t *c, lx_sess_t *s);
 
 /* Between the request and its connection (request.c, response.c, body.c):
  * what the request asks of the connection, never by writing its fields. */
