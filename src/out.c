@@ -382,6 +382,9 @@ static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
 int lx_out_flush(lx_sess_t *s) {
     lx_out_t *o = &s->out;
     if (o->writing || o->file_io) return -EAGAIN; /* its callback flushes again */
+    /* What the probes found holds only while this call runs: a client that
+     * stalled since may find those pages evicted (t/160). */
+    o->warm_to = 0;
     uv_stream_t *st = stream_of(s);
     int fd = st->io_watcher.fd;
     while (o->n) {

@@ -51,7 +51,8 @@ typedef struct {
     char *work_buf;              /**< its buffer */
     uint64_t work_off, work_len; /**< what it reads */
     ssize_t work_got;            /**< what it read, or -errno */
-    uint64_t warm_to; /**< the head file piece's bytes below this were found in the page cache */
+    uint64_t warm_to; /**< the head file piece's bytes below this were found in the page cache (by
+                         this lx_out_flush call) */
     unsigned writing : 1; /**< a uv_write is in flight */
     unsigned file_io : 1; /**< a thread-pool read is in flight */
     unsigned failed : 1;  /**< out of queue entries or memory: the response is short */
