@@ -324,7 +324,7 @@ static void sess_detach(lx_conn_t *c) {
 void lx_req_enter(lx_req_t *r) {
     lx_sess_t *s = lx_sess_of(r);
     lx_sess_enter(s);
-    s->cork++;
+    if (s->cork++ == 0) s->out.burst = 0; /* a turn of the loop of its own */
 }
 
 void lx_req_leave(lx_req_t *r) {
@@ -518,6 +518,7 @@ static void got_bytes(lx_conn_t *c, char *base, size_t n) {
         s->rlen = s->rpos = 0;
     }
     s->rlen += n;
+    s->out.burst = 0; /* a turn of the loop of its own (out.c BURST_MAX) */
     lx_st_add(&s->w->stats->bytes_in, n);
     conn_parse(c);
 }

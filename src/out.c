@@ -21,6 +21,11 @@
 /* Bytes of a file written by uv_write when the socket is full (see
  * file_to_buffer). */
 #define WAIT_PIECE (4 * 1024)
+/* Bytes written at once (uv_try_write) in one turn of the loop before the
+ * next go by uv_write, whose callback comes from the loop: a producer that
+ * sends as long as the socket takes (a fast client of a long stream) lets
+ * the loop's other connections have their turn (t/163). */
+#define BURST_MAX (256 * 1024)
 
 /* Entry i of the queue, counted from its head (i < LX_OUT_MAX, so one
  * compare wraps it: no division by LX_OUT_MAX in the hot path). */
@@ -67,6 +72,7 @@ void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
     o->queued = 0;
     o->failed = 0;
     o->full = 0;
+    o->burst = 0;
     o->warm_to = 0;
 }
 
@@ -222,7 +228,8 @@ static void on_write(uv_write_t *req, int status) {
     lx_out_t *o = container_of(req, lx_out_t, wreq);
     lx_sess_t *s = container_of(o, lx_sess_t, out);
     o->writing = 0;
-    o->full = 0; /* the socket took these bytes: it may take the next at once */
+    o->full = 0;  /* the socket took these bytes: it may take the next at once */
+    o->burst = 0; /* and the loop has run since */
     free(o->obuf_old);
     o->obuf_old = NULL;
     if (status == 0) consume(s, o->wlen);
@@ -434,7 +441,7 @@ int lx_out_flush(lx_sess_t *s) {
         }
         /* A socket just found full would refuse a try as well: libuv
          * waits for it (its uv_write tries once more first). */
-        if (o->full) return write_rest(s, bufs, nb, 0);
+        if (o->full || o->burst > BURST_MAX) return write_rest(s, bufs, nb, 0);
         ssize_t r;
         if (before_file && !has_buf && uv_stream_get_write_queue_size(st) == 0) {
             /* Headers before a file: what uv_try_write does (a writev while
@@ -449,6 +456,7 @@ int lx_out_flush(lx_sess_t *s) {
             if (r == UV_EAGAIN) r = 0;
         }
         if (r < 0) return (int)r;
+        o->burst += (uint32_t)r;
         if ((size_t)r < total) {
             o->full = 1;
             int e = write_rest(s, bufs, nb, (size_t)r);

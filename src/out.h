@@ -57,6 +57,7 @@ typedef struct {
     unsigned file_io : 1; /**< a thread-pool read is in flight */
     unsigned failed : 1;  /**< out of queue entries or memory: the response is short */
     unsigned full : 1;    /**< the socket refused bytes and no uv_write has finished since */
+    uint32_t burst;       /**< bytes written at once since the loop last ran this connection */
 } lx_out_t;
 
 void lx_out_init(lx_out_t *o);
