@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,32 +36,85 @@ void lx_log_set_file_owner(uid_t uid, gid_t gid) {
     owner_gid = gid;
 }
 
+int lx_log_std_fd(const char *path) {
+    if (strcmp(path, "stdout") == 0 || strcmp(path, "/dev/stdout") == 0) return 1;
+    if (strcmp(path, "stderr") == 0 || strcmp(path, "/dev/stderr") == 0) return 2;
+    return -1;
+}
+
+/* What is open on fd must be a log: a regular file, or a character device
+ * such as /dev/null or a terminal. O_NONBLOCK (against a FIFO planted to
+ * hang the open) is cleared again for the writes. */
+static int check_log_fd(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) < 0) return -errno;
+    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) return LX_ENOTFILE;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) return -errno;
+    return 0;
+}
+
 int lx_log_open_file(const char *path) {
-    int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY;
+    /* Logs are opened as root, in directories (LogsDirectory=, a package's
+     * /var/log/luxd) that may belong to the user luxd serves as: a link
+     * that user planted must not make root append to a file of its
+     * choosing (nginx's CVE-2016-1247), so the last component is never
+     * followed, and only a regular file or a device is written to. */
+    int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK;
     for (int tries = 0; tries < 8; tries++) {
         int fd = open(path, flags);
-        if (fd >= 0 || errno != ENOENT) return fd < 0 ? -errno : fd;
-        /* Created here: when luxd is about to drop root for `user`, the
-         * file becomes that user's, as nginx's are after a reopen, so that
-         * a reopen after the drop (logrotate's copytruncate, or a file
-         * nobody moved) can open it again. A file that was there already
-         * keeps its owner. */
-        fd = open(path, flags | O_CREAT | O_EXCL, 0644);
-        if (fd >= 0) {
+        if (fd < 0 && errno == ELOOP) return LX_ESYMLINK;
+        if (fd < 0 && errno == ENXIO) {
+            /* A FIFO no one reads (O_NONBLOCK), or a socket. */
+            struct stat st;
+            if (lstat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+                return LX_ENOTFILE;
+            return -ENXIO;
+        }
+        if (fd < 0 && errno != ENOENT) return -errno;
+        if (fd < 0) {
+            /* Created here: when luxd is about to drop root for `user`,
+             * the file becomes that user's, as nginx's are after a reopen,
+             * so that a reopen after the drop (logrotate's copytruncate, or
+             * a file nobody moved) can open it again. A file that was there
+             * already keeps its owner. */
+            fd = open(path, flags | O_CREAT | O_EXCL, 0644);
+            if (fd < 0 && errno == EEXIST) continue; /* made by someone else meanwhile */
+            if (fd < 0) return -errno;
             if (owner_uid != (uid_t)-1 && fchown(fd, owner_uid, owner_gid) < 0) {
                 /* Still a working log: only a later reopen may fail. */
             }
-            return fd;
         }
-        if (errno != EEXIST) return -errno;
-        /* Made by someone else between the two opens: open that one. */
+        int r = check_log_fd(fd);
+        if (r < 0) {
+            close(fd);
+            return r;
+        }
+        return fd;
     }
     return -EEXIST;
 }
 
+const char *lx_file_strerror(int err) {
+    switch (err) {
+    case LX_ESYMLINK:
+        return "it is a symbolic link, which luxd does not follow there (it opens the file as "
+               "root, in a directory another user may write); name the file itself";
+    case LX_ENOTFILE: return "not a regular file (nor, for a log, a device such as /dev/null)";
+    case LX_ENOTOWNER:
+        return "the file is not luxd's own (its owner is neither the user luxd runs as nor "
+               "root); remove it";
+    case LX_ELINKED:
+        return "the file has other hard links, so it may be another file's name; remove it";
+    case LX_ELOCKED:
+        return "another process holds its lock: a luxd with this pid_file is running already";
+    default: return strerror(-err);
+    }
+}
+
 static int open_path(const char *path) {
-    if (strcmp(path, "stderr") == 0) return 2;
-    return lx_log_open_file(path);
+    int fd = lx_log_std_fd(path);
+    return fd >= 0 ? fd : lx_log_open_file(path);
 }
 
 int lx_log_open(const char *path, int level) {
@@ -68,14 +122,15 @@ int lx_log_open(const char *path, int level) {
     if (fd < 0) return fd;
     char *copy = strdup(path);
     if (copy == NULL) {
-        if (fd != 2) close(fd);
+        if (fd > 2) close(fd);
         return -ENOMEM;
     }
     pthread_mutex_lock(&log_lock);
     /* dup2 swaps the file behind the descriptor atomically, so a thread
      * writing a line at this moment writes it whole to the old or new file,
-     * never to a closed or reused descriptor. */
-    if (fd != 2 && log_fd != 2) {
+     * never to a closed or reused descriptor. fds 1 and 2 are luxd's own
+     * (a journal's socket, a terminal) and are never replaced or closed. */
+    if (fd > 2 && log_fd > 2) {
         dup2(fd, log_fd);
         close(fd);
     } else {
@@ -93,7 +148,11 @@ int lx_log_reopen(void) {
     char *path = log_path ? strdup(log_path) : NULL;
     int level = log_level;
     pthread_mutex_unlock(&log_lock);
-    if (path == NULL) return 0;
+    /* stdout and stderr are luxd's own fds: nothing to reopen. */
+    if (path == NULL || lx_log_std_fd(path) >= 0) {
+        free(path);
+        return 0;
+    }
     int r = lx_log_open(path, level);
     free(path);
     return r;

@@ -19,13 +19,30 @@ enum {
 /* Returns the level for a name ("info"), or -EINVAL. */
 int lx_log_level_parse(const char *name);
 
-/* Opens `path` (or "stderr") for appending and makes it the error log; the old
- * one is closed. Returns 0 or a negative errno, leaving the old log in place. */
+/* Opens `path` (or "stderr", "stdout") for appending and makes it the error
+ * log; the old one is closed. Returns 0 or a negative errno, leaving the old
+ * log in place. */
 int lx_log_open(const char *path, int level);
 /* Opens a log file for appending, creating it (mode 0644) when it is not
- * there; a file created gets the owner set with lx_log_set_file_owner.
+ * there; a file created gets the owner set with lx_log_set_file_owner. A
+ * last component that is a symbolic link is refused (LX_ESYMLINK), and so
+ * is anything but a regular file or a character device (LX_ENOTFILE).
  * Returns the fd or a negative errno. */
 int lx_log_open_file(const char *path);
+/* 1 for "stdout" or "/dev/stdout", 2 for "stderr" or "/dev/stderr": the fds
+ * luxd was started with, written to as they are (a journal's socket cannot
+ * be opened by name) and never reopened or closed. -1 for anything else. */
+int lx_log_std_fd(const char *path);
+/* Why a file luxd opens as root was refused, beyond errno's codes. */
+enum {
+    LX_ESYMLINK = -20001,  /* the last component is a symbolic link */
+    LX_ENOTFILE = -20002,  /* not a regular file (nor a device, for a log) */
+    LX_ENOTOWNER = -20003, /* owned by someone other than luxd's user or root */
+    LX_ELINKED = -20004,   /* a regular file with more than one name */
+    LX_ELOCKED = -20005,   /* a pid file another process holds locked */
+};
+/* strerror for errno codes and the LX_E* above (err negative). */
+const char *lx_file_strerror(int err);
 void lx_log_set_file_owner(uid_t uid, gid_t gid);
 /* Reopens the current path (SIGUSR1, after logrotate moved the file). */
 int lx_log_reopen(void);

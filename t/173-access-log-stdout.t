@@ -55,6 +55,16 @@ if ($up) {
     my $t = time + 3;
     while (time < $t && $got !~ /\n/) { my $n = sysread($journal, my $b, 4096); $got .= $b if $n; sleep 0.05 }
     is($got, "OUT 200 /\n", 'its line on the socket');
+    # A reopen leaves fd 1 alone: opening /dev/stdout again would fail.
+    kill 'USR1', $pid;
+    my $el = '';
+    for (1 .. 100) { $el = Luxd::_slurp($s->dir . '/error.log') // ''; last if $el =~ /logs reopened/; sleep 0.05 }
+    like($el, qr/logs reopened/, 'SIGUSR1: the logs reopened');
+    unlike($el, qr/\[error\] reopen/, 'with no error about stdout');
+    is($s->get('/nothing')->{status}, 404, 'another request');
+    ($got, my $t2) = ('', time + 3);
+    while (time < $t2 && $got !~ /\n/) { my $n = sysread($journal, my $b, 4096); $got .= $b if $n; sleep 0.05 }
+    is($got, "OUT 404 /nothing\n", 'its line on the same socket');
 }
 kill 'TERM', $pid; waitpid($pid, 0);
 done_testing;

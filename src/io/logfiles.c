@@ -44,7 +44,10 @@ int lx_logfiles_acquire(const char *path, int *fd) {
         slots[free_slot].path = NULL;
     }
     char *copy = strdup(path);
-    int f = copy ? lx_log_open_file(path) : -ENOMEM;
+    /* stdout and stderr are used as luxd got them: under systemd they are
+     * the journal's socket, which open("/dev/stdout") cannot open. */
+    int f = copy ? lx_log_std_fd(path) : -ENOMEM;
+    if (copy && f < 0) f = lx_log_open_file(path);
     if (f < 0) {
         free(copy);
         r = f;
@@ -60,7 +63,7 @@ int lx_logfiles_acquire(const char *path, int *fd) {
 void lx_logfiles_release(int slot) {
     pthread_mutex_lock(&lock);
     if (slot >= 0 && slot < nslots && slots[slot].path && --slots[slot].refs == 0) {
-        close(slots[slot].fd);
+        if (slots[slot].fd > 2) close(slots[slot].fd);
         free(slots[slot].path);
         slots[slot].path = NULL;
     }
@@ -70,7 +73,7 @@ void lx_logfiles_release(int slot) {
 void lx_logfiles_reopen(void (*report)(const char *path, int err)) {
     pthread_mutex_lock(&lock);
     for (int i = 0; i < nslots; i++) {
-        if (slots[i].path == NULL) continue;
+        if (slots[i].path == NULL || slots[i].fd <= 2) continue; /* stdout, stderr */
         int fd = lx_log_open_file(slots[i].path);
         if (fd < 0) {
             report(slots[i].path, fd);
