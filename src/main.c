@@ -1,5 +1,6 @@
 /* Command line, signals, start and stop. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <luajit.h>
 #include <signal.h>
@@ -194,12 +195,31 @@ static int send_signal(const char *file, const char *what) {
     int rc = 1;
     char status[4200];
     long pid = 0, before = 0;
-    FILE *f = g->srv.pid_file ? fopen(g->srv.pid_file, "r") : NULL;
-    if (f == NULL)
-        fprintf(stderr, "luxd: cannot read the pid file %s\n",
-                g->srv.pid_file ? g->srv.pid_file : "(no pid_file in the config)");
-    else if (fscanf(f, "%ld", &pid) != 1 || pid <= 0)
-        fprintf(stderr, "luxd: no pid in %s\n", g->srv.pid_file);
+    const char *pf = g->srv.pid_file;
+    int fd = pf ? open(pf, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    /* The running luxd holds a write lock on its pid file (server.c): the
+     * pid signalled is the lock holder's, and only when the file names the
+     * same one. A stale file, or one rewritten or replaced by whoever may
+     * write its directory, would otherwise aim root's kill anywhere. */
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (f == NULL) {
+        if (fd >= 0) close(fd);
+        fprintf(stderr, "luxd: cannot read the pid file %s%s%s\n",
+                pf ? pf : "(no pid_file in the config)", pf ? ": " : "",
+                pf ? (errno == ELOOP ? "it is a symbolic link" : strerror(errno)) : "");
+    } else if (fscanf(f, "%ld", &pid) != 1 || pid <= 0)
+        fprintf(stderr, "luxd: no pid in %s\n", pf);
+    else if (fcntl(fd, F_GETLK, &lk) < 0)
+        fprintf(stderr, "luxd: %s: cannot query its lock: %s\n", pf, strerror(errno));
+    else if (lk.l_type == F_UNLCK)
+        fprintf(stderr, "luxd: no luxd holds %s (stale pid file?); not signalling pid %ld\n", pf,
+                pid);
+    else if ((long)lk.l_pid != pid)
+        fprintf(stderr,
+                "luxd: %s says pid %ld, but the process holding its lock is %s%ld; the file was "
+                "rewritten or replaced: refusing to signal either\n",
+                pf, pid, lk.l_pid == 0 ? "in another pid namespace, " : "pid ", (long)lk.l_pid);
     else {
         int have_status = lx_reload_status_path(g->srv.pid_file, status, sizeof(status)) == 0;
         if (have_status) before = read_reload_seq(status, NULL, 0);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -117,7 +118,7 @@ static int unprivileged_port_start(void) {
  * errno. */
 static void explain_open(char *out, size_t len, const char *what, const char *path, int err) {
     if (srv.user == NULL || (err != -EACCES && err != -EPERM)) {
-        snprintf(out, len, "%s: %s", what, strerror(-err));
+        snprintf(out, len, "%s: %s", what, lx_file_strerror(err));
         return;
     }
     char dir[4096];
@@ -454,19 +455,62 @@ static int open_gen_logs(lx_gen_t *g, char *err, size_t errlen) {
 
 /* Whether path can be opened for appending (a log the config names). */
 static int can_append(const char *path) {
-    if (strcmp(path, "stderr") == 0) return 0;
+    if (lx_log_std_fd(path) >= 0) return 0;
     int fd = lx_log_open_file(path);
     if (fd < 0) return fd;
     close(fd);
     return 0;
 }
 
+/* Opens (creating it 0644) a file of luxd's own beside the pid file, as
+ * root, in a directory (RuntimeDirectory=) the serving user may write: a
+ * link planted there is not followed (O_NOFOLLOW), nor truncated through
+ * (no O_TRUNC: only once fstat shows a regular file with one name, owned
+ * by luxd's user or root, is it emptied). */
+static int open_own_file(const char *path, int lock) {
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0) return errno == ELOOP ? LX_ESYMLINK : -errno;
+    struct stat st;
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    int r = 0;
+    if (fstat(fd, &st) < 0)
+        r = -errno;
+    else if (!S_ISREG(st.st_mode))
+        r = LX_ENOTFILE;
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        r = LX_ENOTOWNER;
+    else if (st.st_nlink > 1)
+        r = LX_ELINKED;
+    /* Locked before it is emptied: another luxd's pid file stays whole. */
+    else if (lock && fcntl(fd, F_SETLK, &lk) < 0)
+        r = errno == EACCES || errno == EAGAIN ? LX_ELOCKED : -errno;
+    else if (ftruncate(fd, 0) < 0)
+        r = -errno;
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+/* Whether path names the file open on fd. */
+static int is_open_file(const char *path, int fd) {
+    struct stat a, b;
+    return fd >= 0 && lstat(path, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 /* Writes the pid file and opens the reload status file beside it, both
- * kept open (see write_status and lx_server_cleanup). */
+ * kept open (see write_status and lx_server_cleanup). The pid file stays
+ * write-locked (fcntl F_SETLK, whole file) for the life of the process:
+ * `luxd -s` signals only the process holding that lock (main.c), so a
+ * file someone rewrote or replaced cannot aim it at another process.
+ * fcntl locks go when the process closes any fd of the file, so luxd
+ * never opens this file again while it runs (a reload keeps this fd). */
 static int open_pid_file(const char *path, int *pid_fd, int *status_fd) {
     char status[4200];
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
-    if (fd < 0) return -errno;
+    int fd = open_own_file(path, 1);
+    if (fd < 0) return fd;
     char line[32];
     int n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
     if (write(fd, line, (size_t)n) != n) {
@@ -475,10 +519,15 @@ static int open_pid_file(const char *path, int *pid_fd, int *status_fd) {
         return e;
     }
     int sfd = -1;
-    if (lx_reload_status_path(path, status, sizeof(status)) == 0)
-        sfd = open(status, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
+    if (lx_reload_status_path(path, status, sizeof(status)) == 0) {
+        sfd = open_own_file(status, 0);
+        if (sfd < 0)
+            lx_log_warn("pid_file %s: reload status file %s: %s; luxd -s reload will not learn "
+                        "the outcome",
+                        path, status, lx_file_strerror(sfd));
+    }
     *pid_fd = fd;
-    *status_fd = sfd;
+    *status_fd = sfd < 0 ? -1 : sfd;
     return 0;
 }
 
@@ -557,7 +606,7 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
     r = lx_log_open(s->error_log, s->error_log_level);
     if (r < 0) {
         fprintf(stderr, "%s:%d: error_log %s: %s\n", s->file, s->error_log_line, s->error_log,
-                strerror(-r));
+                lx_file_strerror(r));
         return r;
     }
     for (size_t i = 0; i < gen->nwarnings; i++)
@@ -588,7 +637,9 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
             lx_log_warn("LISTEN_FDS: fd %d matches no listen address; ignored", srv.inherited[i]);
     if (s->pid_file) {
         if ((r = open_pid_file(s->pid_file, &srv.pid_fd, &srv.status_fd)) < 0) {
-            lx_log(LX_LOG_EMERG, "pid_file %s: %s", s->pid_file, strerror(-r));
+            lx_log(LX_LOG_EMERG, "pid_file %s: %s", s->pid_file, lx_file_strerror(r));
+            if (lx_log_std_fd(s->error_log) != 2)
+                fprintf(stderr, "luxd: pid_file %s: %s\n", s->pid_file, lx_file_strerror(r));
             return r;
         }
         srv.pid_file = strdup(s->pid_file);
@@ -716,13 +767,19 @@ int lx_server_reload(void) {
         g->srv.error_log_level != srv.gen->srv.error_log_level) {
         if ((r = lx_log_open(g->srv.error_log, g->srv.error_log_level)) < 0)
             lx_log_error("reload: error_log %s: %s; keeping the old one", g->srv.error_log,
-                         strerror(-r));
+                         lx_file_strerror(r));
     }
     for (size_t i = 0; i < g->nwarnings; i++)
         lx_log_warn("reload: %s", g->warnings[i]);
     if (g->srv.pid_file && (!srv.pid_file || strcmp(g->srv.pid_file, srv.pid_file) != 0)) {
         int pfd, sfd;
-        if ((r = open_pid_file(g->srv.pid_file, &pfd, &sfd)) == 0) {
+        if (is_open_file(g->srv.pid_file, srv.pid_fd)) {
+            /* Another name of the file open now: opening it again and
+             * closing the old fd would drop the lock (fcntl locks are the
+             * process's, per file), so keep the fd and take the name. */
+            free(srv.pid_file);
+            srv.pid_file = strdup(g->srv.pid_file);
+        } else if ((r = open_pid_file(g->srv.pid_file, &pfd, &sfd)) == 0) {
             remove_pid_file();
             srv.pid_file = strdup(g->srv.pid_file);
             srv.pid_fd = pfd;

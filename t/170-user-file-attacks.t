@@ -56,28 +56,84 @@ sub as_nobody {
     return $? == 0;
 }
 
+# luxd refuses to start on such a link, saying which file and why (an
+# old luxd followed it and started: run_luxd's timeout, rc -1).
+local $Luxd::RUN_TIMEOUT = 5;
+
 subtest 'an access_log link planted by the user points at a root-only file' => sub {
     my $s = server();
     my $d = $s->dir;
     ok(as_nobody(sub { symlink "$d/rootonly/secret", "$d/ulogs/access.log" }), 'nobody plants ulogs/access.log -> rootonly/secret');
-    my $started = eval { $s->start; 1 };
-    $s->get('/') if $started;
-    sleep 0.3;
+    my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file);
+    is($rc, 1, 'luxd refuses to start') or diag($out);
+    like($out, qr{luxd\.lua:\d+: access_log \Q$d\E/ulogs/access\.log: it is a symbolic link, which luxd does not follow there},
+         'saying which file and why');
     is(Luxd::_slurp("$d/rootonly/secret"), "root's secret\n",
-       'root-only file untouched: luxd (root) did not follow the user\'s link')
-        or diag('secret now: ' . Luxd::_slurp("$d/rootonly/secret"));
-    $s->stop if $started;
+       'root-only file untouched: luxd (root) did not follow the user\'s link');
 };
 
 subtest 'a pid_file link planted by the user points at a root-only file' => sub {
     my $s = server();
     my $d = $s->dir;
     ok(as_nobody(sub { symlink "$d/rootonly/victim", "$d/urun/luxd.pid" }), 'nobody plants urun/luxd.pid -> rootonly/victim');
-    my $started = eval { $s->start; 1 };
+    my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file);
+    is($rc, 1, 'luxd refuses to start') or diag($out);
+    like($out, qr{pid_file \Q$d\E/urun/luxd\.pid: it is a symbolic link}, 'saying which file and why');
     is(Luxd::_slurp("$d/rootonly/victim"), "root's victim\n",
-       'root-only file not truncated and overwritten with the pid')
-        or diag('victim now: ' . Luxd::_slurp("$d/rootonly/victim"));
-    $s->stop if $started;
+       'root-only file not truncated and overwritten with the pid');
+};
+
+subtest 'a hard link to a root-only file as the pid file' => sub {
+    my $s = server();
+    my $d = $s->dir;
+    # fs.protected_hardlinks keeps nobody from making it; root's own
+    # mistake, or a system without that setting, is what is left.
+    link "$d/rootonly/victim", "$d/urun/luxd.pid" or die "link: $!";
+    my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file);
+    is($rc, 1, 'luxd refuses to start') or diag($out);
+    like($out, qr{pid_file \Q$d\E/urun/luxd\.pid: the file has other hard links}, 'saying why');
+    is(Luxd::_slurp("$d/rootonly/victim"), "root's victim\n", 'root-only file not truncated');
+};
+
+subtest 'a FIFO as the access log' => sub {
+    my $s = server();
+    my $d = $s->dir;
+    ok(as_nobody(sub { POSIX::mkfifo("$d/ulogs/access.log", 0644) }), 'nobody makes ulogs/access.log a FIFO');
+    my $t0 = time;
+    my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file);
+    is($rc, 1, 'luxd refuses to start, without waiting for a reader') or diag($out);
+    like($out, qr{access_log \Q$d\E/ulogs/access\.log: not a regular file}, 'saying why');
+    cmp_ok(time - $t0, '<', 4, 'at once');
+};
+
+subtest 'the log files nobody owns (after a rotation) are fine' => sub {
+    my $s = server();
+    my $d = $s->dir;
+    ok(as_nobody(sub { open my $fh, '>', "$d/ulogs/access.log" or return 0; close $fh }), 'nobody makes ulogs/access.log');
+    $s->start;
+    is($s->get('/')->{status}, 200, 'a request');
+    sleep 0.2;
+    like(Luxd::_slurp("$d/ulogs/access.log"), qr{"GET / HTTP/1\.1" 200}, 'logged there');
+    $s->stop;
+};
+
+subtest 'a reopen does not follow a link planted in place of the rotated log' => sub {
+    my $s = server();
+    my $d = $s->dir;
+    $s->start;
+    ok(as_nobody(sub {
+        rename "$d/ulogs/access.log", "$d/ulogs/access.log.1" or return 0;
+        symlink "$d/rootonly/secret", "$d/ulogs/access.log";
+    }), 'nobody moves the log and plants a link in its place');
+    ok($s->signal('USR1'), 'SIGUSR1');
+    ok($s->wait_log(qr/logs reopened/), 'the reopen ran');
+    like($s->error_log, qr{\[error\] reopen: access log \Q$d\E/ulogs/access\.log: it is a symbolic link, which luxd does not follow there.*; still writing to the file open before},
+         'the link is refused, saying why');
+    is($s->get('/')->{status}, 200, 'a request');
+    sleep 0.2;
+    like(Luxd::_slurp("$d/ulogs/access.log.1"), qr{"GET / HTTP/1\.1" 200}, 'logged to the file open before');
+    is(Luxd::_slurp("$d/rootonly/secret"), "root's secret\n", 'root-only file untouched');
+    $s->stop;
 };
 
 subtest 'the pid file replaced by the user: luxd -s stop signals another process' => sub {
@@ -98,8 +154,65 @@ subtest 'the pid file replaced by the user: luxd -s stop signals another process
     my $gone = waitpid($decoy, POSIX::WNOHANG()) == $decoy;
     ok(!$gone, 'the other process was not signalled') or diag("luxd -s stop: rc $rc: $out");
     isnt($rc, 0, 'luxd -s stop refuses: the pid is not a luxd serving this config') or diag($out);
+    like($out, qr{no luxd holds \Q$d\E/urun/luxd\.pid \(stale pid file\?\)}, 'saying why');
     kill 'KILL', $decoy; waitpid($decoy, 0);
     ok($s->alive, 'luxd itself still runs');
+    $s->stop;
+};
+
+subtest 'the pid file rewritten in place: luxd -s stop refuses' => sub {
+    my $s = server();
+    my $d = $s->dir;
+    $s->start;
+    my $decoy = fork // die;
+    if ($decoy == 0) { no warnings 'exec'; exec 'sleep', '30'; POSIX::_exit(1) }
+    # Another fd of root's on the file, in this process: luxd's lock stays.
+    open my $fh, '+<', "$d/urun/luxd.pid" or die; truncate $fh, 0; print $fh "$decoy\n"; close $fh;
+    my ($rc, $out) = Luxd::run_luxd('-s', 'stop', '-c', $s->config_file);
+    is($rc, 1, 'luxd -s stop refuses') or diag($out);
+    like($out, qr{\Q$d\E/urun/luxd\.pid says pid $decoy, but the process holding its lock is pid ${\ $s->pid }}, 'naming both pids');
+    sleep 0.3;
+    ok(waitpid($decoy, POSIX::WNOHANG()) != $decoy, 'the other process was not signalled');
+    kill 'KILL', $decoy; waitpid($decoy, 0);
+    ok($s->alive, 'luxd still runs');
+    ($rc, $out) = Luxd::run_luxd('-s', 'reopen', '-c', $s->config_file);
+    isnt($rc, 0, 'nor is luxd itself signalled on the file\'s word');
+    $s->stop;
+};
+
+subtest 'a stale pid file after luxd stopped' => sub {
+    my $s = server();
+    my $d = $s->dir;
+    my $decoy = fork // die;
+    if ($decoy == 0) { no warnings 'exec'; exec 'sleep', '30'; POSIX::_exit(1) }
+    open my $fh, '>', "$d/urun/luxd.pid" or die; print $fh "$decoy\n"; close $fh;
+    my ($rc, $out) = Luxd::run_luxd('-s', 'stop', '-c', $s->config_file);
+    is($rc, 1, 'luxd -s stop exits 1') or diag($out);
+    like($out, qr{^luxd: no luxd holds \Q$d\E/urun/luxd\.pid \(stale pid file\?\); not signalling pid $decoy$}m, 'saying so');
+    sleep 0.3;
+    ok(waitpid($decoy, POSIX::WNOHANG()) != $decoy, 'the process named was not signalled');
+    kill 'KILL', $decoy; waitpid($decoy, 0);
+    # luxd starts over the stale file (root's, one link) and -s works.
+    $s->start;
+    is(Luxd::_slurp("$d/urun/luxd.pid"), $s->pid . "\n", 'the pid file rewritten');
+    ($rc, $out) = Luxd::run_luxd('-s', 'stop', '-c', $s->config_file);
+    is($rc, 0, 'luxd -s stop') or diag($out);
+    ok(defined $s->wait_exit(10), 'luxd stopped');
+};
+
+subtest 'a second luxd on the same pid_file' => sub {
+    my $s = server();
+    my $d = $s->dir;
+    $s->start;
+    # The same config but another port: the sockets bind, the pid file is
+    # what stops it.
+    (my $conf = Luxd::_slurp($s->config_file)) =~ s/127\.0\.0\.1:\d+/"127.0.0.1:" . Luxd::free_port()/e;
+    $conf =~ s{error_log = "[^"]*"}{error_log = "stderr"} or die; # not in $DIR: the harness reads its *.log
+    Luxd::_write_file("$d/second.lua", $conf);
+    my ($rc, $out) = Luxd::run_luxd('-c', "$d/second.lua");
+    is($rc, 1, 'the second refuses to start') or diag($out);
+    like($out, qr{pid_file \Q$d\E/urun/luxd\.pid: another process holds its lock}, 'saying why');
+    is(Luxd::_slurp("$d/urun/luxd.pid"), $s->pid . "\n", 'the running one\'s pid file left whole');
     $s->stop;
 };
 
