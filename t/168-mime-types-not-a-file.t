@@ -24,7 +24,7 @@ is $rc, 0, '-t: a regular mime.types file is accepted' or diag $o;
 ($rc, $o) = Luxd::check_config($conf->('"/dev/zero"'));
 isnt $rc, -1, '-t with mime_types = "/dev/zero" finishes (within 8 s)';
 is $rc, 1, '... and refuses it';
-like $o, qr{luxd\.lua:3: server: mime_types: .*/dev/zero}, '... at the line of the key, naming the path' or diag $o;
+like $o, qr{luxd\.lua:3: server: mime_types: cannot read "/dev/zero": not a regular file}, '... at the line of the key, naming the path' or diag $o;
 
 # A FIFO: nobody writes to it, so opening it blocks.
 my (undef, undef, undef, $dir) = Luxd::check_config($conf->('"$DIR/m.types"'), files => { 'm.types' => "text/x-ok ok\n" });
@@ -34,6 +34,7 @@ mkfifo("$dir/fifo.types", 0644) or die "mkfifo: $!";
     open my $fh, '>', $f or die; print $fh Luxd::_subst($conf->(qq{"$dir/fifo.types"}), Luxd::free_port(), $dir); close $fh; $f });
 isnt $rc, -1, '-t with mime_types = a FIFO finishes (within 8 s)';
 is $rc, 1, '... and refuses it';
+like $o, qr{fifo\.lua:3: server: mime_types: cannot read "[^"]*/fifo\.types": not a regular file}, '... as not a regular file' or diag $o;
 
 # A running server: a reload to /dev/zero fails, reported, and the running
 # generation keeps serving.
@@ -47,5 +48,25 @@ ok defined $out, 'a reload to mime_types = "/dev/zero" reports an outcome (withi
 like $out // '', qr{^failed .*luxd\.lua:\d+: server: mime_types: .*/dev/zero}, '... a failure at file:line';
 is $s->http(path => '/a.ok')->{headers}{'content-type'}, 'text/x-ok; charset=utf-8', '... and the running generation serves';
 $s->stop;
+
+# The size: at most 16 MiB (16777216 bytes) is read, so a wrong path to a
+# huge file cannot stall every load. A file of exactly the limit whose last
+# line names a type is read to that line; one byte more is refused.
+my $LIMIT = 16 * 1024 * 1024;
+my $last = "text/x-end end\n";
+my $pad = ('#' . ('p' x 4094) . "\n");                     # 4096 bytes a line
+my $n = int(($LIMIT - length $last) / length $pad);
+my $fill = $LIMIT - length($last) - $n * length($pad);      # one shorter comment line
+my $at = ($pad x $n) . ($fill ? '#' . ('q' x ($fill - 2)) . "\n" : '') . $last;
+is length($at), $LIMIT, 'the file at the limit is 16777216 bytes';
+$s = Luxd->new(files => { 'm.types' => $at, 'www/a.end' => "end\n" },
+               server => { mime_types => '$DIR/m.types' });
+is $s->http(path => '/a.end')->{headers}{'content-type'}, 'text/x-end; charset=utf-8',
+  'a mime_types file of 16 MiB is read to its last line';
+$s->stop;
+($rc, $o) = Luxd::check_config($conf->('"$DIR/m.types"'), files => { 'm.types' => "#$at" });
+is $rc, 1, '-t: a mime_types file of 16 MiB and one byte is refused';
+like $o, qr{luxd\.lua:3: server: mime_types: cannot read "[^"]*/m\.types": larger than 16777216 bytes},
+  '... at the line of the key, saying why' or diag $o;
 
 done_testing;
