@@ -1285,8 +1285,8 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
         lx_gen_unref(g);
         return r;
     }
-    /* Not for `luxd -s` (id 0), which only reads the pid_file. */
-    if (id != 0) lx_config_check_roots(g);
+    /* The roots are checked by the caller (lx_config_check_roots), which
+     * knows the user luxd serves as. */
     *out = g;
     return 0;
 }
