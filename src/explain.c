@@ -129,6 +129,10 @@ static int explain_dir(FILE *out, lx_req_t *r, const char *path, size_t len, int
     if (rc == 1 && s->dir_listing) {
         fprintf(out, "directory: %s has no index file -> the listing\n", full);
         r->dir_unindexed = 1; /* as static.c marks it */
+        /* ... and the listing lists this directory ("/dir/" of a try_files
+         * "$uri/" entry), as static_serve sets it. */
+        r->decoded = (char *)path;
+        r->decoded_len = len;
         return LX_DECLINED;
     }
     fprintf(out, "directory: %s %s -> ", full,
@@ -189,6 +193,12 @@ static int explain_try_files(FILE *out, lx_req_t *r) {
         }
         if (want_dir) {
             fprintf(out, "a directory\n");
+            /* static_serve answers the method before the index, as here. */
+            if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+                fprintf(out, "static: %s is not GET or HEAD -> 405\n",
+                        llhttp_method_name(r->method));
+                return 405;
+            }
             return explain_dir(out, r, path, len, 0);
         }
         if (r->method != HTTP_GET && r->method != HTTP_HEAD) {

@@ -328,6 +328,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    /* The user luxd will serve as: `user` only when root drops to it; not
+     * root, luxd ignores `user` (lx_server_start says so) and serves as
+     * itself. */
+    lx_config_check_roots(g, geteuid() == 0 ? g->srv.user : NULL);
     if (test || dump) {
         /* Bind the policies once, as each worker will: a config whose second
          * run declares them at other vhosts or locations than its first is

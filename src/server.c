@@ -729,6 +729,9 @@ int lx_server_reload(void) {
     size_t nslots = 0;
     if (r == 0) {
         keep_restart_only(g);
+        /* As the user this process serves as: a new `user` waits for a
+         * restart, so the roots are the running user's concern. */
+        lx_config_check_roots(g, srv.user);
         r = lx_handlers_gen_init(g, srv.file, srv.prefix, srv.nworkers, err, sizeof(err));
         if (r == 0) r = build_slots(g, srv.nworkers, &slots, &nslots, err, sizeof(err));
         if (r < 0) lx_gen_unref(g);

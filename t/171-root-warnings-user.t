@@ -8,6 +8,7 @@ use warnings;
 use Test::More;
 use Luxd;
 use Time::HiRes qw(sleep time);
+use POSIX ();
 
 my ($duid, $dgid) = (getpwnam('daemon'))[2, 3];
 defined $duid && defined getpwnam('nobody') or BAIL_OUT('no users daemon and nobody');
@@ -60,4 +61,35 @@ my @after = grep { /reload: / } @lines[$g2 + 1 .. $#lines];
 ok((grep { /$re/ } @after), 'the reload warns about the root as the user it still serves as (nobody)')
     or diag(join "\n", @after);
 $s->stop;
+
+# Not root, luxd ignores `user` and serves as itself: -t then judges the
+# roots as its own euid, not as the configured user. $d/www is daemon's
+# (0700) and the config names the other user of the two.
+sub t_as {
+    my ($who, $file) = @_;
+    my ($uid, $gid) = (getpwnam($who))[2, 3];
+    my $pid = open(my $fh, '-|') // die "fork: $!";
+    if ($pid == 0) {
+        open STDERR, '>&', \*STDOUT;
+        chdir $Luxd::ROOT;
+        POSIX::setgid($gid); $) = "$gid $gid";
+        POSIX::setuid($uid) or POSIX::_exit(126);
+        exec { Luxd::bin() } Luxd::bin(), '-t', '-c', $file;
+        POSIX::_exit(127);
+    }
+    my $out = do { local $/; <$fh> // '' };
+    close $fh;
+    return ($? >> 8, $out);
+}
+my $cfg = sub { my ($u) = @_; (my $c = $conf) =~ s/USER/$u/; $c =~ s/\$PORT/$s->{port}/g; $c =~ s/\$DIR/$d/g; $c };
+open my $fh, '>', "$d/as.lua" or die; print $fh $cfg->('nobody'); close $fh;
+chmod 0644, "$d/as.lua";
+my ($rca, $outa) = t_as('daemon', "$d/as.lua");
+is($rca, 0, '-t run as daemon with user = "nobody" works') or diag($outa);
+unlike($outa, qr{root \S+/www cannot be searched}, '... and judges www as daemon, whose it is: no warning') or diag($outa);
+open $fh, '>', "$d/as.lua" or die; print $fh $cfg->('daemon'); close $fh;
+($rca, $outa) = t_as('nobody', "$d/as.lua");
+is($rca, 0, '-t run as nobody with user = "daemon" works') or diag($outa);
+like($outa, qr{vhost "localhost": root \S+/www cannot be searched by user "nobody"}, '... and judges www as nobody, who cannot enter it')
+    or diag($outa);
 done_testing;

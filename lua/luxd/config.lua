@@ -33,7 +33,7 @@
 --                     Default { path = PREFIX/logs/access.log, format =
 --                     "combined" }, as with nginx. "off" means false; "stderr"
 --                     and "stdout" become "/dev/stderr" and "/dev/stdout".
---   access_log_buffer 65536 (bytes buffered per worker; 0 = unbuffered)
+--   access_log_buffer 65536 (bytes buffered per worker and log file; 0 = unbuffered; at most 16 MiB)
 --   request_id_header nil | header name sent with each response's $request_id
 --   keepalive_timeout 30 (seconds, >= 0; 0 = no keep-alive)
 --   keepalive_requests 1000 (integer >= 1)

@@ -303,7 +303,10 @@ local SERVER_KEYS = {
   error_log = check_error_log,
   error_log_level = T.enum({ "debug", "info", "notice", "warn", "error" }),
   access_log = check_access_log,
-  access_log_buffer = int(0),
+  -- At most 16 MiB: the buffer is per log file and per worker loop (made
+  -- on first use, so a size that cannot be had would drop every line then,
+  -- not fail here); nginx's buffer= has no cap, but is one per log.
+  access_log_buffer = int(0, 16777216),
   request_id_header = T.string({ check = function(ctx, key, v, what)
     if not V.is_token(v) then
       V.fail(ctx, key, fmt('%s must be a header name such as "X-Request-Id", got %s',

@@ -298,8 +298,11 @@ int lx_config_run(struct lua_State *L, const char *path, const char *prefix, cha
                   size_t errlen);
 
 /* Adds warnings to g about document roots that do not exist, are not
- * directories, or that the user luxd serves as cannot search (roots.c). */
-void lx_config_check_roots(lx_gen_t *g);
+ * directories, or that the user luxd serves as cannot search (roots.c):
+ * `user` by name, or NULL for the process's own euid and groups. Which one
+ * is the caller's to know: lx_config_load cannot tell a reload (the running
+ * user stays) from a start (`user` applies only when luxd is root). */
+void lx_config_check_roots(lx_gen_t *g, const char *user);
 
 void lx_gen_ref(lx_gen_t *g);
 void lx_gen_unref(lx_gen_t *g);

@@ -1043,6 +1043,12 @@ static int read_mime_types(loader_t *ld) {
     ld->line = s->mime_types_line;
     int r = lx_mime_load_file(ld->g->mime, s->mime_types, &st);
     if (r == -ENOMEM) return fail(ld, "server: mime_types: out of memory");
+    if (r == LX_MIME_ENOTREG)
+        return fail(ld, "server: mime_types: cannot read \"%s\": not a regular file",
+                    s->mime_types);
+    if (r == -EFBIG)
+        return fail(ld, "server: mime_types: cannot read \"%s\": larger than %d bytes (16 MiB)",
+                    s->mime_types, LX_MIME_FILE_MAX);
     if (r < 0)
         return fail(ld, "server: mime_types: cannot read \"%s\": %s", s->mime_types, strerror(-r));
     ld->g->srv.mime_types_exts = st.exts;
@@ -1279,8 +1285,8 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
         lx_gen_unref(g);
         return r;
     }
-    /* Not for `luxd -s` (id 0), which only reads the pid_file. */
-    if (id != 0) lx_config_check_roots(g);
+    /* The roots are checked by the caller (lx_config_check_roots), which
+     * knows the user luxd serves as. */
     *out = g;
     return 0;
 }

@@ -1,8 +1,11 @@
 /* The start-up check of document roots: a root that does not exist, is not
  * a directory, or that the user luxd serves as cannot search (or list,
  * with dir_listing) is worth a warning at -t, at start and at each reload,
- * not only a 404 or 403 per request. The user is `user` when it is set
- * (luxd drops root for it), else whoever runs luxd; permissions are judged
+ * not only a 404 or 403 per request. The user is the one luxd serves as,
+ * which the caller names: at start and -t `user` when luxd is root (it
+ * drops root for it; not root, luxd ignores `user`), on a reload the user
+ * the running server dropped root for (a new `user` needs a restart), else
+ * whoever runs luxd; permissions are judged
  * from the mode bits against its uid, group and supplementary groups (as
  * the kernel does, owner class first), so that a check run as root says
  * what that user will meet. ACLs are not read. */
@@ -136,9 +139,8 @@ static void check_one(who_t *w, const lx_site_t *s, const char *where) {
     }
 }
 
-void lx_config_check_roots(lx_gen_t *g) {
+void lx_config_check_roots(lx_gen_t *g, const char *user) {
     who_t w = {.g = g};
-    const char *user = g->srv.user;
     if (user) {
         struct passwd *pw = getpwnam(user);
         if (pw == NULL) {

@@ -12,10 +12,13 @@
 #include "http/mime.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_TYPE "application/octet-stream"
 #define CHARSET      "; charset=utf-8"
@@ -416,39 +419,65 @@ static int load_line(lx_mime_t *m, char *line, size_t len, lx_mime_file_stats_t 
     return 1;
 }
 
+/* Opens `path` for lx_mime_load_file: only a regular file of at most
+ * LX_MIME_FILE_MAX bytes. O_NONBLOCK keeps open() of a FIFO without a writer
+ * from blocking the loader, and fstat() then refuses it, a device such as
+ * /dev/zero (read for ever) or a directory before a byte is read. */
+static int open_types_file(const char *path, FILE **out) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    struct stat sb;
+    int err = 0;
+    if (fstat(fd, &sb) != 0)
+        err = -errno;
+    else if (S_ISDIR(sb.st_mode))
+        err = -EISDIR;
+    else if (!S_ISREG(sb.st_mode))
+        err = LX_MIME_ENOTREG;
+    else if (sb.st_size > LX_MIME_FILE_MAX)
+        err = -EFBIG;
+    if (err == 0 && (*out = fdopen(fd, "r")) == NULL) err = -errno;
+    if (err) close(fd);
+    return err;
+}
+
 int lx_mime_load_file(lx_mime_t *m, const char *path, lx_mime_file_stats_t *st) {
     memset(st, 0, sizeof(*st));
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return -errno;
-    char buf[LX_MIME_LINE_MAX + 2];
-    size_t lineno = 0;
-    int err = 0;
-    while (fgets(buf, sizeof(buf), f) != NULL) {
-        size_t len = strlen(buf);
+    FILE *f = NULL;
+    int err = open_types_file(path, &f);
+    if (err) return err;
+    /* getline() gives each line's real length, NUL bytes and all, so a NUL
+     * cannot make a line look unfinished and take the next one with it. */
+    char *line = NULL;
+    size_t cap = 0, lineno = 0;
+    uint64_t total = 0;
+    ssize_t got;
+    errno = 0;
+    while ((got = getline(&line, &cap, f)) != -1) {
+        size_t len = (size_t)got;
+        /* fstat() saw the size at the open; a file that grows while it is
+         * read is held to the same bound. */
+        total += len;
+        if (total > LX_MIME_FILE_MAX) {
+            err = -EFBIG;
+            break;
+        }
         lineno++;
-        int complete = len > 0 && buf[len - 1] == '\n';
-        if (complete) len--;
+        if (len > 0 && line[len - 1] == '\n') len--;
         int good;
-        if (!complete && !feof(f)) {
-            /* Longer than the limit: the rest of it is read and dropped. */
-            int c;
-            while ((c = getc(f)) != EOF && c != '\n')
-                ;
-            good = 0;
-        } else if (memchr(buf, '\0', len) != NULL || len > LX_MIME_LINE_MAX) {
-            good = 0; /* a NUL byte: not a text line */
+        if (len > LX_MIME_LINE_MAX || memchr(line, '\0', len) != NULL) {
+            good = 0; /* too long, or a NUL byte: not a text line */
         } else {
-            good = load_line(m, buf, len, st);
+            good = load_line(m, line, len, st);
             if (good < 0) {
                 err = good;
                 break;
             }
         }
-        if (!good) {
-            if (st->skipped++ == 0) st->first_skipped = lineno;
-        }
+        if (!good && st->skipped++ == 0) st->first_skipped = lineno;
     }
     if (err == 0 && ferror(f)) err = -(errno ? errno : EIO);
+    free(line);
     fclose(f);
     return err;
 }

@@ -2,6 +2,7 @@
 #ifndef LX_HTTP_MIME_H
 #define LX_HTTP_MIME_H
 
+#include <errno.h>
 #include <stddef.h>
 
 /* An extension table: the built-in entries plus those a config adds. Built
@@ -31,9 +32,17 @@ int lx_mime_add(lx_mime_t *m, const char *ext, const char *type);
  * charset of lx_mime_add. A line that is not of that form (no '/' in its
  * first word, a byte no media type or extension has, a NUL byte, or longer
  * than LX_MIME_LINE_MAX bytes before its newline) is skipped whole and
- * counted. Returns 0, or a negative errno when the file cannot be opened or
- * read (-ENOMEM: out of memory). Not thread-safe: while building. */
+ * counted. Only a regular file of at most LX_MIME_FILE_MAX bytes is read:
+ * returns 0, -EISDIR for a directory, LX_MIME_ENOTREG for anything else that
+ * is not a regular file (a FIFO, a device: never opened for blocking or read
+ * for ever), -EFBIG past the size, or a negative errno when the file cannot
+ * be opened or read (-ENOMEM: out of memory). Not thread-safe: while
+ * building. */
 #define LX_MIME_LINE_MAX 4096
+/* 16 MiB: Debian's mime.types is about 60 KiB; the bound keeps a wrong path
+ * to a huge file from stalling every load that reads it. */
+#define LX_MIME_FILE_MAX (16 * 1024 * 1024)
+#define LX_MIME_ENOTREG  (-ENODEV)
 typedef struct {
     size_t types;         /**< lines that gave a type at least one extension */
     size_t exts;          /**< extensions added */

@@ -392,6 +392,18 @@ server {
   max_header_bytes = "8k",
 }
 ]], 'conf/luxd.lua:2: server: "max_header_bytes" must be an integer, got string', "integer key, string value")
+-- access_log_buffer: at most 16 MiB (one buffer per log file and worker).
+do
+  local dl = load_ok('server { access_log_buffer = 16777216 }\nvhost "a" { root = "/srv" }\n',
+                     "access_log_buffer at its limit")
+  is(dl and dl.server.access_log_buffer, 16777216, "access_log_buffer at its limit: kept")
+end
+load_err([[
+server {
+  access_log_buffer = 16777217,
+}
+]], 'conf/luxd.lua:2: server: "access_log_buffer" must be between 0 and 16777216, got 16777217',
+    "access_log_buffer one past its limit")
 load_err([[
 server {
   error_log_level = "warning",

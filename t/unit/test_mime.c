@@ -262,6 +262,27 @@ int main(void) {
         fm = lx_mime_new();
         is_int(lx_mime_load_file(fm, mpath, &st), -ENOENT, "a missing file: -ENOENT");
         is_int(lx_mime_load_file(fm, "/tmp", &st), -EISDIR, "a directory: -EISDIR");
+        is_int(lx_mime_load_file(fm, "/dev/zero", &st), LX_MIME_ENOTREG,
+               "a device: LX_MIME_ENOTREG, not read for ever");
+        /* A NUL byte: that line is skipped, the next one is read. */
+        memcpy(mpath + sizeof(mpath) - 7, "XXXXXX", 6);
+        fd = mkstemp(mpath);
+        f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        ok(f != NULL, "a second temporary mime.types");
+        if (f == NULL) return done_testing();
+        fwrite("text/x-nul nul\0junk\ntext/x-next nxt\n", 1, 36, f);
+        fclose(f);
+        is_int(lx_mime_load_file(fm, mpath, &st), 0, "a file with a NUL byte loads");
+        t(fm, "/x.nul", OCTET);
+        t(fm, "/x.nxt", "text/x-next" UTF8);
+        is_int((long long)st.skipped, 1, "one line skipped");
+        is_int((long long)st.first_skipped, 1, "line 1");
+        /* The size: LX_MIME_FILE_MAX bytes, and one more. */
+        is_int(truncate(mpath, LX_MIME_FILE_MAX), 0, "grown to the limit (zeros: one NUL line)");
+        is_int(lx_mime_load_file(fm, mpath, &st), 0, "a file of LX_MIME_FILE_MAX bytes loads");
+        is_int(truncate(mpath, LX_MIME_FILE_MAX + 1), 0, "one byte more");
+        is_int(lx_mime_load_file(fm, mpath, &st), -EFBIG, "past LX_MIME_FILE_MAX: -EFBIG");
+        unlink(mpath);
         lx_mime_free(fm);
     }
     ok(1, "lx_mime_free(NULL) is a no-op");
