@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -155,8 +157,21 @@ static void on_worker_exited(uv_async_t *a) {
     uv_close((uv_handle_t *)&exited_async, NULL);
 }
 
+/* The reload status file, opened as the pid file is: whoever may write its
+ * directory could put a FIFO (a read that never returns) or a link there.
+ * Returns a stream, or NULL. */
+static FILE *open_status(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0) return NULL;
+    FILE *f =
+        fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 ? fdopen(fd, "r") : NULL;
+    if (f == NULL) close(fd);
+    return f;
+}
+
 static long read_reload_seq(const char *path, char *msg, size_t len) {
-    FILE *f = fopen(path, "r");
+    FILE *f = open_status(path);
     if (f == NULL) return 0;
     long seq = 0;
     char line[2048] = "";
@@ -168,6 +183,27 @@ static long read_reload_seq(const char *path, char *msg, size_t len) {
         msg[strcspn(msg, "\n")] = '\0';
     }
     return seq;
+}
+
+/* Whether process pid has the file open on fd among its fds (as
+ * /proc/PID/fd shows them): the lock on a pid file is an open file
+ * description's (F_OFD_SETLK), which F_OFD_GETLK reports with no pid. */
+static int holds_open(long pid, int fd) {
+    struct stat want, st;
+    char dir[64], path[352];
+    if (fstat(fd, &want) < 0) return 0;
+    snprintf(dir, sizeof(dir), "/proc/%ld/fd", pid);
+    DIR *d = opendir(dir);
+    if (d == NULL) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        found = stat(path, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino;
+    }
+    closedir(d);
+    return found;
 }
 
 /* luxd -s: signal the server named by the config's pid_file. */
@@ -199,9 +235,9 @@ static int send_signal(const char *file, const char *what) {
     int fd = pf ? open(pf, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK) : -1;
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     /* The running luxd holds a write lock on its pid file (server.c): the
-     * pid signalled is the lock holder's, and only when the file names the
-     * same one. A stale file, or one rewritten or replaced by whoever may
-     * write its directory, would otherwise aim root's kill anywhere. */
+     * pid signalled must be of a process that holds the file open while
+     * it is locked. A stale file, or one rewritten or replaced by whoever
+     * may write its directory, would otherwise aim root's kill anywhere. */
     struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     if (f == NULL) {
         if (fd >= 0) close(fd);
@@ -210,21 +246,38 @@ static int send_signal(const char *file, const char *what) {
                 pf ? (errno == ELOOP ? "it is a symbolic link" : strerror(errno)) : "");
     } else if (fscanf(f, "%ld", &pid) != 1 || pid <= 0)
         fprintf(stderr, "luxd: no pid in %s\n", pf);
-    else if (fcntl(fd, F_GETLK, &lk) < 0)
+    else if (fcntl(fd, F_OFD_GETLK, &lk) < 0)
         fprintf(stderr, "luxd: %s: cannot query its lock: %s\n", pf, strerror(errno));
     else if (lk.l_type == F_UNLCK)
         fprintf(stderr, "luxd: no luxd holds %s (stale pid file?); not signalling pid %ld\n", pf,
                 pid);
-    else if ((long)lk.l_pid != pid)
+    else if (!holds_open(pid, fd))
         fprintf(stderr,
-                "luxd: %s says pid %ld, but the process holding its lock is %s%ld; the file was "
-                "rewritten or replaced: refusing to signal either\n",
-                pf, pid, lk.l_pid == 0 ? "in another pid namespace, " : "pid ", (long)lk.l_pid);
+                "luxd: %s says pid %ld, but that process does not hold the file open; the file "
+                "was rewritten or replaced: refusing to signal\n",
+                pf, pid);
     else {
         int have_status = lx_reload_status_path(g->srv.pid_file, status, sizeof(status)) == 0;
+        if (have_status && sig == SIGHUP) {
+            FILE *sf = open_status(status);
+            if (sf == NULL) {
+                /* luxd writes it through the fd it opened at start: a
+                 * name that is now something else never shows the outcome. */
+                fprintf(stderr,
+                        "luxd: %s is not the regular file luxd writes (replaced?): the reload "
+                        "is sent, and its outcome is in the error log only\n",
+                        status);
+                have_status = 0;
+                rc = -1; /* sent, outcome unknown: exit 1 below */
+            } else {
+                fclose(sf);
+            }
+        }
         if (have_status) before = read_reload_seq(status, NULL, 0);
         if (kill((pid_t)pid, sig) < 0)
             fprintf(stderr, "luxd: kill %ld: %s\n", pid, strerror(errno));
+        else if (rc == -1)
+            rc = 1; /* sent; its outcome cannot be read */
         else if (sig != SIGHUP || !have_status)
             rc = 0;
         else {

@@ -482,7 +482,10 @@ static int open_own_file(const char *path, int lock) {
     else if (st.st_nlink > 1)
         r = LX_ELINKED;
     /* Locked before it is emptied: another luxd's pid file stays whole. */
-    else if (lock && fcntl(fd, F_SETLK, &lk) < 0)
+    /* An open file description's lock (F_OFD_SETLK): a process-owned one
+     * (F_SETLK) is dropped when any fd on the file is closed, and a worker
+     * serving the pid file (a GET of it under a root) would close one. */
+    else if (lock && fcntl(fd, F_OFD_SETLK, &lk) < 0)
         r = errno == EACCES || errno == EAGAIN ? LX_ELOCKED : -errno;
     else if (ftruncate(fd, 0) < 0)
         r = -errno;
@@ -502,11 +505,13 @@ static int is_open_file(const char *path, int fd) {
 
 /* Writes the pid file and opens the reload status file beside it, both
  * kept open (see write_status and lx_server_cleanup). The pid file stays
- * write-locked (fcntl F_SETLK, whole file) for the life of the process:
- * `luxd -s` signals only the process holding that lock (main.c), so a
- * file someone rewrote or replaced cannot aim it at another process.
- * fcntl locks go when the process closes any fd of the file, so luxd
- * never opens this file again while it runs (a reload keeps this fd). */
+ * write-locked (fcntl F_OFD_SETLK, whole file) for the life of the
+ * process: `luxd -s` signals only a process that holds the locked file
+ * open and is the pid it names (main.c), so a file someone rewrote or
+ * replaced cannot aim it at another process. The lock is this open file
+ * description's: another fd on the file closed (a GET of it, if it lies
+ * under a root) does not drop it; a reload naming the same file keeps
+ * this fd. */
 static int open_pid_file(const char *path, int *pid_fd, int *status_fd) {
     char status[4200];
     int fd = open_own_file(path, 1);
