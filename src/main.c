@@ -306,6 +306,13 @@ int main(int argc, char **argv) {
     const char *sig = NULL;
     int test = 0, dump = 0, opt;
     const char *explain = NULL, *from = NULL;
+    /* Started with fd 0, 1 or 2 closed, the loop's or a log's fd would take
+     * that number, and "stdout"/"stderr" logs (fds 1, 2) would write into
+     * it: they are held by /dev/null first. */
+    int nfd;
+    while ((nfd = open("/dev/null", O_RDWR)) >= 0 && nfd <= 2)
+        ;
+    if (nfd > 2) close(nfd);
     /* Static: the early returns below leave it to the exit, reachable. */
     static const char **headers = NULL;
     static size_t nheaders = 0;
