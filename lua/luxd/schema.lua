@@ -115,10 +115,8 @@ local function check_listen(ctx, key, v, what)
   return out
 end
 
--- real_ip = { from = { "10.0.0.0/8" }, header = "X-Forwarded-For" }: the
--- addresses whose word on the client is taken (a PROXY protocol header, the
--- header named), as nginx's set_real_ip_from and real_ip_header.
-local function check_real_ip_from(ctx, key, v, what)
+-- An address or CIDR, as access rules' `from` and real_ip's `from` take it.
+local function check_from(ctx, key, v, what)
   if type(v) ~= "string" then V.fail(ctx, key, fmt("%s must be a string, got %s", what, type(v))) end
   if not V.is_cidr(v) then
     V.fail(ctx, key, fmt('%s must be an IP address or a CIDR like "10.0.0.0/8", got %s',
@@ -127,9 +125,12 @@ local function check_real_ip_from(ctx, key, v, what)
   return v
 end
 
+-- real_ip = { from = { "10.0.0.0/8" }, header = "X-Forwarded-For" }: the
+-- addresses whose word on the client is taken (a PROXY protocol header, the
+-- header named), as nginx's set_real_ip_from and real_ip_header.
 local REAL_IP_SCHEMA = {
   keys = {
-    from = T.array(check_real_ip_from, { single = true, nonempty = true }),
+    from = T.array(check_from, { single = true, nonempty = true }),
     header = T.string({ check = function(ctx, key, v, what)
       if not V.is_token(v) then
         V.fail(ctx, key, fmt('%s must be a header name such as "X-Forwarded-For", got %s',
@@ -455,15 +456,6 @@ local function check_method(ctx, key, v, what)
     local dym = V.is_token(up) and fmt(" (did you mean %s?)", V.q(up)) or ""
     V.fail(ctx, key, fmt('%s must be an upper-case method name like "GET", got %s%s',
                          what, V.q(v), dym))
-  end
-  return v
-end
-
-local function check_from(ctx, key, v, what)
-  if type(v) ~= "string" then V.fail(ctx, key, fmt("%s must be a string, got %s", what, type(v))) end
-  if not V.is_cidr(v) then
-    V.fail(ctx, key, fmt('%s must be an IP address or a CIDR like "10.0.0.0/8", got %s',
-                         what, V.q(v)))
   end
   return v
 end
