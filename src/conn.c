@@ -518,7 +518,7 @@ static void got_bytes(lx_conn_t *c, char *base, size_t n) {
         s->rlen = s->rpos = 0;
     }
     s->rlen += n;
-    s->out.burst = 0; /* a turn of the loop of its own (out.c BURST_MAX) */
+    s->out.burst = 0; /* a turn of the loop of its own (out.h LX_OUT_BURST) */
     lx_st_add(&s->w->stats->bytes_in, n);
     conn_parse(c);
 }

@@ -21,11 +21,6 @@
 /* Bytes of a file written by uv_write when the socket is full (see
  * file_to_buffer). */
 #define WAIT_PIECE (4 * 1024)
-/* Bytes written at once (uv_try_write) in one turn of the loop before the
- * next go by uv_write, whose callback comes from the loop: a producer that
- * sends as long as the socket takes (a fast client of a long stream) lets
- * the loop's other connections have their turn (t/163). */
-#define BURST_MAX (256 * 1024)
 
 /* Entry i of the queue, counted from its head (i < LX_OUT_MAX, so one
  * compare wraps it: no division by LX_OUT_MAX in the hot path). */
@@ -441,7 +436,7 @@ int lx_out_flush(lx_sess_t *s) {
         }
         /* A socket just found full would refuse a try as well: libuv
          * waits for it (its uv_write tries once more first). */
-        if (o->full || o->burst > BURST_MAX) return write_rest(s, bufs, nb, 0);
+        if (o->full || o->burst > LX_OUT_BURST) return write_rest(s, bufs, nb, 0);
         ssize_t r;
         if (before_file && !has_buf && uv_stream_get_write_queue_size(st) == 0) {
             /* Headers before a file: what uv_try_write does (a writev while

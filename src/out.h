@@ -35,6 +35,11 @@ typedef struct {
 /* Bytes of a file read into a pooled buffer when sendfile cannot go on,
  * and the size of the buffers streamed pieces are copied into. */
 #define LX_OUT_BUF (64 * 1024)
+/* Bytes written at once (uv_try_write) in one turn of the loop; past them
+ * the next pieces go by uv_write, whose callback comes from the loop: a
+ * producer that sends as long as the socket takes (a fast client of a long
+ * stream) leaves the loop's other connections their turn (t/163). */
+#define LX_OUT_BURST (256 * 1024)
 
 typedef struct {
     lx_piece_t q[LX_OUT_MAX];    /**< queued output, a ring */

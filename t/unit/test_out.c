@@ -439,6 +439,35 @@ static void soak(unsigned steps) {
     free_sess(s);
 }
 
+/* LX_OUT_BURST: streamed pieces go out at once while no more than the
+ * limit has gone at once since the loop last ran the connection; then by
+ * uv_write, whose completion (a turn of the loop) starts the count again. */
+static void burst_limit(void) {
+    lx_sess_t *s = new_sess();
+    lx_out_t *o = &s->out;
+    restart();
+    budget = SIZE_MAX;
+    for (size_t sent = 0; sent < LX_OUT_BURST; sent += 32768) {
+        push_stream(o, 32768);
+        lx_out_flush(s);
+    }
+    ok(!wr.pending && o->burst == LX_OUT_BURST && o->n == 0,
+       "burst: exactly LX_OUT_BURST bytes went at once (%u)", o->burst);
+    push_stream(o, 1);
+    lx_out_flush(s);
+    ok(!wr.pending && o->burst == LX_OUT_BURST + 1, "burst: at the limit, the next piece still goes at once");
+    push_stream(o, 1);
+    lx_out_flush(s);
+    ok(wr.pending && o->burst == LX_OUT_BURST + 1, "burst: one byte past it, the next waits in a uv_write");
+    complete_write();
+    ok(o->burst == 0, "burst: the uv_write's completion starts the count again");
+    push_stream(o, 1);
+    lx_out_flush(s);
+    ok(!wr.pending && o->n == 0, "burst: and the next piece goes at once again");
+    ok(same_output(), "burst: every byte out, in order");
+    free_sess(s);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     expect_buf = malloc(OUT_CAP);
@@ -455,6 +484,7 @@ int main(void) {
         file_in_front(LX_OUT_MAX - 1, c);
     }
     soak(100000);
+    burst_limit();
     free(expect_buf);
     free(got_buf);
     return done_testing();
