@@ -187,23 +187,55 @@ static long read_reload_seq(const char *path, char *msg, size_t len) {
 
 /* Whether process pid has the file open on fd among its fds (as
  * /proc/PID/fd shows them): the lock on a pid file is an open file
- * description's (F_OFD_SETLK), which F_OFD_GETLK reports with no pid. */
+ * description's (F_OFD_SETLK), which F_OFD_GETLK reports with no pid.
+ * Returns 1, 0, or -errno when the directory cannot be read (another
+ * user's process; root without CAP_SYS_PTRACE after luxd's user= drop). */
 static int holds_open(long pid, int fd) {
     struct stat want, st;
     char dir[64], path[352];
-    if (fstat(fd, &want) < 0) return 0;
+    if (fstat(fd, &want) < 0) return -errno;
     snprintf(dir, sizeof(dir), "/proc/%ld/fd", pid);
     DIR *d = opendir(dir);
-    if (d == NULL) return 0;
-    int found = 0;
+    if (d == NULL) return -errno;
+    int found = 0, denied = 0;
     struct dirent *e;
     while (!found && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.') continue;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        found = stat(path, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino;
+        if (stat(path, &st) < 0) {
+            /* The list can be readable and its links not (ptrace rules). */
+            if (errno == EACCES || errno == EPERM) denied = -errno;
+            continue;
+        }
+        found = st.st_dev == want.st_dev && st.st_ino == want.st_ino;
     }
     closedir(d);
-    return found;
+    return found ? 1 : denied ? denied : 0;
+}
+
+/* Whether the locked pid file's word on the pid can be taken: when pid is
+ * seen holding the file open, or, when that cannot be looked at, when the
+ * file is root's and no one else may write it (luxd started as root wrote
+ * it before any user= drop, and only root could have changed it since).
+ * Says why not on stderr. */
+static int pid_trusted(const char *pf, long pid, int fd) {
+    int h = holds_open(pid, fd);
+    if (h == 1) return 1;
+    struct stat st;
+    if (h < 0 && h != -ENOENT && fstat(fd, &st) == 0 && st.st_uid == 0 && (st.st_mode & 022) == 0)
+        return 1;
+    if (h == 0 || h == -ENOENT)
+        fprintf(stderr,
+                "luxd: %s says pid %ld, but that process does not hold the file open; the file "
+                "was rewritten or replaced: refusing to signal\n",
+                pf, pid);
+    else
+        fprintf(stderr,
+                "luxd: cannot confirm that pid %ld holds %s (/proc/%ld/fd: %s) and the file is "
+                "not root's alone: refusing to signal; run luxd -s as root or as the server's "
+                "user\n",
+                pid, pf, pid, strerror(-h));
+    return 0;
 }
 
 /* luxd -s: signal the server named by the config's pid_file. */
@@ -251,11 +283,8 @@ static int send_signal(const char *file, const char *what) {
     else if (lk.l_type == F_UNLCK)
         fprintf(stderr, "luxd: no luxd holds %s (stale pid file?); not signalling pid %ld\n", pf,
                 pid);
-    else if (!holds_open(pid, fd))
-        fprintf(stderr,
-                "luxd: %s says pid %ld, but that process does not hold the file open; the file "
-                "was rewritten or replaced: refusing to signal\n",
-                pf, pid);
+    else if (!pid_trusted(pf, pid, fd))
+        ; /* it said why */
     else {
         int have_status = lx_reload_status_path(g->srv.pid_file, status, sizeof(status)) == 0;
         if (have_status && sig == SIGHUP) {

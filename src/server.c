@@ -782,9 +782,9 @@ int lx_server_reload(void) {
     if (g->srv.pid_file && (!srv.pid_file || strcmp(g->srv.pid_file, srv.pid_file) != 0)) {
         int pfd, sfd;
         if (is_open_file(g->srv.pid_file, srv.pid_fd)) {
-            /* Another name of the file open now: opening it again and
-             * closing the old fd would drop the lock (fcntl locks are the
-             * process's, per file), so keep the fd and take the name. */
+            /* Another name of the file open now: opening it again would
+             * find it locked (by our own fd's OFD lock) and fail, so keep
+             * the fd and take the name. */
             free(srv.pid_file);
             srv.pid_file = strdup(g->srv.pid_file);
         } else if ((r = open_pid_file(g->srv.pid_file, &pfd, &sfd)) == 0) {
