@@ -66,6 +66,7 @@ typedef struct lx_worker_s {
     lx_dlq_t dlq;                    /**< the connections' deadlines */
     lx_pool_t rbufs;                 /**< read buffers, max_header_bytes + slack */
     lx_pool_t obufs;                 /**< output buffers of LX_OUT_BUF bytes */
+    long inblock;                    /**< the loop thread's block reads, last seen (out.c) */
     struct lx_sess_s *free_sess;     /**< sessions kept for reuse */
     unsigned nfree_sess;             /**< entries in free_sess */
     void *hstate[8];                 /**< handlers' per-loop state (handlers/chain.c) */
