@@ -52,7 +52,10 @@ void lx_out_init(lx_out_t *o) {
 }
 
 static void piece_release(lx_piece_t *p, lx_sess_t *s) {
-    if (p->kind == LX_PIECE_FILE) s->out.warm_to = 0; /* the next file piece is checked anew */
+    if (p->kind == LX_PIECE_FILE) { /* the next is checked anew */
+        s->out.warm_to = s->out.cold = 0;
+        s->out.missed = 0;
+    }
     if (p->file) lx_file_unref(p->file);
     if (p->kind == LX_PIECE_BUF) lx_pool_put(&s->w->obufs, p->buf, LX_OUT_BUF);
     p->file = NULL;
@@ -298,6 +301,19 @@ static void read_done(uv_work_t *w, int status) {
     lx_sess_written(s, 0);
 }
 
+/* A file whose filesystem refuses RWF_NOWAIT reads (overlayfs does): the
+ * page cache cannot be asked about it without waiting for the disk, so its
+ * bytes go by the thread pool, never by sendfile in the loop (t/178). Said
+ * once per process at info: it costs a copy per byte. */
+static void refuses_nowait(lx_file_t *f) {
+    static int told;
+    f->unprobed = 1;
+    if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+        lx_log_info("\"%s\": its filesystem refuses non-blocking reads (RWF_NOWAIT: %s), so "
+                    "files there are read on the thread pool, not sent by sendfile",
+                    f->path, strerror(EOPNOTSUPP));
+}
+
 /* Reads up to LX_OUT_BUF bytes of the head file piece into a pooled buffer:
  * at once when the page cache has them (cached: 1), else on the thread
  * pool. Returns 0 when a buffer piece now heads the queue, -EAGAIN when the
@@ -308,7 +324,7 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
     size_t n = p->len < LX_OUT_BUF ? (size_t)p->len : LX_OUT_BUF;
     char *buf = lx_pool_get(&s->w->obufs);
     if (buf == NULL) return -ENOMEM;
-    if (cached) {
+    if (cached && !p->file->unprobed) {
         /* The socket is full: this piece only waits, in libuv's uv_write,
          * for it to take bytes again (sendfile goes on after it), and its
          * bytes are copied twice (pread, write) where sendfile's are not.
@@ -335,7 +351,9 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
             lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
             return -EIO; /* the file shrank under us: the length is a lie now */
         }
-        if (errno != EAGAIN) {
+        if (errno == EOPNOTSUPP) {
+            refuses_nowait(p->file);
+        } else if (errno != EAGAIN) {
             int e = -errno;
             lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
             return e;
@@ -362,6 +380,12 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
     return -EAGAIN;
 }
 
+/* A range found not cached: the piece is counted page by page from now on. */
+static int miss(lx_out_t *o) {
+    o->missed = 1;
+    return 0;
+}
+
 #ifndef __NR_cachestat
 #define __NR_cachestat 451 /* one number on every architecture (Linux 6.5) */
 #endif
@@ -372,62 +396,87 @@ struct lx_cachestat {
     uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
 };
 
-/* 1 when the page cache holds every byte of [off, end), 0 when it lacks
- * one, -1 when the kernel will not say: cachestat(2) counts the cached
- * pages of a range exactly, but Linux before 6.5 lacks it (ENOSYS) and
+/* 0 when the page cache lacks a page of [off, end), 1 when it holds them
+ * all (some may still be being read: the end probes see those), -1 when
+ * the kernel will not say: Linux before 6.5 lacks cachestat (ENOSYS), and
  * later ones answer only a caller that owns the file or may write it
- * (EPERM: a server reading its users' files as another user). */
+ * (EPERM), and overlayfs answers for its own empty inode (its files are
+ * unprobed before they get here). */
 static int cachestat_covers(lx_file_t *f, uint64_t off, uint64_t end) {
-    if (f->no_cstat) return -1;
+    static int absent;
+    if (f->no_cstat || __atomic_load_n(&absent, __ATOMIC_RELAXED)) return -1;
     struct lx_cachestat_range r = {off, end - off};
     struct lx_cachestat cs;
     if (syscall(__NR_cachestat, f->fd, &r, &cs, 0) != 0) {
-        lx_log_debug("cachestat of \"%s\" refused (%d: %s): the ends of each range are probed",
-                     f->path, errno, strerror(errno));
+        if (errno == ENOSYS) __atomic_store_n(&absent, 1, __ATOMIC_RELAXED);
         f->no_cstat = 1;
         return -1;
     }
     uint64_t pg = (uint64_t)getpagesize();
-    return cs.nr_cache >= (end - 1) / pg - off / pg + 1; /* pages the range touches */
+    return cs.nr_cache >= (end - 1) / pg - off / pg + 1; /* the pages the range touches */
 }
 
-/* Whether preadv2(RWF_NOWAIT) finds the last byte of [off, end) cached,
- * and the first unless it is known, for kernels that refuse cachestat. That probe can be fooled: on
- * a miss it starts the page's read, and a fast disk completes it before the
- * call returns, so it "hits" having read from the disk (t/160 sees this on
- * a virtio disk, and then sendfile reads the pages between from the disk in
- * the loop). The loop thread's block-input count tells: it grew, so the
- * loop read from the disk since the last look, and the range counts as a
- * miss. It says nothing of pages between two hits. */
+/* Whether preadv2(RWF_NOWAIT) finds the last byte of [off, end) cached, and
+ * the first unless it is known. Such a probe can be fooled two ways:
+ * - A probe that misses starts the page's read. A later probe of that page
+ *   then hits, having proved nothing about the pages before it: at the end
+ *   of a file every range ends on that page. So the page stays "cold" and
+ *   ranges ending on it are misses until the piece ends.
+ * - A fast disk (virtio) can complete that read before the call returns:
+ *   the probe hits having read from the disk (t/160 saw it, and sendfile
+ *   then read the pages between from the disk in the loop). The loop
+ *   thread's block-input count tells: when it grew since the last look,
+ *   the loop read from the disk, and the range counts as a miss.
+ * Two hits say nothing of the pages between them: a file being read in
+ * by the thread pool's reads (and the kernel's read-ahead behind them) has
+ * holes. in_page_cache counts those where it can. */
 static int probe_ends(lx_sess_t *s, lx_file_t *f, uint64_t off, uint64_t end, int first) {
+    lx_out_t *o = &s->out;
+    uint64_t last = (end - 1) / (uint64_t)getpagesize() + 1;
+    if (last == o->cold || f->unprobed) return miss(o);
     char b;
     struct iovec iov = {&b, 1};
-    if (first && preadv2(f->fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0 && errno == EAGAIN) return 0;
-    if (end - off > 1 && preadv2(f->fd, &iov, 1, (off_t)(end - 1), RWF_NOWAIT) < 0 &&
-        errno == EAGAIN)
-        return 0;
+    /* A probe that cannot say (EOPNOTSUPP, or an error sendfile would meet
+     * as well) is a miss: the thread pool's read finds out. */
+    if (first && preadv2(f->fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0) {
+        if (errno == EOPNOTSUPP) refuses_nowait(f);
+        return miss(o);
+    }
+    if (end - off > 1 && preadv2(f->fd, &iov, 1, (off_t)(end - 1), RWF_NOWAIT) < 0) {
+        if (errno == EOPNOTSUPP) refuses_nowait(f);
+        o->cold = last;
+        return miss(o);
+    }
     struct rusage ru;
     if (getrusage(RUSAGE_THREAD, &ru) != 0) return 1;
     int quiet = ru.ru_inblock == s->w->inblock;
     s->w->inblock = ru.ru_inblock;
+    if (!quiet) o->missed = 1;
     return quiet;
+}
+
+void lx_out_thread_init(lx_worker_t *w) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0) w->inblock = ru.ru_inblock;
 }
 
 /* Whether the page cache holds the head file piece's next n bytes: a miss
  * would make sendfile wait for the disk in the loop. A big file goes out in
  * many sendfile calls, each starting where the last one stopped inside or
  * at the end of the range checked before: then only the new part is
- * checked. */
+ * checked. A piece found cold once is partly cached and being read in: its
+ * ranges are counted page by page where cachestat answers (6 us per 512
+ * KiB here, against 1.4 for the probes, which a warm file alone pays). */
 static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
     lx_out_t *o = &s->out;
     uint64_t end = p->off + n;
     if (end <= o->warm_to) return 1;
     int goes_on = o->warm_to && p->off <= o->warm_to; /* bytes below warm_to are known */
     uint64_t from = goes_on ? o->warm_to : p->off;
-    int r = cachestat_covers(p->file, from, end);
-    if (r < 0) r = probe_ends(s, p->file, from, end, !goes_on);
-    if (r) o->warm_to = end;
-    return r;
+    if (o->missed && cachestat_covers(p->file, from, end) == 0) return 0;
+    if (!probe_ends(s, p->file, from, end, !goes_on)) return 0;
+    o->warm_to = end;
+    return 1;
 }
 
 int lx_out_flush(lx_sess_t *s) {

@@ -14,6 +14,7 @@
 
 typedef struct lx_file_s lx_file_t;
 typedef struct lx_sess_s lx_sess_t;
+typedef struct lx_worker_s lx_worker_t;
 
 typedef enum {
     LX_PIECE_OBUF, /**< bytes at off in the queue's obuf (which may move) */
@@ -58,14 +59,20 @@ typedef struct {
     ssize_t work_got;            /**< what it read, or -errno */
     uint64_t warm_to; /**< the head file piece's bytes below this were found in the page cache (by
                          this lx_out_flush call) */
+    uint64_t cold;    /**< 1 + the page of the head file piece whose probe missed, which that
+                         probe then read in itself: its being cached says nothing later */
     unsigned writing : 1; /**< a uv_write is in flight */
     unsigned file_io : 1; /**< a thread-pool read is in flight */
     unsigned failed : 1;  /**< out of queue entries or memory: the response is short */
     unsigned full : 1;    /**< the socket refused bytes and no uv_write has finished since */
+    unsigned missed : 1;  /**< the head file piece was found not cached once: it is counted */
     uint32_t burst;       /**< bytes written at once since the loop last ran this connection */
 } lx_out_t;
 
 void lx_out_init(lx_out_t *o);
+/* On the loop's thread before it runs: the count its disk-read check
+ * (probe_ends) starts from. */
+void lx_out_thread_init(lx_worker_t *w);
 /* Gives back every piece (references, pooled buffers); obuf is kept. */
 void lx_out_reset(lx_out_t *o, lx_sess_t *s);
 void lx_out_free(lx_out_t *o);

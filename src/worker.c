@@ -401,6 +401,7 @@ static void on_tick(uv_timer_t *t) {
 
 static void thread_main(void *arg) {
     lx_worker_t *w = arg;
+    lx_out_thread_init(w);
     uv_run(&w->loop, UV_RUN_DEFAULT);
     lx_filecache_free(w->cache);
     w->cache = NULL;

@@ -20,14 +20,12 @@
 # past: 1 MiB left, the stall before the last chunk: each range's new end is
 # probed and finds the eviction.
 #
-# Both ways of looking are run. As root, luxd owns the files and
-# cachestat(2) counts a range's cached pages. As "nobody", the kernel
-# refuses it cachestat (EPERM: it neither owns nor may write the files), and
-# luxd probes the first and last byte with preadv2(RWF_NOWAIT). On a virtio
-# disk such a probe misses, starts the page's read, and returns it read: a
-# "hit" that was a disk read, and sendfile then read the pages between from
-# the disk in the loop (this failed under load, before the loop thread's
-# block-input count was consulted).
+# The probe reads one byte with preadv2(RWF_NOWAIT). On this virtio disk a
+# probe that misses starts the page's read and may return it read: a "hit"
+# that was a disk read. Before the loop thread's block-input count was
+# consulted, both probes of a range hit so under load and sendfile read the
+# 61 pages between them from the disk in the loop (CI, and 3 of 8 runs with
+# two busy loops beside).
 use strict;
 use warnings;
 use Test::More;
@@ -85,13 +83,12 @@ sub loop_io {
     return {map { /^(\w+): (\d+)/ ? ($1, $2) : () } <$fh>};
 }
 
-# Whether the loop thread sleeps in epoll_wait (x86-64 numbers: epoll_wait,
-# epoll_pwait, epoll_pwait2), not in the middle of a flush.
+# Whether the loop thread sleeps in epoll_wait, not in the middle of a
+# flush: where the kernel says it waits (wchan), on any architecture.
 sub idle {
     my ($task) = @_;
-    open my $fh, '<', "$task/syscall" or return 0;
-    my ($nr) = split ' ', scalar <$fh> // '';
-    return defined $nr && ($nr eq '232' || $nr eq '281' || $nr eq '441');
+    open my $fh, '<', "$task/wchan" or return 0;
+    return (scalar <$fh> // '') =~ /ep_poll|epoll/;
 }
 
 sub make_file {
@@ -115,13 +112,12 @@ sub make_file {
 # and send them after. Such an attempt proves nothing either way and is made
 # again with a new file; three without the premise fail the test.
 sub case {
-    my ($as, $file_name, $rest) = @_;
-    my $name = "$as$file_name";
+    my ($name, $rest) = @_;
     my $size = $cap + $rest;
     $size -= $size % 4096;
     for my $try (1 .. 3) {
-        my ($file, $data) = make_file("$try$file_name", $size);
-        my ($c, $pos) = stall("/$try$file_name");
+        my ($file, $data) = make_file("$try$name", $size);
+        my ($c, $pos) = stall("/$try$name");
         my $cport = $c->{sock}->sockport;
         my $task = loop_task();
         my $still = idle($task);
@@ -146,36 +142,33 @@ sub case {
           or diag 'got ' . length($body) . " of $size";
         my @q = substr($s->error_log, $log_at) =~ /read-ahead of \d+ bytes at (\d+) queued/g;
         ok(@q >= 1, "$name: the evicted rest was read on the thread pool (" . scalar(@q) . ' read-aheads)');
+        # What the loop may start itself: the probes' own pages (a few), and,
+        # when sendfile reaches pages the pool's reads brought in, the
+        # kernel's read-ahead of the pages after them (submitted, not
+        # waited for). In the last chunk nothing is sent from a range not
+        # counted, so only the probes' pages.
         my $disk = $io1->{read_bytes} - $io0->{read_bytes};
-        cmp_ok($disk, '<', $left / 2, "$name: the loop thread read $disk of the $left evicted bytes from the disk");
+        my $most = $left <= 512 * $KB ? 64 * $KB : $left / 2;
+        cmp_ok($disk, '<=', $most, "$name: the loop thread read $disk of the $left evicted bytes from the disk");
         return;
     }
     fail("$name: luxd never sat still across the eviction in three tries");
 }
 
-for my $as ('root', 'nobody') {
-    $s = Luxd->new(server => { error_log_level => 'debug', $as eq 'root' ? () : (user => $as) });
-    $port = $s->port;
-    chmod 0755, $s->dir or die;    # nobody reaches www/ through it
+$s = Luxd->new(server => { error_log_level => 'debug' });
+$port = $s->port;
 
-    # What the kernel holds for a stalled client on this machine.
-    my $big = $s->dir . '/www/big.bin';
-    open my $bf, '>:raw', $big or die;
-    print $bf "\0" x (16 * 1024 * $KB);
-    close $bf;
-    my $c0;
-    ($c0, $cap) = stall('/big.bin');
-    $c0->close;
-    cmp_ok($cap, '>', 256 * $KB, "$as: the kernel holds $cap bytes for a stalled client");
+# What the kernel holds for a stalled client on this machine.
+my $big = $s->dir . '/www/big.bin';
+open my $bf, '>:raw', $big or die;
+print $bf "\0" x (16 * 1024 * $KB);
+close $bf;
+my $c0;
+($c0, $cap) = stall('/big.bin');
+$c0->close;
+cmp_ok($cap, '>', 256 * $KB, "the kernel holds $cap bytes for a stalled client");
 
-    case("$as: ", 'tail.bin', 256 * $KB);    # the limit: the rest is inside the last chunk
-    case("$as: ", 'mid.bin', 1024 * $KB);    # one past: it is not (this held)
-    my $refused = () = $s->error_log =~ /cachestat of "[^"]+" refused \(1: /g;
-    if ($as eq 'root') {
-        is($refused, 0, 'root: cachestat answered for every file');
-    } else {
-        cmp_ok($refused, '>=', 2, "nobody: cachestat was refused ($refused files): the probe ran");
-    }
-    $s->stop;
-}
+case('tail.bin', 256 * $KB);    # the limit: the rest is inside the last chunk
+case('mid.bin', 1024 * $KB);    # one past: it is not (this held)
+$s->stop;
 done_testing;

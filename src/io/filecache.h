@@ -41,7 +41,8 @@ typedef struct lx_file_s {
      * "stale = 1" from a reload (ThreadSanitizer reports the race). */
     unsigned char is_dir;   /**< a directory */
     unsigned char refused;  /**< err is a refusal, not open(2)'s: LX_FILE_REFUSED_* */
-    unsigned char no_cstat; /**< cachestat(2) refused this file (out.c, loop) */
+    unsigned char unprobed; /**< refuses RWF_NOWAIT reads (overlayfs): out.c, loop */
+    unsigned char no_cstat; /**< cachestat(2) refused for it (EPERM): out.c, loop */
     unsigned loading : 1;   /**< a thread-pool load is in flight */
     unsigned stale : 1;     /**< removed from the hash; freed at last unref */
     int fd;                 /**< open file for large files, else -1 */
