@@ -126,14 +126,14 @@ int lx_log_open(const char *path, int level) {
         return -ENOMEM;
     }
     pthread_mutex_lock(&log_lock);
-    /* dup2 swaps the file behind the descriptor atomically, so a thread
+    /* dup3 swaps the file behind the descriptor atomically, so a thread
      * writing a line at this moment writes it whole to the old or new file,
      * never to a closed or reused descriptor. fds 1 and 2 are luxd's own
      * (a journal's socket, a terminal) and are never replaced or closed:
      * a switch from a file to one of them makes the file's descriptor a
      * copy of it, so the file is let go (t/177). */
     if (log_fd > 2) {
-        dup2(fd, log_fd);
+        dup3(fd, log_fd, O_CLOEXEC); /* as dup2, but keeps close-on-exec (t/180) */
         if (fd > 2) close(fd);
     } else {
         __atomic_store_n(&log_fd, fd, __ATOMIC_RELEASE);

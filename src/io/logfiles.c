@@ -1,6 +1,7 @@
 #include "logfiles.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,9 +80,9 @@ void lx_logfiles_reopen(void (*report)(const char *path, int err)) {
             report(slots[i].path, fd);
             continue;
         }
-        /* dup2 swaps the file behind the slot's fd atomically: a loop
+        /* dup3 swaps the file behind the slot's fd atomically: a loop
          * writing at this moment writes to the old file or the new one. */
-        dup2(fd, slots[i].fd);
+        dup3(fd, slots[i].fd, O_CLOEXEC); /* as dup2, keeping close-on-exec (t/180) */
         close(fd);
     }
     pthread_mutex_unlock(&lock);
