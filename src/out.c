@@ -7,9 +7,12 @@
 #include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include <linux/magic.h>
 
 #include "conn.h"
 #include "io/filecache.h"
@@ -301,17 +304,28 @@ static void read_done(uv_work_t *w, int status) {
     lx_sess_written(s, 0);
 }
 
-/* A file whose filesystem refuses RWF_NOWAIT reads (overlayfs does): the
- * page cache cannot be asked about it without waiting for the disk, so its
- * bytes go by the thread pool, never by sendfile in the loop (t/178). Said
- * once per process at info: it costs a copy per byte. */
-static void refuses_nowait(lx_file_t *f) {
+/* Whether err from a preadv2(RWF_NOWAIT) says the file cannot be asked at
+ * all (overlayfs and tmpfs refuse it: EOPNOTSUPP; a seccomp filter or an
+ * old kernel: ENOSYS, EPERM, EINVAL), rather than about these bytes. Then
+ * the file's page cache is never asked again: a tmpfs or ramfs file lives
+ * in memory and is always "cached" (sendfile, and plain reads); any other's
+ * bytes go by the thread pool, never by sendfile in the loop, which could
+ * wait for the disk (t/178). The latter is said once per process at info:
+ * it costs a copy per byte. */
+static int refused(lx_file_t *f, int err) {
     static int told;
-    f->unprobed = 1;
+    if (err != EOPNOTSUPP && err != ENOSYS && err != EPERM && err != EINVAL) return 0;
+    struct statfs sf;
+    if (fstatfs(f->fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC)) {
+        f->probe = LX_PROBE_RAM;
+        return 1;
+    }
+    f->probe = LX_PROBE_NONE;
     if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
         lx_log_info("\"%s\": its filesystem refuses non-blocking reads (RWF_NOWAIT: %s), so "
                     "files there are read on the thread pool, not sent by sendfile",
-                    f->path, strerror(EOPNOTSUPP));
+                    f->path, strerror(err));
+    return 1;
 }
 
 /* Reads up to LX_OUT_BUF bytes of the head file piece into a pooled buffer:
@@ -324,13 +338,16 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
     size_t n = p->len < LX_OUT_BUF ? (size_t)p->len : LX_OUT_BUF;
     char *buf = lx_pool_get(&s->w->obufs);
     if (buf == NULL) return -ENOMEM;
-    if (cached && !p->file->unprobed) {
+    if (cached && p->file->probe != LX_PROBE_NONE) {
         /* The socket is full: this piece only waits, in libuv's uv_write,
          * for it to take bytes again (sendfile goes on after it), and its
          * bytes are copied twice (pread, write) where sendfile's are not.
          * A small one does that as well as a whole buffer. */
         struct iovec iov = {buf, n < WAIT_PIECE ? n : WAIT_PIECE};
-        ssize_t r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, RWF_NOWAIT);
+        int how = p->file->probe == LX_PROBE_RAM ? 0 : RWF_NOWAIT;
+        ssize_t r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, how);
+        if (r < 0 && how && refused(p->file, errno) && p->file->probe == LX_PROBE_RAM)
+            r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, 0);
         if (r > 0 && !room_in_front(o, (uint64_t)r)) {
             lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
             return -ENOBUFS; /* as push: no response has that many pieces */
@@ -351,9 +368,7 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
             lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
             return -EIO; /* the file shrank under us: the length is a lie now */
         }
-        if (errno == EOPNOTSUPP) {
-            refuses_nowait(p->file);
-        } else if (errno != EAGAIN) {
+        if (errno != EAGAIN && p->file->probe != LX_PROBE_NONE) {
             int e = -errno;
             lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
             return e;
@@ -400,8 +415,8 @@ struct lx_cachestat {
  * all (some may still be being read: the end probes see those), -1 when
  * the kernel will not say: Linux before 6.5 lacks cachestat (ENOSYS), and
  * later ones answer only a caller that owns the file or may write it
- * (EPERM), and overlayfs answers for its own empty inode (its files are
- * unprobed before they get here). */
+ * (EPERM), and overlayfs answers for its own empty inode (its files never
+ * get here: LX_PROBE_NONE). */
 static int cachestat_covers(lx_file_t *f, uint64_t off, uint64_t end) {
     static int absent;
     if (f->no_cstat || __atomic_load_n(&absent, __ATOMIC_RELAXED)) return -1;
@@ -414,6 +429,26 @@ static int cachestat_covers(lx_file_t *f, uint64_t off, uint64_t end) {
     }
     uint64_t pg = (uint64_t)getpagesize();
     return cs.nr_cache >= (end - 1) / pg - off / pg + 1; /* the pages the range touches */
+}
+
+/* Whether the loop thread's block reads are where they were at the last
+ * look (and from now on, they are). */
+static int loop_read_nothing(lx_worker_t *w) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0) return 1;
+    int same = ru.ru_inblock == w->inblock;
+    w->inblock = ru.ru_inblock;
+    return same;
+}
+
+/* preadv2(RWF_NOWAIT) of the byte at: 1 cached, 0 not (or an error the
+ * thread pool's read will meet and report), -1 the file cannot be asked
+ * (refused() set its probe). */
+static int probe_at(lx_file_t *f, uint64_t at) {
+    char b;
+    struct iovec iov = {&b, 1};
+    if (preadv2(f->fd, &iov, 1, (off_t)at, RWF_NOWAIT) >= 0) return 1;
+    return errno != EAGAIN && refused(f, errno) ? -1 : 0;
 }
 
 /* Whether preadv2(RWF_NOWAIT) finds the last byte of [off, end) cached, and
@@ -433,24 +468,14 @@ static int cachestat_covers(lx_file_t *f, uint64_t off, uint64_t end) {
 static int probe_ends(lx_sess_t *s, lx_file_t *f, uint64_t off, uint64_t end, int first) {
     lx_out_t *o = &s->out;
     uint64_t last = (end - 1) / (uint64_t)getpagesize() + 1;
-    if (last == o->cold || f->unprobed) return miss(o);
-    char b;
-    struct iovec iov = {&b, 1};
-    /* A probe that cannot say (EOPNOTSUPP, or an error sendfile would meet
-     * as well) is a miss: the thread pool's read finds out. */
-    if (first && preadv2(f->fd, &iov, 1, (off_t)off, RWF_NOWAIT) < 0) {
-        if (errno == EOPNOTSUPP) refuses_nowait(f);
-        return miss(o);
-    }
-    if (end - off > 1 && preadv2(f->fd, &iov, 1, (off_t)(end - 1), RWF_NOWAIT) < 0) {
-        if (errno == EOPNOTSUPP) refuses_nowait(f);
-        o->cold = last;
-        return miss(o);
-    }
-    struct rusage ru;
-    if (getrusage(RUSAGE_THREAD, &ru) != 0) return 1;
-    int quiet = ru.ru_inblock == s->w->inblock;
-    s->w->inblock = ru.ru_inblock;
+    if (last == o->cold) return miss(o);
+    int r = first ? probe_at(f, off) : 1;
+    if (r == 1 && end - off > 1 && (r = probe_at(f, end - 1)) == 0) o->cold = last;
+    /* A miss started a read from this thread: it is counted now, so that it
+     * does not make the next look (any connection's) a miss. */
+    int quiet = loop_read_nothing(s->w);
+    if (r < 0) return f->probe == LX_PROBE_RAM;
+    if (r == 0) return miss(o);
     if (!quiet) o->missed = 1;
     return quiet;
 }
@@ -469,6 +494,7 @@ void lx_out_thread_init(lx_worker_t *w) {
  * KiB here, against 1.4 for the probes, which a warm file alone pays). */
 static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
     lx_out_t *o = &s->out;
+    if (p->file->probe != LX_PROBE_NOWAIT) return p->file->probe == LX_PROBE_RAM;
     uint64_t end = p->off + n;
     if (end <= o->warm_to) return 1;
     int goes_on = o->warm_to && p->off <= o->warm_to; /* bytes below warm_to are known */

@@ -41,7 +41,7 @@ typedef struct lx_file_s {
      * "stale = 1" from a reload (ThreadSanitizer reports the race). */
     unsigned char is_dir;   /**< a directory */
     unsigned char refused;  /**< err is a refusal, not open(2)'s: LX_FILE_REFUSED_* */
-    unsigned char unprobed; /**< refuses RWF_NOWAIT reads (overlayfs): out.c, loop */
+    unsigned char probe;    /**< LX_PROBE_*: how out.c asks the page cache (the loop's) */
     unsigned char no_cstat; /**< cachestat(2) refused for it (EPERM): out.c, loop */
     unsigned loading : 1;   /**< a thread-pool load is in flight */
     unsigned stale : 1;     /**< removed from the hash; freed at last unref */
@@ -60,6 +60,13 @@ typedef struct lx_file_s {
     lx_waiter_t *waiters;   /**< waiting for the load, called when it is done */
     uv_work_t work;         /**< the thread-pool load */
 } lx_file_t;
+
+/* lx_file_t.probe: whether the page cache can be asked about the file. */
+enum {
+    LX_PROBE_NOWAIT = 0, /**< preadv2(RWF_NOWAIT) answers */
+    LX_PROBE_NONE = 1,   /**< refused (overlayfs): its bytes go by the thread pool */
+    LX_PROBE_RAM = 2,    /**< refused, but it lives in memory (tmpfs, ramfs): always cached */
+};
 
 enum {
     LX_FILE_REFUSED_LINK = 1, /**< follow_symlinks refused a link (or "..") on the way */
