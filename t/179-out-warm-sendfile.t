@@ -27,7 +27,11 @@ for my $as ('root', 'nobody') {
         my $r = $s->get('/warm.bin');
         ok($r->{status} == 200 && md5_hex($r->{body} // '') eq md5_hex($data), "$as: round $round: byte-exact");
         my @q = substr($s->error_log, $log_at) =~ /(read-ahead of \d+ bytes at \d+ queued)/g;
-        is(scalar @q, 0, "$as: round $round: the warm file went by sendfile alone") or diag explain \@q;
+        # One look may call a warm range cold when the loop thread read a
+        # block for something else (a loaded machine): one pool read, then
+        # the range is counted and goes by sendfile. A check that always
+        # said "miss" would make 65.
+        cmp_ok(scalar @q, '<=', 1, "$as: round $round: the warm file went by sendfile") or diag explain \@q;
     }
     $s->stop;
 }
