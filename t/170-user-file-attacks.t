@@ -44,18 +44,6 @@ EOF_CONF
     return $s;
 }
 
-# What nobody can do in its own directory: plant a link (as that user).
-sub as_nobody {
-    my ($code) = @_;
-    my $pid = fork // die;
-    if ($pid == 0) {
-        $( = $) = "$gid $gid"; $< = $> = $uid;
-        POSIX::_exit($code->() ? 0 : 1);
-    }
-    waitpid($pid, 0);
-    return $? == 0;
-}
-
 # luxd refuses to start on such a link, saying which file and why (an
 # old luxd followed it and started: run_luxd's timeout, rc -1).
 local $Luxd::RUN_TIMEOUT = 5;
@@ -63,7 +51,7 @@ local $Luxd::RUN_TIMEOUT = 5;
 subtest 'an access_log link planted by the user points at a root-only file' => sub {
     my $s = server();
     my $d = $s->dir;
-    ok(as_nobody(sub { symlink "$d/rootonly/secret", "$d/ulogs/access.log" }), 'nobody plants ulogs/access.log -> rootonly/secret');
+    ok(Luxd::as_user('nobody', sub { symlink "$d/rootonly/secret", "$d/ulogs/access.log" }), 'nobody plants ulogs/access.log -> rootonly/secret');
     my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file);
     is($rc, 1, 'luxd refuses to start') or diag($out);
     like($out, qr{luxd\.lua:\d+: access_log \Q$d\E/ulogs/access\.log: it is a symbolic link, which luxd does not follow there},
@@ -75,7 +63,7 @@ subtest 'an access_log link planted by the user points at a root-only file' => s
 subtest 'a pid_file link planted by the user points at a root-only file' => sub {
     my $s = server();
     my $d = $s->dir;
-    ok(as_nobody(sub { symlink "$d/rootonly/victim", "$d/urun/luxd.pid" }), 'nobody plants urun/luxd.pid -> rootonly/victim');
+    ok(Luxd::as_user('nobody', sub { symlink "$d/rootonly/victim", "$d/urun/luxd.pid" }), 'nobody plants urun/luxd.pid -> rootonly/victim');
     my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file);
     is($rc, 1, 'luxd refuses to start') or diag($out);
     like($out, qr{pid_file \Q$d\E/urun/luxd\.pid: it is a symbolic link}, 'saying which file and why');
@@ -98,7 +86,7 @@ subtest 'a hard link to a root-only file as the pid file' => sub {
 subtest 'a FIFO as the access log' => sub {
     my $s = server();
     my $d = $s->dir;
-    ok(as_nobody(sub { POSIX::mkfifo("$d/ulogs/access.log", 0644) }), 'nobody makes ulogs/access.log a FIFO');
+    ok(Luxd::as_user('nobody', sub { POSIX::mkfifo("$d/ulogs/access.log", 0644) }), 'nobody makes ulogs/access.log a FIFO');
     my $t0 = time;
     my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file);
     is($rc, 1, 'luxd refuses to start, without waiting for a reader') or diag($out);
@@ -109,7 +97,7 @@ subtest 'a FIFO as the access log' => sub {
 subtest 'the log files nobody owns (after a rotation) are fine' => sub {
     my $s = server();
     my $d = $s->dir;
-    ok(as_nobody(sub { open my $fh, '>', "$d/ulogs/access.log" or return 0; close $fh }), 'nobody makes ulogs/access.log');
+    ok(Luxd::as_user('nobody', sub { open my $fh, '>', "$d/ulogs/access.log" or return 0; close $fh }), 'nobody makes ulogs/access.log');
     $s->start;
     is($s->get('/')->{status}, 200, 'a request');
     sleep 0.2;
@@ -121,7 +109,7 @@ subtest 'a reopen does not follow a link planted in place of the rotated log' =>
     my $s = server();
     my $d = $s->dir;
     $s->start;
-    ok(as_nobody(sub {
+    ok(Luxd::as_user('nobody', sub {
         rename "$d/ulogs/access.log", "$d/ulogs/access.log.1" or return 0;
         symlink "$d/rootonly/secret", "$d/ulogs/access.log";
     }), 'nobody moves the log and plants a link in its place');
@@ -144,7 +132,7 @@ subtest 'the pid file replaced by the user: luxd -s stop signals another process
     # A process of root's that is not luxd.
     my $decoy = fork // die;
     if ($decoy == 0) { no warnings 'exec'; exec 'sleep', '30'; POSIX::_exit(1) }
-    ok(as_nobody(sub {
+    ok(Luxd::as_user('nobody', sub {
         unlink "$d/urun/luxd.pid" or return 0;
         open my $fh, '>', "$d/urun/luxd.pid" or return 0;
         print $fh "$decoy\n"; close $fh;

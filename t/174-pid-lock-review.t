@@ -26,17 +26,6 @@ my @pw = getpwnam('nobody') or BAIL_OUT('no user nobody');
 my ($uid, $gid) = @pw[2, 3];
 local $Luxd::RUN_TIMEOUT = 5;
 
-sub as_nobody {
-    my ($code) = @_;
-    my $pid = fork // die;
-    if ($pid == 0) {
-        $( = $) = "$gid $gid"; $< = $> = $uid;
-        POSIX::_exit($code->() ? 0 : 1);
-    }
-    waitpid($pid, 0);
-    return $? == 0;
-}
-
 subtest 'control: kill -9 leaves a stale pid file; the next start is not blocked' => sub {
     my $s = Luxd->new;
     ok(-s $s->dir . '/luxd.pid', 'pid file written');
@@ -95,7 +84,7 @@ EOF_CONF
 subtest 'the serving user makes the .reload status file a FIFO: luxd -s reload does not hang' => sub {
     my $s = urun_server();
     my $d = $s->dir;
-    ok(as_nobody(sub { unlink "$d/urun/luxd.pid.reload"; POSIX::mkfifo("$d/urun/luxd.pid.reload", 0644) }),
+    ok(Luxd::as_user('nobody', sub { unlink "$d/urun/luxd.pid.reload"; POSIX::mkfifo("$d/urun/luxd.pid.reload", 0644) }),
        'nobody replaces urun/luxd.pid.reload with a FIFO');
     my $t0 = time;
     my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file, '-s', 'reload');

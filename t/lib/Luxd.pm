@@ -317,6 +317,23 @@ sub reload {
 # Why the last reload() returned undef: 'not running' or 'timeout'.
 sub reload_error { $_[0]{reload_error} }
 
+# Runs $code in a child process as the user $name (setgid, then setuid;
+# root only) and returns whether it returned true: what that user can do,
+# e.g. plant a link in a directory of its own.
+sub as_user {
+    my ($name, $code) = @_;
+    my ($uid, $gid) = (getpwnam($name))[2, 3];
+    defined $uid or die "no user $name";
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        $( = $) = "$gid $gid";
+        $< = $> = $uid;
+        POSIX::_exit($code->() ? 0 : 1);
+    }
+    waitpid($pid, 0);
+    return $? == 0;
+}
+
 # Waits up to $timeout seconds (default 5) for error.log to match $re, reading
 # it every poll => seconds (default 0.05). Returns 1 when it matched, else 0.
 sub wait_log {

@@ -455,10 +455,12 @@ static void burst_limit(void) {
        "burst: exactly LX_OUT_BURST bytes went at once (%u)", o->burst);
     push_stream(o, 1);
     lx_out_flush(s);
-    ok(!wr.pending && o->burst == LX_OUT_BURST + 1, "burst: at the limit, the next piece still goes at once");
+    ok(!wr.pending && o->burst == LX_OUT_BURST + 1,
+       "burst: at the limit, the next piece still goes at once");
     push_stream(o, 1);
     lx_out_flush(s);
-    ok(wr.pending && o->burst == LX_OUT_BURST + 1, "burst: one byte past it, the next waits in a uv_write");
+    ok(wr.pending && o->burst == LX_OUT_BURST + 1,
+       "burst: one byte past it, the next waits in a uv_write");
     complete_write();
     ok(o->burst == 0, "burst: the uv_write's completion starts the count again");
     push_stream(o, 1);
