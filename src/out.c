@@ -470,7 +470,7 @@ static int probe_ends(lx_sess_t *s, lx_file_t *f, uint64_t off, uint64_t end, in
     uint64_t last = (end - 1) / (uint64_t)getpagesize() + 1;
     if (last == o->cold) return miss(o);
     int r = first ? probe_at(f, off) : 1;
-    if (r == 1 && end - off > 1 && (r = probe_at(f, end - 1)) == 0) o->cold = last;
+    if (r == 1 && (!first || end - off > 1) && (r = probe_at(f, end - 1)) == 0) o->cold = last;
     /* A miss started a read from this thread: it is counted now, so that it
      * does not make the next look (any connection's) a miss. */
     int quiet = loop_read_nothing(s->w);

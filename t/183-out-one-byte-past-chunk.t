@@ -1,0 +1,49 @@
+# A file of 512 KiB + 1 byte (the sendfile chunk and one past) whose last
+# page is not cached. In one flush the second look starts where the first
+# was found warm: its first byte is not probed again, and with a range of
+# one byte the end probe was skipped as well ("end - off > 1"), so sendfile
+# read the page from the disk in the loop. At exactly the chunk (512 KiB)
+# there is no second look. (From the final review.)
+use strict;
+use warnings;
+use Test::More;
+use lib 't/lib';
+use Luxd;
+
+my $KB = 1024;
+my $s = Luxd->new(server => { error_log_level => 'debug' });
+my $www = $s->dir . '/www';
+
+sub loop_io {
+    my ($best, $bw);
+    for my $d (glob '/proc/' . $s->pid . '/task/*') {
+        open my $fh, '<', "$d/io" or next;
+        my %h = map { /^(\w+): (\d+)/ ? ($1, $2) : () } <$fh>;
+        ($best, $bw) = (\%h, $h{wchar}) if defined $h{wchar} && (!defined $bw || $h{wchar} > $bw);
+    }
+    return $best;
+}
+
+for my $size (512 * $KB, 512 * $KB + 1) {
+    my $name = "f$size.bin";
+    my $data = join '', map { chr(65 + $_ % 26) } 0 .. $size - 1;
+    { open my $fh, '>:raw', "$www/$name" or die; print $fh $data; close $fh or die }
+    system('sync') == 0 or die;
+    { open my $fh, '<:raw', "$www/$name" or die; local $/; my $w = <$fh> }    # warm
+    # Evict the last page alone: dd reads it, then drops it (nocache).
+    my $lastpg = int(($size - 1) / 4096) * 4096;
+    system('dd', "if=$www/$name", 'iflag=nocache,skip_bytes', "skip=$lastpg", 'bs=4096', 'count=1',
+           'of=/dev/null', 'status=none') == 0 or die 'dd failed';
+    my $at = length $s->error_log;
+    my $io0 = loop_io();
+    my $r = $s->get("/$name");
+    my $io1 = loop_io();
+    ok($r->{status} == 200 && ($r->{body} // '') eq $data, "$size bytes: byte-exact");
+    my $disk = $io1->{read_bytes} - $io0->{read_bytes};
+    # A probe that misses starts its page's read (not waited for): one page.
+    cmp_ok($disk, '<=', 4096, "$size bytes: the loop thread read $disk bytes from the disk, at most the probe's page");
+    my @q = substr($s->error_log, $at) =~ /read-ahead of \d+ bytes at (\d+) queued/g;
+    cmp_ok(scalar @q, '>=', 1, "$size bytes: the evicted last page went by the thread pool") if $size % (512 * $KB);
+}
+$s->stop;
+done_testing;
