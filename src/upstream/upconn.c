@@ -106,34 +106,43 @@ void lx_upconn_close(lx_upconn_t *uc) {
     uv_close((uv_handle_t *)&uc->timer, on_handle_closed);
 }
 
+static void on_timer(uv_timer_t *t);
+
+/* Deadlines move on with every read and write, and a connection goes from
+ * a request to its pool and back: the timer is not moved each time (a
+ * heap update, four per request), only when it would fire after the new
+ * due time. When it fires it looks at uc->due and starts again for what is
+ * left. */
+static void arm(lx_upconn_t *uc, uint64_t due) {
+    if (uv_is_active((uv_handle_t *)&uc->timer) && uc->fires <= due) return;
+    uint64_t now = uv_now(uc->timer.loop);
+    uint64_t in = due > now ? due - now : 0;
+    uv_timer_start(&uc->timer, on_timer, in, 0);
+    uc->fires = now + in;
+}
+
 static void on_timer(uv_timer_t *t) {
     lx_upconn_t *uc = container_of(t, lx_upconn_t, timer);
+    if (uc->due == 0) return; /* the deadline was lifted */
+    if (uv_now(t->loop) < uc->due) {
+        arm(uc, uc->due); /* it moved on meanwhile */
+        return;
+    }
+    uc->due = 0;
     if (uc->state == LX_UC_IDLE) {
         lx_upconn_close(uc); /* idle longer than keepalive_timeout */
         return;
     }
-    if (uc->due == 0) return; /* the deadline was lifted */
-    uint64_t now = uv_now(t->loop);
-    if (now < uc->due) {
-        uv_timer_start(t, on_timer, uc->due - now, 0); /* it moved on meanwhile */
-        return;
-    }
-    uc->due = 0;
     if (uc->ops && uc->ops->timeout) uc->ops->timeout(uc);
 }
 
-/* Deadlines move on with every read and write; the timer is not moved
- * each time (a heap update, twice per request or more), but looks at
- * uc->due when it fires and starts again for what is left. */
 void lx_upconn_deadline(lx_upconn_t *uc, uint32_t ms) {
     if (ms == 0) {
         uc->due = 0;
         return;
     }
-    uint64_t due = uv_now(uc->timer.loop) + ms;
-    int armed = uv_is_active((uv_handle_t *)&uc->timer);
-    if (!armed || uc->due == 0 || due < uc->due) uv_timer_start(&uc->timer, on_timer, ms, 0);
-    uc->due = due;
+    uc->due = uv_now(uc->timer.loop) + ms;
+    arm(uc, uc->due);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -175,8 +184,7 @@ lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *da
     lx_upconn_t *uc = p->idle;
     if (uc == NULL) return NULL;
     idle_unlink(uc);
-    uv_timer_stop(&uc->timer);
-    uc->due = 0;
+    uc->due = 0; /* the timer may stay armed: it finds no deadline */
     lend(uc, ops, data);
     return uc;
 }
@@ -203,7 +211,8 @@ void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms) {
         lx_upconn_close(uc);
         return;
     }
-    uv_timer_start(&uc->timer, on_timer, idle_ms ? idle_ms : 1, 0);
+    uc->due = uv_now(uc->timer.loop) + (idle_ms ? idle_ms : 1);
+    arm(uc, uc->due);
     uv_unref(&uc->h.handle);
     uv_unref((uv_handle_t *)&uc->timer);
 }

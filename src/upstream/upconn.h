@@ -56,12 +56,14 @@ struct lx_upconn_s {
     const lx_upconn_ops_t *ops; /**< the borrower's callbacks (NULL while idle) */
     void *data;                 /**< the borrower */
     char *wcopy;                /**< what uv_write sends (the part uv_try_write left) */
-    uint64_t due;               /**< loop ms the borrower's deadline passes; 0: none */
-    uint32_t nreq;              /**< requests it carried (> 0: it is a reused one) */
-    uint8_t state;              /**< lx_upconn_state_t */
-    uint8_t handles;            /**< handles still open (socket, timer) */
-    unsigned writing : 1;       /**< wreq is in flight */
-    unsigned reading : 1;       /**< uv_read_start is in force */
+    uint64_t due;               /**< loop ms the deadline (or the idle time) passes; 0: none */
+    uint64_t fires; /**< loop ms the timer fires, while on_timer is armed (0 while the connect timer
+                       runs: arm() leaves that alone) */
+    uint32_t nreq;  /**< requests it carried (> 0: it is a reused one) */
+    uint8_t state;  /**< lx_upconn_state_t */
+    uint8_t handles;      /**< handles still open (socket, timer) */
+    unsigned writing : 1; /**< wreq is in flight */
+    unsigned reading : 1; /**< uv_read_start is in force */
 };
 
 /* Whether a handle of the loop is an upstream connection's socket (the

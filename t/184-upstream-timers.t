@@ -1,0 +1,84 @@
+# An upstream connection's one timer serves its idle time in the pool
+# (keepalive_timeout) and a request's deadlines (read_timeout), and it is
+# moved only when it would fire too late. These pin down each way that could
+# go wrong: an idle connection that is never closed, one closed while it is
+# reused, a deadline that waits for a later idle time, and an idle time that
+# cuts a slow answer.
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use Time::HiRes qw(time sleep);
+use Luxd;
+use Luxd::Backend;
+
+sub conns_of { my ($be) = @_; my %c = map { $_->{conn} => 1 } $be->requests; scalar keys %c }
+sub luxd_closes { my ($be) = @_; scalar grep { $_->{how} eq 'peer-eof' } $be->closes }
+
+sub front {
+    my ($be, $up) = @_;
+    my $a = $be->addr;
+    Luxd->new(config => qq{upstream "b" { "$a", $up }\n}
+          . qq{vhost "l" { default = true, location "/" { proxy = "b" } }\n});
+}
+
+subtest 'an idle connection is closed after keepalive_timeout, not before' => sub {
+    my $be = Luxd::Backend->start(name => 'i');
+    my $s = front($be, 'keepalive_timeout = 0.6');
+    is $s->get('/ok/1')->{status}, 200, 'answered';
+    sleep 0.3;
+    is luxd_closes($be), 0, 'still pooled at half the idle time';
+    sleep 1.0;
+    is luxd_closes($be), 1, 'closed by luxd once keepalive_timeout passed';
+    is $s->get('/ok/1')->{status}, 200, 'the next request is answered';
+    is conns_of($be), 2, 'on a new connection';
+    $s->stop;
+    $be->stop;
+};
+
+subtest 'reuse within keepalive_timeout starts the idle time again' => sub {
+    my $be = Luxd::Backend->start(name => 'r');
+    my $s = front($be, 'keepalive_timeout = 0.6');
+    # Each request 0.35 s after the last: more than keepalive_timeout in
+    # all, less between two. An idle time counted from the first put, or a
+    # timer left from it, would close the connection in the middle.
+    for (1 .. 4) {
+        is $s->get('/ok/1')->{status}, 200, "request $_ answered";
+        sleep 0.35;
+    }
+    is conns_of($be), 1, 'one connection carried all four';
+    is luxd_closes($be), 0, 'and was not closed meanwhile';
+    sleep 1.0;
+    is luxd_closes($be), 1, 'then closed, idle for keepalive_timeout';
+    $s->stop;
+    $be->stop;
+};
+
+subtest 'a read_timeout shorter than the idle time fires on a reused connection' => sub {
+    my $be = Luxd::Backend->start(name => 't');
+    my $s = front($be, 'keepalive_timeout = 30, read_timeout = 0.5');
+    is $s->get('/ok/1')->{status}, 200, 'first request: the connection is pooled for 30 s';
+    my $t0 = time;
+    my $r = $s->get('/sleep/5000', timeout => 10);
+    my $took = time - $t0;
+    is $r->{status}, 504, 'a silent backend: 504';
+    is conns_of($be), 1, 'on the reused connection';
+    cmp_ok $took, '<', 2.5, sprintf('after read_timeout, not the idle time (%.2f s)', $took);
+    cmp_ok $took, '>=', 0.45, 'and not before read_timeout';
+    $s->stop;
+    $be->stop;
+};
+
+subtest 'an idle time shorter than the answer does not cut a reused connection' => sub {
+    my $be = Luxd::Backend->start(name => 's');
+    my $s = front($be, 'keepalive_timeout = 0.3, read_timeout = 5');
+    is $s->get('/ok/1')->{status}, 200, 'first request';
+    my $r = $s->get('/sleep/1200', timeout => 10);
+    is $r->{status}, 200, 'an answer after 1.2 s, four idle times, is relayed';
+    like $r->{body}, qr/^slept 1200$/m, 'whole';
+    is conns_of($be), 1, 'on the reused connection';
+    $s->stop;
+    $be->stop;
+};
+
+done_testing;
