@@ -55,15 +55,16 @@ typedef enum {
     PX_BODY_CUT,     /**< given up (the backend answered first): the connection is not reused */
 } px_body_t;
 
-typedef struct {
+typedef struct px_s {
     lx_req_t *r;
     const lx_upstream_t *u;
     px_peer_t *peers;        /**< this loop's, for u */
     lx_uploop_t *ul;         /**< this loop's pools */
     lx_upconn_t *uc;         /**< the connection, or NULL */
-    lx_h1resp_t resp;        /**< the response parser */
-    char *head;              /**< the request head as sent (malloc) */
-    size_t head_len;         /**< bytes in head */
+    lx_h1resp_t resp;        /**< the response parser (its buffers kept with a spare) */
+    lx_buf_t head;           /**< the request head as sent (its room kept with a spare) */
+    struct px_loop_s *pl;    /**< this loop's proxy state */
+    struct px_s *spare_next; /**< in pl's spares */
     uint64_t tried;          /**< servers tried (bit i: server i; past 64 not tracked) */
     size_t picks;            /**< servers picked so far: never more than the upstream has */
     uint64_t started;        /**< loop ms the request was handed over */
@@ -84,13 +85,31 @@ typedef struct {
     unsigned tunnel : 1;     /**< the backend said 101: bytes flow both ways as they are */
 } px_t;
 
+/* The handler's per-loop state (w->hstate): the upstream pools, and the
+ * request states of finished requests kept for the next ones, with their
+ * buffers, so that a proxied request costs no allocation: it made five
+ * (its state, its head, the parser's three) and freed them again. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PX_SPARES 0 /* every state freed: ASan sees a use after the request */
+#else
+#define PX_SPARES 32
+#endif
+/* A spare keeps buffers up to this much room; bigger ones (a head near
+ * max_header_bytes) are freed with the request. */
+#define PX_SPARE_ROOM 8192
+typedef struct px_loop_s {
+    lx_uploop_t *ul;
+    px_t *spares;
+    unsigned nspares;
+} px_loop_t;
+
 /* Index of this handler in lx_handlers[]: w->hstate. Set by the first
  * px_loop_init, which runs in the main thread before any worker thread
  * starts; the workers only read it (set lazily by each, it was a data race
  * TSan reported). */
 static int px_slot = -1;
 
-static lx_uploop_t *loop_pools(lx_worker_t *w) {
+static px_loop_t *loop_state(lx_worker_t *w) {
     return px_slot < 0 ? NULL : w->hstate[px_slot];
 }
 
@@ -132,13 +151,62 @@ static int px_loop_init(lx_worker_t *w, void **state) {
     if (px_slot < 0)
         for (size_t i = 0; i < lx_nhandlers; i++)
             if (lx_handlers[i] == &lx_proxy_handler) px_slot = (int)i;
-    *state = lx_uploop_new(&w->loop);
-    return *state ? 0 : -ENOMEM;
+    px_loop_t *pl = calloc(1, sizeof(*pl));
+    if (pl && (pl->ul = lx_uploop_new(&w->loop)) == NULL) {
+        free(pl);
+        pl = NULL;
+    }
+    *state = pl;
+    return pl ? 0 : -ENOMEM;
+}
+
+static void px_destroy(px_t *px) {
+    lx_h1resp_free(&px->resp);
+    free(px->head.p);
+    free(px);
 }
 
 static void px_loop_free(lx_worker_t *w, void *state) {
     (void)w;
-    lx_uploop_free(state);
+    px_loop_t *pl = state;
+    for (px_t *px; (px = pl->spares) != NULL;) {
+        pl->spares = px->spare_next;
+        px_destroy(px);
+    }
+    lx_uploop_free(pl->ul);
+    free(pl);
+}
+
+/* A new request's state: a spare, emptied but for its buffers, or a new
+ * one. */
+static px_t *px_new(px_loop_t *pl) {
+    px_t *px = pl->spares;
+    if (px == NULL) {
+        px = calloc(1, sizeof(*px));
+        if (px) px->pl = pl;
+        return px;
+    }
+    pl->spares = px->spare_next;
+    pl->nspares--;
+    lx_h1resp_t resp = px->resp;
+    lx_buf_t head = px->head;
+    memset(px, 0, sizeof(*px));
+    px->resp = resp;
+    px->head = head;
+    px->pl = pl;
+    return px;
+}
+
+/* The end of a request's state: kept as a spare while there is room. */
+static void px_release(px_t *px) {
+    px_loop_t *pl = px->pl;
+    if (pl->nspares >= PX_SPARES || px->resp.hcap > PX_SPARE_ROOM || px->head.cap > PX_SPARE_ROOM) {
+        px_destroy(px);
+        return;
+    }
+    px->spare_next = pl->spares;
+    pl->spares = px;
+    pl->nspares++;
 }
 
 /* ---- servers: rotation and passive health --------------------------- */
@@ -212,13 +280,11 @@ static void px_free(px_t *px) {
         r->upstream_ms = (uint32_t)(uv_now(&r->w->loop) - px->started);
     }
     px_drop_conn(px);
-    lx_h1resp_free(&px->resp);
-    free(px->head);
     if (px->busy) {
-        px->dead = 1; /* freed by px_leave */
+        px->dead = 1; /* released by px_leave */
         return;
     }
-    free(px);
+    px_release(px);
 }
 
 /* Around each of our callbacks: the request that ends inside one is
@@ -230,7 +296,7 @@ static void px_enter(px_t *px) {
 
 static void px_leave(px_t *px) {
     lx_req_t *r = px->r;
-    if (--px->busy == 0 && px->dead) free(px);
+    if (--px->busy == 0 && px->dead) px_release(px);
     lx_req_leave(r);
 }
 
@@ -271,8 +337,7 @@ static int px_next(px_t *px) {
         px->r->upstream_addr = srv->addr_text;
         lx_uppool_t *pool = lx_uppool_of(px->ul, srv);
         if (pool == NULL) return 500;
-        lx_h1resp_free(&px->resp);
-        lx_h1resp_init(&px->resp, px->u->max_header_bytes, px->r->head, &px_resp_ops, px);
+        lx_h1resp_reset(&px->resp, px->u->max_header_bytes, px->r->head, &px_resp_ops, px);
         px->resp.upgrade = px->upgrade;
         px->got_bytes = 0;
         px->head_out = 0;
@@ -364,7 +429,7 @@ static void px_send_head(px_t *px) {
         px_error(px, UV_EPIPE, NULL);
         return;
     }
-    uv_buf_t b = uv_buf_init(px->head, (unsigned)px->head_len);
+    uv_buf_t b = uv_buf_init(px->head.p, (unsigned)px->head.len);
     int rc = lx_upconn_write(px->uc, &b, 1);
     if (rc < 0) {
         px_error(px, rc, NULL);
@@ -676,16 +741,16 @@ static void px_abort(lx_req_t *r) {
 /* ---- the handler ---------------------------------------------------- */
 
 int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u) {
-    lx_uploop_t *ul = loop_pools(r->w);
+    px_loop_t *pl = loop_state(r->w);
     px_gen_t *pg = r->gen->proxy;
-    if (ul == NULL || pg == NULL) return 500;
+    if (pl == NULL || pg == NULL) return 500;
     lx_st_upstream_t *us = lx_st_upstream(r->w->stats, u->stat_slot);
     if (us) LX_ST_INC(&us->requests);
-    px_t *px = calloc(1, sizeof(*px));
+    px_t *px = px_new(pl);
     if (px == NULL) return 500;
     px->r = r;
     px->u = u;
-    px->ul = ul;
+    px->ul = pl->ul;
     px->peers = &pg->peers[(size_t)r->w->index * pg->total + pg->offset[u->index]];
     px->last_status = 502;
     px->started = uv_now(&r->w->loop);
@@ -695,12 +760,10 @@ int lx_proxy_handoff(lx_req_t *r, const lx_upstream_t *u) {
      * upstream); the core drops it after the answer. */
     px->body = r->body_state == LX_BODY_UNREAD && !r->error_status ? PX_BODY_PENDING : PX_BODY_NONE;
     lx_proxy_head_t h = {0};
-    if (lx_proxy_head(r, u, px->body != PX_BODY_NONE, &h) < 0) {
-        free(px);
+    if (lx_proxy_head(r, u, px->body != PX_BODY_NONE, &px->head, &h) < 0) {
+        px_release(px);
         return 500;
     }
-    px->head = h.head;
-    px->head_len = h.len;
     px->chunked = h.chunked;
     px->expect = h.expect;
     px->upgrade = h.upgrade;

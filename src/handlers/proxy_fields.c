@@ -133,9 +133,12 @@ static void put_list(lx_buf_t *b, const lx_req_t *r, const conn_list_t *conn, un
     }
 }
 
-int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_proxy_head_t *out) {
+int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_buf_t *head,
+                  lx_proxy_head_t *out) {
     const lx_site_t *s = r->site;
-    lx_buf_t b = {0};
+    lx_buf_t b = *head; /* built here, given back at the end */
+    b.len = 0;
+    b.oom = 0;
     const char *m = llhttp_method_name((llhttp_method_t)r->method);
     lx_buf_put(&b, m, strlen(m));
     LX_BUF_PUTS(&b, " ");
@@ -263,13 +266,8 @@ int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_proxy_h
         LX_BUF_PUTS(&b, "Connection: close\r\n");
     }
     LX_BUF_PUTS(&b, "\r\n");
-    if (b.oom) {
-        free(b.p);
-        return -ENOMEM;
-    }
-    out->head = b.p;
-    out->len = b.len;
-    return 0;
+    *head = b;
+    return b.oom ? -ENOMEM : 0;
 }
 
 /* The response's fields that go on to the client: none of this hop's, and

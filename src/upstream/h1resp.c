@@ -113,9 +113,14 @@ static int on_headers_complete(llhttp_t *lp) {
     p->length = (lp->flags & F_CONTENT_LENGTH) && !(lp->flags & F_CHUNKED)
                     ? (int64_t)lp->content_length
                     : -1;
-    lx_header_t *h = realloc(p->headers, (p->nmarks ? p->nmarks : 1) * sizeof(*h));
-    if (h == NULL) return fail(p, "out of memory");
-    p->headers = h;
+    if (p->nmarks > p->hdrcap || p->headers == NULL) {
+        unsigned cap = p->nmarks > 16 ? p->nmarks : 16;
+        lx_header_t *h = realloc(p->headers, cap * sizeof(*h));
+        if (h == NULL) return fail(p, "out of memory");
+        p->headers = h;
+        p->hdrcap = cap;
+    }
+    lx_header_t *h = p->headers;
     for (unsigned i = 0; i < p->nmarks; i++) {
         const uint32_t *m = &p->marks[4 * i];
         h[i].name = (lx_str_t){p->hbuf + m[0], m[1]};
@@ -175,6 +180,26 @@ static const llhttp_settings_t settings = {
 void lx_h1resp_init(lx_h1resp_t *p, size_t max_head, int head_request, const lx_h1resp_ops_t *ops,
                     void *data) {
     memset(p, 0, sizeof(*p));
+    lx_h1resp_reset(p, max_head, head_request, ops, data);
+}
+
+void lx_h1resp_reset(lx_h1resp_t *p, size_t max_head, int head_request, const lx_h1resp_ops_t *ops,
+                     void *data) {
+    /* The buffers stay, emptied, for the next response: a proxied request
+     * made three allocations of them, and freed them, for its few fields. */
+    char *hbuf = p->hbuf;
+    size_t hcap = p->hcap;
+    uint32_t *marks = p->marks;
+    unsigned mcap = p->mcap;
+    lx_header_t *headers = p->headers;
+    unsigned hdrcap = p->hdrcap;
+    memset(p, 0, sizeof(*p));
+    p->hbuf = hbuf;
+    p->hcap = hcap;
+    p->marks = marks;
+    p->mcap = mcap;
+    p->headers = headers;
+    p->hdrcap = hdrcap;
     llhttp_init(&p->parser, HTTP_RESPONSE, &settings);
     p->parser.data = p;
     p->ops = ops;
@@ -191,6 +216,7 @@ void lx_h1resp_free(lx_h1resp_t *p) {
     p->hbuf = NULL;
     p->marks = NULL;
     p->headers = NULL;
+    p->hcap = p->mcap = p->hdrcap = 0;
 }
 
 /* How many of the n bytes at b belong to the head being read, up to and

@@ -45,6 +45,7 @@ struct lx_h1resp_s {
     int64_t length;            /**< Content-Length, or -1: chunked or until close */
     lx_header_t *headers;      /**< the head's fields (into hbuf), at ops->head */
     unsigned nheaders;         /**< entries in headers */
+    unsigned hdrcap;           /**< room in headers */
     const char *why;           /**< what was wrong, for the error log */
     char *hbuf;                /**< field and value bytes of the head being parsed */
     size_t hlen, hcap;         /**< used and allocated */
@@ -64,6 +65,11 @@ struct lx_h1resp_s {
 /* Ready for the response to one request; head_request: it was HEAD. */
 void lx_h1resp_init(lx_h1resp_t *p, size_t max_head, int head_request, const lx_h1resp_ops_t *ops,
                     void *data);
+/* Ready for the response to the next request, as init, keeping the
+ * buffers of p, which is a parser of init's or was zeroed. */
+void lx_h1resp_reset(lx_h1resp_t *p, size_t max_head, int head_request, const lx_h1resp_ops_t *ops,
+                     void *data);
+/* Frees the buffers; p may be reset again after. */
 void lx_h1resp_free(lx_h1resp_t *p);
 /* Parses len bytes; *used is how many were taken. */
 lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_t *used);
