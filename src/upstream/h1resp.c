@@ -318,6 +318,11 @@ lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_
     return LX_H1R_MORE;
 }
 
+size_t lx_h1resp_room(const lx_h1resp_t *p) {
+    return p->hcap + (size_t)p->mcap * 4 * sizeof(uint32_t) +
+           (size_t)p->hdrcap * sizeof(lx_header_t);
+}
+
 lx_h1resp_rc_t lx_h1resp_eof(lx_h1resp_t *p) {
     if (p->done) return LX_H1R_DONE;
     if (p->why) return LX_H1R_ERROR; /* the first fault is the one to tell */

@@ -69,6 +69,9 @@ void lx_h1resp_init(lx_h1resp_t *p, size_t max_head, int head_request, const lx_
  * buffers of p, which is a parser of init's or was zeroed. */
 void lx_h1resp_reset(lx_h1resp_t *p, size_t max_head, int head_request, const lx_h1resp_ops_t *ops,
                      void *data);
+/* The bytes its buffers hold: field bytes, and per field a mark and an
+ * entry (a head of many empty fields is small in hbuf, large here). */
+size_t lx_h1resp_room(const lx_h1resp_t *p);
 /* Frees the buffers; p may be reset again after. */
 void lx_h1resp_free(lx_h1resp_t *p);
 /* Parses len bytes; *used is how many were taken. */
