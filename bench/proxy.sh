@@ -476,8 +476,8 @@ print_rounds_summary() {
       return median(a, clean[name])
     }
     END {
-      printf "%-13s %6s %8s %9s %13s %9s %9s %7s %11s %7s\n", "median of", "clean", "req/s", "front+be", "(min-max)", "front", "backend", "x h2o", "(min-max)", "paired"
-      printf "%-13s %6s %8s %9s %13s %9s %9s %7s %11s %7s\n", "rounds", "rounds", "", "us/req", "", "us/req", "us/req", "", "", "rounds"
+      printf "%-13s %6s %8s %9s %15s %9s %9s %7s %11s %7s\n", "median of", "clean", "req/s", "front+be", "(min-max)", "front", "backend", "x h2o", "(min-max)", "paired"
+      printf "%-13s %6s %8s %9s %15s %9s %9s %7s %11s %7s\n", "rounds", "rounds", "", "us/req", "", "us/req", "us/req", "", "", "rounds"
       for (i = 1; i <= n; i++) {
         name = order[i]
         m = 0; delete ra
@@ -490,7 +490,7 @@ print_rounds_summary() {
         }
         if (clean[name] == 0) { printf "%-13s %6s  no clean round%s\n", name, "0/" rounds, (paired == "-" ? "" : "; paired rounds " paired); continue }
         t = med(tot, name); trange = sprintf("(%.2f-%.2f)", lo, hi)
-        printf "%-13s %6s %8.0f %9.2f %13s %9s %9.2f %7s %11s %7s\n", name, clean[name] "/" rounds, med(rps, name), t, trange,
+        printf "%-13s %6s %8.0f %9.2f %15s %9s %9.2f %7s %11s %7s\n", name, clean[name] "/" rounds, med(rps, name), t, trange,
           (name == "backend alone" ? "-" : sprintf("%.2f", med(fr, name))), med(be, name), ratio, range, paired
       }
     }' "$SUMMARY"
