@@ -3,7 +3,7 @@
 # moved only when it would fire too late. These pin down each way that could
 # go wrong: an idle connection that is never closed, one closed while it is
 # reused, a deadline that waits for a later idle time, and an idle time that
-# cuts a slow answer.
+# cuts a slow answer; and the connections beyond keepalive, kept a moment.
 use strict;
 use warnings;
 use lib 't/lib';
@@ -77,6 +77,26 @@ subtest 'an idle time shorter than the answer does not cut a reused connection' 
     is $r->{status}, 200, 'an answer after 1.2 s, four idle times, is relayed';
     like $r->{body}, qr/^slept 1200$/m, 'whole';
     is conns_of($be), 1, 'on the reused connection';
+    $s->stop;
+    $be->stop;
+};
+
+subtest 'connections beyond keepalive carry the next burst, then go' => sub {
+    my $be = Luxd::Backend->start(name => 'b');
+    my $s = front($be, 'keepalive = 2');
+    my $burst = sub {
+        my @c = map { my $c = $s->connect; $c->send(Luxd::request(path => '/slow/10/100', close => 1)); $c } 1 .. 5;
+        my $ok = grep { my $r = $_->response(timeout => 5); $r && $r->{status} == 200 } @c;
+        $_->close for @c;
+        $ok;
+    };
+    is $burst->(), 5, 'a burst of five answered';
+    is $burst->(), 5, 'and a second one at once';
+    is conns_of($be), 5, 'on the same five connections: none closed and connected again';
+    sleep 1.5;
+    is luxd_closes($be), 3, 'a second later, the three beyond keepalive are closed';
+    is $s->get('/ok/1')->{status}, 200, 'the next request';
+    is conns_of($be), 5, 'takes one of the two kept';
     $s->stop;
     $be->stop;
 };

@@ -88,8 +88,10 @@ lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *da
  * its result (after at most timeout_ms). */
 int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, uint32_t timeout_ms,
                       lx_upconn_t **out);
-/* Gives a connection back after a complete response: kept idle when the
- * pool has fewer than keepalive idle ones, else closed. */
+/* Gives a connection back after a complete response: kept idle for
+ * idle_ms when the pool has fewer than keepalive idle ones, else for a
+ * second at most (the next burst of requests takes it); keepalive 0
+ * closes it. */
 void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms);
 /* Closes it; no callback is made after this. */
 void lx_upconn_close(lx_upconn_t *uc);
