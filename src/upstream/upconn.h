@@ -57,6 +57,8 @@ struct lx_upconn_s {
     void *data;                 /**< the borrower */
     char *wcopy;                /**< what uv_write sends (the part uv_try_write left) */
     uint64_t due;               /**< loop ms the deadline (or the idle time) passes; 0: none */
+    uint64_t idle_since;        /**< loop ms it came back to its pool */
+    uint64_t idle_due;          /**< loop ms its keepalive_timeout ends */
     uint64_t fires; /**< loop ms the timer fires, while on_timer is armed (0 while the connect timer
                        runs: arm() leaves that alone) */
     uint32_t nreq;  /**< requests it carried (> 0: it is a reused one) */
@@ -89,8 +91,8 @@ lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *da
 int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, uint32_t timeout_ms,
                       lx_upconn_t **out);
 /* Gives a connection back after a complete response: kept idle for
- * idle_ms when the pool has fewer than keepalive idle ones, else for a
- * second at most (the next burst of requests takes it); keepalive 0
+ * idle_ms; the least recently used beyond keepalive idle ones for a
+ * second at most (the next burst of requests takes them); keepalive 0
  * closes it. */
 void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms);
 /* Closes it; no callback is made after this. */
