@@ -34,6 +34,8 @@ typedef struct {
     socklen_t addrlen;            /**< length of addr */
     uint32_t weight;              /**< share of round robin, 1.. (default 1) */
     uint32_t stat_slot;           /**< its counters (stats.h, LX_ST_PEER), by addr_text */
+    uint32_t pool_keepalive;      /**< idle connections its address's pool keeps: the most of
+                                       the upstreams naming the address */
     const char *file;             /**< where it was written */
     int line;
 } lx_upstream_server_t;

@@ -877,6 +877,25 @@ static int read_upstream(loader_t *ld, int idx, lx_upstream_t *u) {
     return r;
 }
 
+/* The idle connections an address's pool keeps: the most that any
+ * upstream naming the address asks for. Pools are keyed by address, so
+ * two upstreams on one backend share one; each put's own keepalive would
+ * have let a request through the smaller one trim the other's (t/187). */
+static void pool_keepalives(lx_gen_t *g) {
+    for (size_t i = 0; i < g->nupstreams; i++)
+        for (size_t k = 0; k < g->upstreams[i].nservers; k++) {
+            lx_upstream_server_t *s = &g->upstreams[i].servers[k];
+            s->pool_keepalive = 0;
+            for (size_t j = 0; j < g->nupstreams; j++)
+                for (size_t m = 0; m < g->upstreams[j].nservers; m++) {
+                    const lx_upstream_server_t *o = &g->upstreams[j].servers[m];
+                    if (o->addrlen == s->addrlen && memcmp(&o->addr, &s->addr, s->addrlen) == 0 &&
+                        g->upstreams[j].keepalive > s->pool_keepalive)
+                        s->pool_keepalive = g->upstreams[j].keepalive;
+                }
+        }
+}
+
 static int read_upstreams(loader_t *ld, int idx) {
     lx_gen_t *g = ld->g;
     size_t n = lua_objlen(ld->L, idx);
@@ -891,6 +910,7 @@ static int read_upstreams(loader_t *ld, int idx) {
         if (r < 0) return r;
         g->nupstreams = i + 1;
     }
+    pool_keepalives(g);
     return 0;
 }
 

@@ -675,7 +675,10 @@ static void px_done(px_t *px, int extra_bytes) {
         /* It stays read (a pooled connection is): stopping and starting
          * again costs two epoll_ctl calls for nothing. */
         lx_upconn_deadline(uc, 0);
-        lx_upconn_put(uc, px->u->keepalive, px->u->keepalive_timeout);
+        /* The pool is the address's, shared by every upstream naming it:
+         * it keeps the most any of them asks for. */
+        const lx_upstream_server_t *srv = &px->u->servers[px->server];
+        lx_upconn_put(uc, px->u->keepalive ? srv->pool_keepalive : 0, px->u->keepalive_timeout);
     } else {
         lx_upconn_close(uc);
     }

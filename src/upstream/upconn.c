@@ -200,8 +200,11 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     if (nread == 0) return; /* EAGAIN */
     if (uc->state == LX_UC_IDLE) {
         /* A close, or bytes nobody asked for: either way the connection
-         * cannot carry another request. */
+         * cannot carry another request. (The backend closes its longest
+         * idle first, the one trim cut: the next is cut now, t/187.) */
+        lx_uppool_t *p = uc->pool;
         lx_upconn_close(uc);
+        trim(p);
         return;
     }
     if (uc->ops) uc->ops->read(uc, nread, buf->base);
