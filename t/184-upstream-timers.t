@@ -10,35 +10,25 @@ use lib 't/lib';
 use Test::More;
 use Time::HiRes qw(time sleep);
 use Luxd;
-use Luxd::Backend;
-
-sub conns_of { my ($be) = @_; my %c = map { $_->{conn} => 1 } $be->requests; scalar keys %c }
-sub luxd_closes { my ($be) = @_; scalar grep { $_->{how} eq 'peer-eof' } $be->closes }
-
-sub front {
-    my ($be, $up) = @_;
-    my $a = $be->addr;
-    Luxd->new(config => qq{upstream "b" { "$a", $up }\n}
-          . qq{vhost "l" { default = true, location "/" { proxy = "b" } }\n});
-}
+use Luxd::Backend qw(proxy_front);
 
 subtest 'an idle connection is closed after keepalive_timeout, not before' => sub {
     my $be = Luxd::Backend->start(name => 'i');
-    my $s = front($be, 'keepalive_timeout = 0.6');
+    my $s = proxy_front($be, 'keepalive_timeout = 0.6');
     is $s->get('/ok/1')->{status}, 200, 'answered';
     sleep 0.3;
-    is luxd_closes($be), 0, 'still pooled at half the idle time';
+    is $be->closed_by_peer, 0, 'still pooled at half the idle time';
     sleep 1.0;
-    is luxd_closes($be), 1, 'closed by luxd once keepalive_timeout passed';
+    is $be->closed_by_peer, 1, 'closed by luxd once keepalive_timeout passed';
     is $s->get('/ok/1')->{status}, 200, 'the next request is answered';
-    is conns_of($be), 2, 'on a new connection';
+    is $be->conns_used, 2, 'on a new connection';
     $s->stop;
     $be->stop;
 };
 
 subtest 'reuse within keepalive_timeout starts the idle time again' => sub {
     my $be = Luxd::Backend->start(name => 'r');
-    my $s = front($be, 'keepalive_timeout = 0.6');
+    my $s = proxy_front($be, 'keepalive_timeout = 0.6');
     # Each request 0.35 s after the last: more than keepalive_timeout in
     # all, less between two. An idle time counted from the first put, or a
     # timer left from it, would close the connection in the middle.
@@ -46,23 +36,23 @@ subtest 'reuse within keepalive_timeout starts the idle time again' => sub {
         is $s->get('/ok/1')->{status}, 200, "request $_ answered";
         sleep 0.35;
     }
-    is conns_of($be), 1, 'one connection carried all four';
-    is luxd_closes($be), 0, 'and was not closed meanwhile';
+    is $be->conns_used, 1, 'one connection carried all four';
+    is $be->closed_by_peer, 0, 'and was not closed meanwhile';
     sleep 1.0;
-    is luxd_closes($be), 1, 'then closed, idle for keepalive_timeout';
+    is $be->closed_by_peer, 1, 'then closed, idle for keepalive_timeout';
     $s->stop;
     $be->stop;
 };
 
 subtest 'a read_timeout shorter than the idle time fires on a reused connection' => sub {
     my $be = Luxd::Backend->start(name => 't');
-    my $s = front($be, 'keepalive_timeout = 30, read_timeout = 0.5');
+    my $s = proxy_front($be, 'keepalive_timeout = 30, read_timeout = 0.5');
     is $s->get('/ok/1')->{status}, 200, 'first request: the connection is pooled for 30 s';
     my $t0 = time;
     my $r = $s->get('/sleep/5000', timeout => 10);
     my $took = time - $t0;
     is $r->{status}, 504, 'a silent backend: 504';
-    is conns_of($be), 1, 'on the reused connection';
+    is $be->conns_used, 1, 'on the reused connection';
     cmp_ok $took, '<', 2.5, sprintf('after read_timeout, not the idle time (%.2f s)', $took);
     cmp_ok $took, '>=', 0.45, 'and not before read_timeout';
     $s->stop;
@@ -71,19 +61,19 @@ subtest 'a read_timeout shorter than the idle time fires on a reused connection'
 
 subtest 'an idle time shorter than the answer does not cut a reused connection' => sub {
     my $be = Luxd::Backend->start(name => 's');
-    my $s = front($be, 'keepalive_timeout = 0.3, read_timeout = 5');
+    my $s = proxy_front($be, 'keepalive_timeout = 0.3, read_timeout = 5');
     is $s->get('/ok/1')->{status}, 200, 'first request';
     my $r = $s->get('/sleep/1200', timeout => 10);
     is $r->{status}, 200, 'an answer after 1.2 s, four idle times, is relayed';
     like $r->{body}, qr/^slept 1200$/m, 'whole';
-    is conns_of($be), 1, 'on the reused connection';
+    is $be->conns_used, 1, 'on the reused connection';
     $s->stop;
     $be->stop;
 };
 
 subtest 'connections beyond keepalive carry the next burst, then go' => sub {
     my $be = Luxd::Backend->start(name => 'b');
-    my $s = front($be, 'keepalive = 2');
+    my $s = proxy_front($be, 'keepalive = 2');
     my $burst = sub {
         my @c = map { my $c = $s->connect; $c->send(Luxd::request(path => '/slow/10/100', close => 1)); $c } 1 .. 5;
         my $ok = grep { my $r = $_->response(timeout => 5); $r && $r->{status} == 200 } @c;
@@ -92,11 +82,11 @@ subtest 'connections beyond keepalive carry the next burst, then go' => sub {
     };
     is $burst->(), 5, 'a burst of five answered';
     is $burst->(), 5, 'and a second one at once';
-    is conns_of($be), 5, 'on the same five connections: none closed and connected again';
+    is $be->conns_used, 5, 'on the same five connections: none closed and connected again';
     sleep 1.5;
-    is luxd_closes($be), 3, 'a second later, the three beyond keepalive are closed';
+    is $be->closed_by_peer, 3, 'a second later, the three beyond keepalive are closed';
     is $s->get('/ok/1')->{status}, 200, 'the next request';
-    is conns_of($be), 5, 'takes one of the two kept';
+    is $be->conns_used, 5, 'takes one of the two kept';
     $s->stop;
     $be->stop;
 };

@@ -10,26 +10,7 @@ use lib 't/lib';
 use Test::More;
 use Time::HiRes qw(time sleep);
 use Luxd;
-use Luxd::Backend;
-
-sub conns_of { my ($be) = @_; my %c = map { $_->{conn} => 1 } $be->requests; scalar keys %c }
-sub luxd_closes { my ($be) = @_; scalar grep { $_->{how} eq 'peer-eof' } $be->closes }
-
-sub cfg {
-    my ($be, $up) = @_;
-    my $a = $be->addr;
-    qq{upstream "b" { "$a", $up }\n}
-      . qq{vhost "l" { default = true, location "/status" { status = true }, location "/" { proxy = "b" } }\n};
-}
-sub front { my ($be, $up) = @_; Luxd->new(config => cfg($be, $up)) }
-
-sub idle_gauge {
-    my ($s) = @_;
-    my $b = $s->get('/status?format=prometheus')->{body} // '';
-    my $n = 0;
-    $n += $1 while $b =~ /^luxd_upstream_idle_connections\{[^}]*\} (\d+)$/mg;
-    $n;
-}
+use Luxd::Backend qw(proxy_front upstream_idle);
 
 sub burst {
     my ($s, $n, $path) = @_;
@@ -47,7 +28,7 @@ sub burst {
 # last request was well within keepalive_timeout.
 subtest 'a connection used within keepalive_timeout is still there (LIFO vs surplus)' => sub {
     my $be = Luxd::Backend->start(name => 'lifo');
-    my $s = front($be, 'keepalive = 1, keepalive_timeout = 2');
+    my $s = proxy_front($be, 'keepalive = 1, keepalive_timeout = 2', status => 1);
     is burst($s, 3), 3, 'a burst of three (one kept, two surplus)';
     my $t0 = time;
     for my $at (0.4, 0.8, 1.2, 1.6) {
@@ -55,18 +36,18 @@ subtest 'a connection used within keepalive_timeout is still there (LIFO vs surp
         is $s->get('/ok/1')->{status}, 200, "a request at +$at s";
     }
     my $last = time;
-    is conns_of($be), 3, 'all on pooled connections';
+    is $be->conns_used, 3, 'all on pooled connections';
     sleep $t0 + 2.8 - time;     # 1.2 s after the last use, keepalive_timeout is 2
-    is idle_gauge($s), 1, 'keepalive = 1: one idle connection remains (status endpoint)';
+    is upstream_idle($s), 1, 'keepalive = 1: one idle connection remains (status endpoint)';
     is $s->get('/ok/1')->{status}, 200, 'the next request';
-    is conns_of($be), 3, 'is carried by a pooled connection, not a new connect';
+    is $be->conns_used, 3, 'is carried by a pooled connection, not a new connect';
     $s->stop;
     $be->stop;
 };
 
 subtest 'an idle connection beyond keepalive whose timer was armed for 60 s closes a second after its last use' => sub {
     my $be = Luxd::Backend->start(name => 't60');
-    my $s = front($be, 'keepalive = 1');     # keepalive_timeout 60
+    my $s = proxy_front($be, 'keepalive = 1', status => 1);     # keepalive_timeout 60
     is $s->get('/ok/1')->{status}, 200, 'conn 1 pooled, its timer for 60 s';
     my $slow = $s->connect;
     $slow->send(Luxd::request(path => '/slow/10/60', close => 1));   # takes conn 1
@@ -76,64 +57,64 @@ subtest 'an idle connection beyond keepalive whose timer was armed for 60 s clos
     my $r = $slow->response(timeout => 5);
     is $r && $r->{status}, 200, 'conn 1 given back later: the most recently used, kept; conn 2 now beyond keepalive';
     $slow->close;
-    is conns_of($be), 2, 'two connections';
+    is $be->conns_used, 2, 'two connections';
     my $c = $be->wait_close(2, 3);
     ok $c && $c->{how} eq 'peer-eof', 'conn 2 (least recently used) closed by luxd';
     my $dt = time - $t;
     ok $dt > 0.7 && $dt < 1.6, sprintf('a second after its last use (%.2f s), not 60', $dt);
-    is idle_gauge($s), 1, 'one idle left';
+    is upstream_idle($s), 1, 'one idle left';
     is $s->get('/ok/1')->{status}, 200, 'the next request';
-    is conns_of($be), 2, 'on conn 1, kept';
+    is $be->conns_used, 2, 'on conn 1, kept';
     $s->stop;
     $be->stop;
 };
 
 subtest 'load stops: exactly keepalive idle per server remain; repeated bursts do not grow the pool' => sub {
     my $be = Luxd::Backend->start(name => 'n');
-    my $s = front($be, 'keepalive = 2');
+    my $s = proxy_front($be, 'keepalive = 2', status => 1);
     for (1 .. 6) { is burst($s, 6), 6, "burst $_ of six"; sleep 0.5 }
-    is conns_of($be), 6, 'six connections carried six bursts 0.5 s apart';
+    is $be->conns_used, 6, 'six connections carried six bursts 0.5 s apart';
     sleep 1.4;
-    is luxd_closes($be), 4, 'a second after the load, the four beyond keepalive are closed';
-    is idle_gauge($s), 2, 'status: two idle';
+    is $be->closed_by_peer, 4, 'a second after the load, the four beyond keepalive are closed';
+    is upstream_idle($s), 2, 'status: two idle';
     is burst($s, 2, '/ok/1'), 2, 'two more';
-    is conns_of($be), 6, 'on the two kept';
+    is $be->conns_used, 6, 'on the two kept';
     $s->stop;
     $be->stop;
 };
 
 subtest 'keepalive_timeout below one second applies to all' => sub {
     my $be = Luxd::Backend->start(name => 'short');
-    my $s = front($be, 'keepalive = 1, keepalive_timeout = 0.4');
+    my $s = proxy_front($be, 'keepalive = 1, keepalive_timeout = 0.4', status => 1);
     is burst($s, 4), 4, 'a burst of four';
     sleep 0.2;
-    is luxd_closes($be), 0, 'none closed at 0.2 s';
+    is $be->closed_by_peer, 0, 'none closed at 0.2 s';
     sleep 0.6;
-    is luxd_closes($be), 4, 'all four closed at 0.8 s';
-    is idle_gauge($s), 0, 'status: none idle';
+    is $be->closed_by_peer, 4, 'all four closed at 0.8 s';
+    is upstream_idle($s), 0, 'status: none idle';
     $s->stop;
     $be->stop;
 };
 
 subtest 'unix-socket upstream' => sub {
     my $be = Luxd::Backend->start(name => 'u', unix => 1);
-    my $s = front($be, 'keepalive = 1');
+    my $s = proxy_front($be, 'keepalive = 1', status => 1);
     is burst($s, 3), 3, 'a burst of three';
     is burst($s, 3), 3, 'and again';
-    is conns_of($be), 3, 'on the same three';
+    is $be->conns_used, 3, 'on the same three';
     sleep 1.5;
-    is luxd_closes($be), 2, 'two closed a second later';
-    is idle_gauge($s), 1, 'status: one idle';
+    is $be->closed_by_peer, 2, 'two closed a second later';
+    is upstream_idle($s), 1, 'status: one idle';
     $s->stop;
     $be->stop;
 };
 
 subtest 'a backend that closes idle connections' => sub {
     my $be = Luxd::Backend->start(name => 'ci', close_idle => 1);
-    my $s = front($be, 'keepalive = 1');
+    my $s = proxy_front($be, 'keepalive = 1', status => 1);
     is burst($s, 4), 4, 'a burst of four';
     sleep 0.3;
-    is idle_gauge($s), 0, 'the backend closed them: none idle';
+    is upstream_idle($s), 0, 'the backend closed them: none idle';
     is burst($s, 4), 4, 'the next burst answered';
     unlike $s->error_log, qr/\[error\]/, 'no error';
     $s->stop;
@@ -143,10 +124,10 @@ subtest 'a backend that closes idle connections' => sub {
 subtest 'max_fails: surplus connections of a server marked down' => sub {
     my $be = Luxd::Backend->start(name => 'mf');
     my $dead = Luxd::free_port();
-    my $s = front($be, qq{"127.0.0.1:$dead", keepalive = 1, max_fails = 1, fail_timeout = 30});
+    my $s = proxy_front($be, qq{"127.0.0.1:$dead", keepalive = 1, max_fails = 1, fail_timeout = 30}, status => 1);
     is burst($s, 4), 4, 'a burst of four (one server refuses, marked down)';
     sleep 1.4;
-    is idle_gauge($s), 1, 'one idle a second later';
+    is upstream_idle($s), 1, 'one idle a second later';
     $s->stop;
     $be->stop;
 };
@@ -155,16 +136,16 @@ subtest 'max_fails: surplus connections of a server marked down' => sub {
 # keeps the idle connections of the old one until keepalive_timeout.
 subtest 'reload to a smaller keepalive' => sub {
     my $be = Luxd::Backend->start(name => 'rl');
-    my $s = front($be, 'keepalive = 4');
+    my $s = proxy_front($be, 'keepalive = 4', status => 1);
     is burst($s, 4), 4, 'four, all kept';
     sleep 0.2;
-    is idle_gauge($s), 4, 'four idle';
+    is upstream_idle($s), 4, 'four idle';
     (my $t = $s->{config_text}) =~ s{keepalive = 4}{keepalive = 1};
     $s->write_config($t);
     like $s->reload // '', qr/^ok/, 'reloaded with keepalive = 1';
     is burst($s, 2, '/ok/1'), 2, 'two requests after the reload';
     sleep 1.4;
-    is idle_gauge($s), 1, 'a second later, keepalive = 1 idle';
+    is upstream_idle($s), 1, 'a second later, keepalive = 1 idle';
     $s->stop;
     $be->stop;
 };

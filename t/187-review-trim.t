@@ -14,6 +14,7 @@ use IO::Socket::INET;
 use IO::Select;
 use POSIX ();
 use Luxd;
+use Luxd::Backend qw(proxy_front upstream_idle);
 
 # A backend whose connections can close themselves a while after an
 # answer (Luxd::Backend's /close-after waits 50 ms only, too short to
@@ -83,21 +84,6 @@ sub luxd_closes {
     scalar grep { /^eof/ } <$fh>;
 }
 
-sub idle_gauge {
-    my ($s) = @_;
-    my $b = $s->get('/status?format=prometheus')->{body} // '';
-    my $n = 0;
-    $n += $1 while $b =~ /^luxd_upstream_idle_connections\{[^}]*\} (\d+)$/mg;
-    $n;
-}
-
-sub front {
-    my ($be, $up) = @_;
-    my $a = $be->{addr};
-    Luxd->new(config => qq{upstream "b" { "$a", $up }\n}
-          . qq{vhost "l" { default = true, location "/status" { status = true }, location "/" { proxy = "b" } }\n});
-}
-
 # Two slow requests on fresh connections, and meanwhile a quick one on a
 # third ($quick): that one is given back first, so it is the tail that the
 # slow ones' puts cut to a second. Then three idle, keepalive = 1.
@@ -116,13 +102,13 @@ sub three_idle {
 
 subtest 'DEFECT: the cut tail closed by the backend: the next beyond keepalive is not cut' => sub {
     my $be = mini_backend();
-    my $s = front($be, 'keepalive = 1, keepalive_timeout = 30');
+    my $s = proxy_front($be->{addr}, 'keepalive = 1, keepalive_timeout = 30', status => 1);
     my $t0 = time;
     is three_idle($s, '/linger/700'), 3, 'three answered; the quick one lingers 0.7 s at the backend';
     # Puts: quick at ~0.15 s, the slow two at ~0.4 s (the tail cut to ~1.15 s);
     # the backend closes the tail at ~0.85 s, two idle remain, keepalive 1.
     sleep $t0 + 3.0 - time;
-    is idle_gauge($s), 1, 'at 3 s (2.6 s after the last use): keepalive = 1 idle';
+    is upstream_idle($s), 1, 'at 3 s (2.6 s after the last use): keepalive = 1 idle';
     is luxd_closes($be), 1, 'luxd closed the one beyond keepalive';
     $s->stop;
     be_stop($be);
@@ -130,11 +116,11 @@ subtest 'DEFECT: the cut tail closed by the backend: the next beyond keepalive i
 
 subtest 'held: the same load without the backend close' => sub {
     my $be = mini_backend();
-    my $s = front($be, 'keepalive = 1, keepalive_timeout = 30');
+    my $s = proxy_front($be->{addr}, 'keepalive = 1, keepalive_timeout = 30', status => 1);
     my $t0 = time;
     is three_idle($s, '/ok'), 3, 'three answered';
     sleep $t0 + 3.0 - time;
-    is idle_gauge($s), 1, 'at 3 s: keepalive = 1 idle';
+    is upstream_idle($s), 1, 'at 3 s: keepalive = 1 idle';
     is luxd_closes($be), 2, 'luxd closed the two beyond keepalive';
     $s->stop;
     be_stop($be);
@@ -149,10 +135,10 @@ subtest 'DEFECT (design): two upstreams on one address: a request through keepal
     is scalar(grep { my $r = $_->response(timeout => 5); $r && $r->{status} == 200 } @c), 4, 'a burst of four through "a" (keepalive = 4)';
     $_->close for @c;
     sleep 0.2;
-    is idle_gauge($s), 4, 'four idle, all kept by "a"';
+    is upstream_idle($s), 4, 'four idle, all kept by "a"';
     is $s->get('/b/ok')->{status}, 200, 'one request through "b" (keepalive = 1)';
     sleep 1.6;
-    is idle_gauge($s), 4, '"a" still has its four idle 1.6 s later';
+    is upstream_idle($s), 4, '"a" still has its four idle 1.6 s later';
     is luxd_closes($be), 0, 'none closed';
     $s->stop;
     be_stop($be);
@@ -160,7 +146,7 @@ subtest 'DEFECT (design): two upstreams on one address: a request through keepal
 
 subtest 'held: reload to a larger keepalive while the surplus is cut' => sub {
     my $be = mini_backend();
-    my $s = front($be, 'keepalive = 1, keepalive_timeout = 30');
+    my $s = proxy_front($be->{addr}, 'keepalive = 1, keepalive_timeout = 30', status => 1);
     my @c = map { my $c = $s->connect; $c->send(Luxd::request(path => '/slow/100', close => 1)); $c } 1 .. 4;
     is scalar(grep { my $r = $_->response(timeout => 5); $r && $r->{status} == 200 } @c), 4, 'a burst of four';
     $_->close for @c;
@@ -169,7 +155,7 @@ subtest 'held: reload to a larger keepalive while the surplus is cut' => sub {
     like $s->reload // '', qr/^ok/, 'reloaded with keepalive = 4 at once';
     is $s->get('/ok')->{status}, 200, 'a request after the reload (a put with keepalive 4)';
     sleep 1.6;
-    is idle_gauge($s), 4, 'all four kept';
+    is upstream_idle($s), 4, 'all four kept';
     is luxd_closes($be), 0, 'none closed';
     $s->stop;
     be_stop($be);

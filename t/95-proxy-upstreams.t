@@ -9,8 +9,6 @@ use lib 't/lib';
 use Luxd;
 use Luxd::Backend qw(body hdr);
 
-sub conns_of { my ($be) = @_; my %c = map { $_->{conn} => 1 } $be->requests; scalar keys %c }
-
 subtest 'idle-close race: an idempotent request is retried once, a POST is not' => sub {
     my $be = Luxd::Backend->start(name => 'd', drop_reused => 1);
     my $a = $be->addr;
@@ -37,7 +35,7 @@ subtest 'a backend that closes idle connections: noticed, never lent' => sub {
         is $s->get('/ok/5')->{status}, 200, "request $i";
         sleep 0.05;
     }
-    is conns_of($be), 5, 'one connection each';
+    is $be->conns_used, 5, 'one connection each';
     unlike $s->error_log, qr/\[error\]/, 'and no error on the way';
     $s->stop;
     $be->stop;
@@ -48,7 +46,7 @@ subtest 'keepalive = 0: Connection: close upstream, no pooling' => sub {
     my $a = $be->addr;
     my $s = Luxd->new(config => qq{upstream "k" { "$a", keepalive = 0 }\nvhost "l" { default = true, location "/" { proxy = "k" } }\n});
     is $s->get('/ok/5')->{status}, 200, 'answered' for 1 .. 3;
-    is conns_of($be), 3, 'three connections';
+    is $be->conns_used, 3, 'three connections';
     is hdr(($be->requests)[0], 'Connection'), 'close', 'asked the backend to close';
     $s->stop;
     $be->stop;
@@ -62,7 +60,7 @@ subtest 'keepalive = N keeps at most N idle connections per server' => sub {
     my @c = map { my $c = $s->connect; $c->send(Luxd::request(path => '/slow/10/200', close => 1)); $c } 1 .. 5;
     for my $c (@c) { my $r = $c->response(timeout => 5); is $r && $r->{status}, 200, 'slow one answered' }
     $_->close for @c;
-    is conns_of($be), 5, 'five connections for five concurrent requests';
+    is $be->conns_used, 5, 'five connections for five concurrent requests';
     # The three beyond keepalive stay a second for the next burst (closed
     # at once, a load above keepalive connected anew for half its
     # requests), then go.
@@ -73,7 +71,7 @@ subtest 'keepalive = N keeps at most N idle connections per server' => sub {
     is scalar(@closed), 3, 'three closed by luxd within a second, two kept';
     my %seen;
     $seen{ ($be->requests)[-1]{conn} } = 1 if $s->get('/ok/1')->{status} == 200;
-    is conns_of($be), 5, 'the next request took a kept one';
+    is $be->conns_used, 5, 'the next request took a kept one';
     $s->stop;
     $be->stop;
 };

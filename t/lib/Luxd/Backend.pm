@@ -19,7 +19,7 @@ use Time::HiRes qw(time sleep);
 use Luxd ();
 
 use Exporter 'import';
-our @EXPORT_OK = qw(body body_piece hdr);
+our @EXPORT_OK = qw(body body_piece hdr proxy_front upstream_idle);
 
 =head1 NAME
 
@@ -127,6 +127,23 @@ backend had decided to close), C<echoed> (/ws), C<time>.
 =item requests, connections, closes
 
 The C<request>, C<accept> and C<close> records.
+
+=item conns_used, closed_by_peer
+
+How many connections carried a request, and how many the peer (the
+proxy) closed (C<close> records with C<how> C<peer-eof>): a pooled
+connection reused, or one the proxy let go.
+
+=item proxy_front($be, $upstream_keys, status => 1)
+
+A luxd whose only vhost proxies everything to the backend's address,
+with C<$upstream_keys> in the upstream's table (C<"keepalive = 2">); with
+C<status>, C</status> is luxd's status endpoint (see C<upstream_idle>).
+
+=item upstream_idle($luxd)
+
+The idle upstream connections luxd's status endpoint counts (all
+servers), from a front made with C<status =E<gt> 1>.
 
 =item wait_requests($n, $timeout) / wait_close($conn, $timeout)
 
@@ -445,6 +462,24 @@ sub log {
 sub requests    { grep { $_->{type} eq 'request' } $_[0]->log }
 sub connections { grep { $_->{type} eq 'accept' } $_[0]->log }
 sub closes      { grep { $_->{type} eq 'close' } $_[0]->log }
+sub conns_used { my %c = map { $_->{conn} => 1 } $_[0]->requests; scalar keys %c }
+sub closed_by_peer { scalar grep { $_->{how} eq 'peer-eof' } $_[0]->closes }
+
+sub proxy_front {
+    my ($be, $up, %o) = @_;
+    my $a = ref $be ? $be->addr : $be;
+    my $status = $o{status} ? 'location "/status" { status = true }, ' : '';
+    Luxd->new(config => qq{upstream "b" { "$a", $up }\n}
+          . qq{vhost "l" { default = true, ${status}location "/" { proxy = "b" } }\n});
+}
+
+sub upstream_idle {
+    my ($s) = @_;
+    my $b = $s->get('/status?format=prometheus')->{body} // '';
+    my $n = 0;
+    $n += $1 while $b =~ /^luxd_upstream_idle_connections\{[^}]*\} (\d+)$/mg;
+    $n;
+}
 
 sub wait_requests {
     my ($self, $n, $timeout) = @_;
