@@ -118,6 +118,16 @@ static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, con
     }
 }
 
+/* "/var/log/a.log (combined, 9 pieces)", or "off". */
+static void dump_access_log(const lx_access_log_conf_t *a, FILE *out) {
+    if (a == NULL || a->path == NULL) {
+        fprintf(out, "off");
+        return;
+    }
+    fprintf(out, "%s (%s%s, %zu pieces)", a->path, a->format ? a->format : "-",
+            a->json ? "; JSON escaping" : "", a->npieces);
+}
+
 static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
     fprintf(out, "%sroot %s\n", indent, s->root ? s->root : "(none)");
     fprintf(out, "%sindex", indent);
@@ -147,6 +157,7 @@ static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
     for (size_t i = 0; i < s->nerror_pages; i++)
         fprintf(out, "%serror_page %d -> %s\n", indent, s->error_status[i], s->error_page[i]);
     dump_rules("access", s->access, out, indent);
+    if (s->status) fprintf(out, "%sstatus on (answers with the counters)\n", indent);
     if (s->proxy) fprintf(out, "%sproxy %s\n", indent, s->proxy->name);
     if (s->fallback) fprintf(out, "%sfallback %s\n", indent, s->fallback->name);
     /* What a request handed to an upstream carries (also one a policy
@@ -221,10 +232,9 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
         fprintf(out, "  listen %s%s\n", s->listen[i].text,
                 s->listen[i].proxy_protocol ? " proxy_protocol" : "");
     if (s->real_ip) dump_realip(s->real_ip, out, "  ");
-    fprintf(out, "  workers %d\n  error_log %s\n  access_log %s (%s%s, %zu pieces)\n", s->workers,
-            s->error_log, s->access_log.path ? s->access_log.path : "off",
-            s->access_log.format ? s->access_log.format : "-",
-            s->access_log.json ? "; JSON escaping" : "", s->access_log.npieces);
+    fprintf(out, "  workers %d\n  error_log %s\n  access_log ", s->workers, s->error_log);
+    dump_access_log(&s->access_log, out);
+    fprintf(out, "\n");
     if (s->request_id_header) fprintf(out, "  request_id_header %s\n", s->request_id_header);
     fprintf(out,
             "  keepalive_timeout %ums, keepalive_requests %u\n"
@@ -252,6 +262,14 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
         fprintf(out, "vhost %s%s  (%s:%d)\n", v->name, v->is_default ? " [default]" : "", v->file,
                 v->line);
         dump_site(&v->site, out, "  ");
+        /* Its own access log, or none where the server has one; the
+         * server's is not repeated. */
+        if (v->access_log != &s->access_log &&
+            (v->access_log != NULL || s->access_log.path != NULL)) {
+            fprintf(out, "  access_log ");
+            dump_access_log(v->access_log, out);
+            fprintf(out, "\n");
+        }
         if (v->real_ip && v->real_ip != s->real_ip) dump_realip(v->real_ip, out, "  ");
         if (v->real_ip == NULL && s->real_ip) fprintf(out, "  real_ip off\n");
         dump_rules("redirect", v->redirect, out, "  ");
