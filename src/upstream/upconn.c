@@ -20,7 +20,8 @@ struct lx_uppool_s {
     lx_upconn_t *idle;      /**< most recently used first */
     lx_upconn_t *idle_tail; /**< least recently used */
     uint32_t nidle;
-    uint32_t keepalive; /**< idle ones kept longer than SURPLUS_MS: the last put's */
+    uint32_t keepalive; /**< idle ones kept longer than SURPLUS_MS, as the last put said: the most
+                           of the upstreams naming the address (config/load.c) */
     uint32_t stat_slot; /**< the address's counters (stats.h, LX_ST_PEER) */
     lx_uppool_t *next;
 };
