@@ -28,4 +28,15 @@ static inline void lx_buf_put(lx_buf_t *b, const char *s, size_t n) {
 
 #define LX_BUF_PUTS(b, lit) lx_buf_put((b), (lit), sizeof(lit) - 1)
 
+/* Appends what printf would write. */
+void lx_buf_printf(lx_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The bytes as a C string (the NUL written in the room kept for it), or
+ * "" when there are none or an allocation failed. */
+static inline const char *lx_buf_str(lx_buf_t *b) {
+    if (b->oom || b->p == NULL) return "";
+    b->p[b->len] = '\0';
+    return b->p;
+}
+
 #endif

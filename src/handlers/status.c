@@ -18,6 +18,7 @@
 #include "../conn.h"
 #include "../stats.h"
 #include "../worker.h"
+#include "../buf.h"
 #include "handler.h"
 #include "llhttp.h"
 
@@ -43,61 +44,7 @@ static void st_gen_free(lx_gen_t *g) {
     lx_stats_gen_freed(g);
 }
 
-/* ---- output -------------------------------------------------------------- */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int failed;
-} out_t;
-
-static void outf(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void outf(out_t *o, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = o->cap - o->len;
-        int n = vsnprintf(o->p ? o->p + o->len : NULL, o->p ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0 || o->failed) {
-            o->failed = 1;
-            return;
-        }
-        if ((size_t)n < room) {
-            o->len += (size_t)n;
-            return;
-        }
-        size_t cap = o->cap ? o->cap * 2 : 16384;
-        while (cap < o->len + (size_t)n + 1)
-            cap *= 2;
-        char *b = realloc(o->p, cap);
-        if (b == NULL) {
-            o->failed = 1;
-            return;
-        }
-        o->p = b;
-        o->cap = cap;
-    }
-}
-
-static void out_put(out_t *o, const char *p, size_t n) {
-    if (o->failed) return;
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 256;
-        while (cap < o->len + n + 1)
-            cap *= 2;
-        char *b = realloc(o->p, cap);
-        if (b == NULL) {
-            o->failed = 1;
-            return;
-        }
-        o->p = b;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->len, p, n);
-    o->len += n;
-    o->p[o->len] = '\0';
-}
+/* ---- output (the page is built in an lx_buf_t, buf.h) ------------------ */
 
 /* The length of the UTF-8 sequence at s (1..4), or 0 when the byte at s
  * begins none (a stray continuation byte, an overlong form, a surrogate,
@@ -126,35 +73,34 @@ static size_t utf8_seq(const unsigned char *s) {
  * doubled: two names never come out as one series. That name is then
  * escaped as the format wants: Prometheus escapes \, " and newline only
  * (any other byte goes as it is), JSON \, " and every control byte
- * (\u00XX). Returns "" if out of memory (b->failed). */
-static const char *esc(out_t *b, const char *name, int json) {
+ * (\u00XX). Returns "" if out of memory (b->oom). */
+static const char *esc(lx_buf_t *b, const char *name, int json) {
     const unsigned char *s = (const unsigned char *)name;
     b->len = 0;
-    out_put(b, "", 0);
     while (*s) {
         char e[16];
         size_t n = utf8_seq(s);
         if (n == 0) {
             snprintf(e, sizeof(e), "\\\\x%02x", *s); /* the name's \xHH, escaped */
-            out_put(b, e, 5);
+            lx_buf_put(b, e, 5);
             s++;
             continue;
         }
         unsigned char c = *s;
         if (c == '\\')
-            out_put(b, "\\\\\\\\", 4); /* the name's \\, escaped */
+            lx_buf_put(b, "\\\\\\\\", 4); /* the name's \\, escaped */
         else if (c == '"')
-            out_put(b, "\\\"", 2);
+            lx_buf_put(b, "\\\"", 2);
         else if (c == '\n')
-            out_put(b, "\\n", 2);
+            lx_buf_put(b, "\\n", 2);
         else if (json && c < 0x20) {
             snprintf(e, sizeof(e), "\\u%04x", c);
-            out_put(b, e, 6);
+            lx_buf_put(b, e, 6);
         } else
-            out_put(b, (const char *)s, n);
+            lx_buf_put(b, (const char *)s, n);
         s += n;
     }
-    return b->failed ? "" : b->p;
+    return lx_buf_str(b);
 }
 
 /* ---- summing the loops --------------------------------------------------- */
@@ -239,18 +185,19 @@ static int nonzero(const uint64_t *v, size_t n) {
 
 /* ---- Prometheus ---------------------------------------------------------- */
 
-static void prom_head(out_t *o, const char *name, const char *type, const char *help) {
-    outf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+static void prom_head(lx_buf_t *o, const char *name, const char *type, const char *help) {
+    lx_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void prom_one(out_t *o, const char *name, const char *type, const char *help, uint64_t v) {
+static void prom_one(lx_buf_t *o, const char *name, const char *type, const char *help,
+                     uint64_t v) {
     prom_head(o, name, type, help);
-    outf(o, "%s %llu\n", name, (unsigned long long)v);
+    lx_buf_printf(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
-static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const totals_t *t) {
-    out_t nb = {0}; /* a name, escaped */
-    if (!LX_STATS_ON) outf(o, "# luxd was built with -DLX_NO_STATS: every counter is 0\n");
+static void render_prom(lx_buf_t *o, const lx_req_t *r, const loops_t *l, const totals_t *t) {
+    lx_buf_t nb = {0}; /* a name, escaped */
+    if (!LX_STATS_ON) lx_buf_printf(o, "# luxd was built with -DLX_NO_STATS: every counter is 0\n");
     uint32_t nv = lx_stats_nslots(LX_ST_VHOST);
     uint8_t *live = live_slots(r->gen, LX_ST_VHOST, nv);
     prom_head(o, "luxd_requests_total", "counter",
@@ -263,18 +210,18 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         const char *name = esc(&nb, lx_stats_slot_name(LX_ST_VHOST, s), 0);
         for (int c = 0; c < LX_ST_CLASSES; c++)
             if (v[c] || (show && c > 0))
-                outf(o, "luxd_requests_total{vhost=\"%s\",class=\"%s\"} %llu\n", name,
-                     class_names[c], (unsigned long long)v[c]);
+                lx_buf_printf(o, "luxd_requests_total{vhost=\"%s\",class=\"%s\"} %llu\n", name,
+                              class_names[c], (unsigned long long)v[c]);
     }
     free(live);
     prom_head(o, "luxd_requests_by_class_total", "counter",
               "Requests answered, by status class (luxd_requests_total summed over vhosts).");
     for (int c = 1; c < LX_ST_CLASSES; c++)
-        outf(o, "luxd_requests_by_class_total{class=\"%s\"} %llu\n", class_names[c],
-             (unsigned long long)t->req[c]);
+        lx_buf_printf(o, "luxd_requests_by_class_total{class=\"%s\"} %llu\n", class_names[c],
+                      (unsigned long long)t->req[c]);
     if (t->req[0])
-        outf(o, "luxd_requests_by_class_total{class=\"other\"} %llu\n",
-             (unsigned long long)t->req[0]);
+        lx_buf_printf(o, "luxd_requests_by_class_total{class=\"other\"} %llu\n",
+                      (unsigned long long)t->req[0]);
     prom_one(o, "luxd_requests_aborted_total", "counter",
              "Requests whose connection closed before they were answered.", t->aborted);
     prom_one(o, "luxd_received_bytes_total", "counter", "Bytes read from clients.", t->bytes_in);
@@ -282,8 +229,8 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
              "Response bytes (status lines, headers, bodies) of answered requests.", t->bytes_out);
     prom_head(o, "luxd_connections", "gauge", "Open client connections, by state.");
     for (int i = 0; i < LX_ST_CONN_STATES - 1; i++)
-        outf(o, "luxd_connections{state=\"%s\"} %llu\n", state_names[i],
-             (unsigned long long)t->conns[i]);
+        lx_buf_printf(o, "luxd_connections{state=\"%s\"} %llu\n", state_names[i],
+                      (unsigned long long)t->conns[i]);
     prom_one(o, "luxd_connections_accepted_total", "counter", "Client connections accepted.",
              t->accepted);
     prom_one(o, "luxd_connections_refused_total", "counter",
@@ -306,13 +253,13 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
     prom_head(o, "luxd_policy_faults_total", "counter",
               "Policy calls that failed (answered 500), by kind.");
     for (int i = 0; i < LX_PF_KINDS; i++)
-        outf(o, "luxd_policy_faults_total{kind=\"%s\"} %llu\n", fault_names[i],
-             (unsigned long long)t->policy_faults[i]);
+        lx_buf_printf(o, "luxd_policy_faults_total{kind=\"%s\"} %llu\n", fault_names[i],
+                      (unsigned long long)t->policy_faults[i]);
     prom_head(o, "luxd_reloads_total", "counter", "Reloads, by outcome.");
-    outf(o, "luxd_reloads_total{result=\"ok\"} %llu\n",
-         (unsigned long long)lx_st_get(&lx_stats_server.reloads_ok));
-    outf(o, "luxd_reloads_total{result=\"failed\"} %llu\n",
-         (unsigned long long)lx_st_get(&lx_stats_server.reloads_failed));
+    lx_buf_printf(o, "luxd_reloads_total{result=\"ok\"} %llu\n",
+                  (unsigned long long)lx_st_get(&lx_stats_server.reloads_ok));
+    lx_buf_printf(o, "luxd_reloads_total{result=\"failed\"} %llu\n",
+                  (unsigned long long)lx_st_get(&lx_stats_server.reloads_failed));
     uint64_t live_gen = lx_st_get(&lx_stats_server.generation);
     uint64_t alive = lx_st_get(&lx_stats_server.gens_alive);
     prom_one(o, "luxd_generation", "gauge", "The live configuration generation.",
@@ -323,13 +270,13 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
     prom_one(o, "luxd_workers", "gauge", "Event loops.", (uint64_t)l->n);
     prom_head(o, "luxd_worker_generation", "gauge", "The generation each loop serves.");
     for (int i = 0; i < l->n; i++)
-        outf(o, "luxd_worker_generation{worker=\"%d\"} %llu\n", i,
-             (unsigned long long)lx_st_get(&l->loops[i]->generation));
+        lx_buf_printf(o, "luxd_worker_generation{worker=\"%d\"} %llu\n", i,
+                      (unsigned long long)lx_st_get(&l->loops[i]->generation));
     prom_head(o, "luxd_worker_generations_draining", "gauge",
               "Older generations each loop still runs requests of.");
     for (int i = 0; i < l->n; i++)
-        outf(o, "luxd_worker_generations_draining{worker=\"%d\"} %llu\n", i,
-             (unsigned long long)lx_st_get(&l->loops[i]->draining));
+        lx_buf_printf(o, "luxd_worker_generations_draining{worker=\"%d\"} %llu\n", i,
+                      (unsigned long long)lx_st_get(&l->loops[i]->draining));
 
     uint32_t nu = lx_stats_nslots(LX_ST_UPSTREAM);
     live = live_slots(r->gen, LX_ST_UPSTREAM, nu);
@@ -337,16 +284,16 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
     for (uint32_t s = 1; s < nu; s++) {
         sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
         if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
-        outf(o, "luxd_upstream_requests_total{upstream=\"%s\"} %llu\n",
-             esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 0), (unsigned long long)v[0]);
+        lx_buf_printf(o, "luxd_upstream_requests_total{upstream=\"%s\"} %llu\n",
+                      esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 0), (unsigned long long)v[0]);
     }
     prom_head(o, "luxd_upstream_failures_total", "counter",
               "Requests an upstream could not answer (502 or 504 to the client).");
     for (uint32_t s = 1; s < nu; s++) {
         sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
         if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
-        outf(o, "luxd_upstream_failures_total{upstream=\"%s\"} %llu\n",
-             esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 0), (unsigned long long)v[1]);
+        lx_buf_printf(o, "luxd_upstream_failures_total{upstream=\"%s\"} %llu\n",
+                      esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 0), (unsigned long long)v[1]);
     }
     free(live);
     uint32_t np = lx_stats_nslots(LX_ST_PEER);
@@ -364,39 +311,40 @@ static void render_prom(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         for (uint32_t s = 1; s < np; s++) {
             sum_slot(l, LX_ST_PEER, s, sizeof(lx_st_peer_t), v, PE_WORDS);
             if (!(live && live[s]) && !nonzero(v, PE_WORDS)) continue;
-            outf(o, "%s{server=\"%s\"} %llu\n", peer_metric[k][0],
-                 esc(&nb, lx_stats_slot_name(LX_ST_PEER, s), 0), (unsigned long long)v[k]);
+            lx_buf_printf(o, "%s{server=\"%s\"} %llu\n", peer_metric[k][0],
+                          esc(&nb, lx_stats_slot_name(LX_ST_PEER, s), 0), (unsigned long long)v[k]);
         }
     }
     free(live);
-    if (nb.failed) o->failed = 1;
+    if (nb.oom) o->oom = 1;
     free(nb.p);
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void render_json(out_t *o, const lx_req_t *r, const loops_t *l, const totals_t *t) {
-    out_t nb = {0}; /* a name, escaped */
+static void render_json(lx_buf_t *o, const lx_req_t *r, const loops_t *l, const totals_t *t) {
+    lx_buf_t nb = {0}; /* a name, escaped */
     uint64_t live_gen = lx_st_get(&lx_stats_server.generation);
     uint64_t alive = lx_st_get(&lx_stats_server.gens_alive);
     uint64_t total = 0;
     for (int c = 0; c < LX_ST_CLASSES; c++)
         total += t->req[c];
-    outf(o,
-         "{\"server\":{\"version\":\"" LX_VERSION "\",\"counters\":%s,\"workers\":%d,"
-         "\"generation\":%llu,\"generations_draining\":%llu,\"reloads\":{\"ok\":%llu,"
-         "\"failed\":%llu}},\n",
-         LX_STATS_ON ? "true" : "false", l->n,
-         (unsigned long long)(live_gen ? live_gen : r->gen->id),
-         (unsigned long long)(alive > 1 ? alive - 1 : 0),
-         (unsigned long long)lx_st_get(&lx_stats_server.reloads_ok),
-         (unsigned long long)lx_st_get(&lx_stats_server.reloads_failed));
-    outf(o, "\"requests\":{\"total\":%llu,\"aborted\":%llu,\"by_class\":{",
-         (unsigned long long)total, (unsigned long long)t->aborted);
+    lx_buf_printf(o,
+                  "{\"server\":{\"version\":\"" LX_VERSION "\",\"counters\":%s,\"workers\":%d,"
+                  "\"generation\":%llu,\"generations_draining\":%llu,\"reloads\":{\"ok\":%llu,"
+                  "\"failed\":%llu}},\n",
+                  LX_STATS_ON ? "true" : "false", l->n,
+                  (unsigned long long)(live_gen ? live_gen : r->gen->id),
+                  (unsigned long long)(alive > 1 ? alive - 1 : 0),
+                  (unsigned long long)lx_st_get(&lx_stats_server.reloads_ok),
+                  (unsigned long long)lx_st_get(&lx_stats_server.reloads_failed));
+    lx_buf_printf(o, "\"requests\":{\"total\":%llu,\"aborted\":%llu,\"by_class\":{",
+                  (unsigned long long)total, (unsigned long long)t->aborted);
     for (int c = 1; c < LX_ST_CLASSES; c++)
-        outf(o, "%s\"%s\":%llu", c > 1 ? "," : "", class_names[c], (unsigned long long)t->req[c]);
-    outf(o, ",\"other\":%llu}},\n", (unsigned long long)t->req[0]);
-    outf(o, "\"vhosts\":{");
+        lx_buf_printf(o, "%s\"%s\":%llu", c > 1 ? "," : "", class_names[c],
+                      (unsigned long long)t->req[c]);
+    lx_buf_printf(o, ",\"other\":%llu}},\n", (unsigned long long)t->req[0]);
+    lx_buf_printf(o, "\"vhosts\":{");
     uint32_t nv = lx_stats_nslots(LX_ST_VHOST);
     uint8_t *live = live_slots(r->gen, LX_ST_VHOST, nv);
     uint64_t v[VH_WORDS > PE_WORDS ? VH_WORDS : PE_WORDS];
@@ -407,64 +355,66 @@ static void render_json(out_t *o, const lx_req_t *r, const loops_t *l, const tot
         uint64_t sum = 0;
         for (int c = 0; c < LX_ST_CLASSES; c++)
             sum += v[c];
-        outf(o, "%s\n \"%s\":{\"total\":%llu", first ? "" : ",",
-             esc(&nb, lx_stats_slot_name(LX_ST_VHOST, s), 1), (unsigned long long)sum);
+        lx_buf_printf(o, "%s\n \"%s\":{\"total\":%llu", first ? "" : ",",
+                      esc(&nb, lx_stats_slot_name(LX_ST_VHOST, s), 1), (unsigned long long)sum);
         for (int c = 1; c < LX_ST_CLASSES; c++)
-            outf(o, ",\"%s\":%llu", class_names[c], (unsigned long long)v[c]);
-        outf(o, ",\"other\":%llu}", (unsigned long long)v[0]);
+            lx_buf_printf(o, ",\"%s\":%llu", class_names[c], (unsigned long long)v[c]);
+        lx_buf_printf(o, ",\"other\":%llu}", (unsigned long long)v[0]);
         first = 0;
     }
     free(live);
-    outf(o, "},\n\"bytes\":{\"in\":%llu,\"out\":%llu},\n", (unsigned long long)t->bytes_in,
-         (unsigned long long)t->bytes_out);
-    outf(o,
-         "\"connections\":{\"accepted\":%llu,\"refused\":%llu,\"closed\":%llu,"
-         "\"accept_paused\":%llu,\"states\":{",
-         (unsigned long long)t->accepted, (unsigned long long)t->refused,
-         (unsigned long long)t->conns[LX_ST_CONN_STATES - 1], (unsigned long long)t->accept_paused);
+    lx_buf_printf(o, "},\n\"bytes\":{\"in\":%llu,\"out\":%llu},\n", (unsigned long long)t->bytes_in,
+                  (unsigned long long)t->bytes_out);
+    lx_buf_printf(o,
+                  "\"connections\":{\"accepted\":%llu,\"refused\":%llu,\"closed\":%llu,"
+                  "\"accept_paused\":%llu,\"states\":{",
+                  (unsigned long long)t->accepted, (unsigned long long)t->refused,
+                  (unsigned long long)t->conns[LX_ST_CONN_STATES - 1],
+                  (unsigned long long)t->accept_paused);
     for (int i = 0; i < LX_ST_CONN_STATES - 1; i++)
-        outf(o, "%s\"%s\":%llu", i ? "," : "", state_names[i], (unsigned long long)t->conns[i]);
-    outf(o, "}},\n\"file_cache\":{\"hits\":%llu,\"misses\":%llu},\n",
-         (unsigned long long)t->cache_hits, (unsigned long long)t->cache_misses);
-    outf(o, "\"file_io\":{\"jobs\":%llu,\"total\":%llu},\n", (unsigned long long)t->io_jobs,
-         (unsigned long long)t->io_jobs_total);
-    outf(o, "\"policy\":{\"runs\":%llu,\"faults\":{", (unsigned long long)t->policy_runs);
+        lx_buf_printf(o, "%s\"%s\":%llu", i ? "," : "", state_names[i],
+                      (unsigned long long)t->conns[i]);
+    lx_buf_printf(o, "}},\n\"file_cache\":{\"hits\":%llu,\"misses\":%llu},\n",
+                  (unsigned long long)t->cache_hits, (unsigned long long)t->cache_misses);
+    lx_buf_printf(o, "\"file_io\":{\"jobs\":%llu,\"total\":%llu},\n",
+                  (unsigned long long)t->io_jobs, (unsigned long long)t->io_jobs_total);
+    lx_buf_printf(o, "\"policy\":{\"runs\":%llu,\"faults\":{", (unsigned long long)t->policy_runs);
     for (int i = 0; i < LX_PF_KINDS; i++)
-        outf(o, "%s\"%s\":%llu", i ? "," : "", fault_names[i],
-             (unsigned long long)t->policy_faults[i]);
-    outf(o, "}},\n\"workers\":[");
+        lx_buf_printf(o, "%s\"%s\":%llu", i ? "," : "", fault_names[i],
+                      (unsigned long long)t->policy_faults[i]);
+    lx_buf_printf(o, "}},\n\"workers\":[");
     for (int i = 0; i < l->n; i++)
-        outf(o, "%s{\"generation\":%llu,\"generations_draining\":%llu}", i ? "," : "",
-             (unsigned long long)lx_st_get(&l->loops[i]->generation),
-             (unsigned long long)lx_st_get(&l->loops[i]->draining));
-    outf(o, "],\n\"upstreams\":{");
+        lx_buf_printf(o, "%s{\"generation\":%llu,\"generations_draining\":%llu}", i ? "," : "",
+                      (unsigned long long)lx_st_get(&l->loops[i]->generation),
+                      (unsigned long long)lx_st_get(&l->loops[i]->draining));
+    lx_buf_printf(o, "],\n\"upstreams\":{");
     uint32_t nu = lx_stats_nslots(LX_ST_UPSTREAM);
     live = live_slots(r->gen, LX_ST_UPSTREAM, nu);
     first = 1;
     for (uint32_t s = 1; s < nu; s++) {
         sum_slot(l, LX_ST_UPSTREAM, s, sizeof(lx_st_upstream_t), v, UP_WORDS);
         if (!(live && live[s]) && !nonzero(v, UP_WORDS)) continue;
-        outf(o, "%s\n \"%s\":{\"requests\":%llu,\"failures\":%llu}", first ? "" : ",",
-             esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 1), (unsigned long long)v[0],
-             (unsigned long long)v[1]);
+        lx_buf_printf(o, "%s\n \"%s\":{\"requests\":%llu,\"failures\":%llu}", first ? "" : ",",
+                      esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 1), (unsigned long long)v[0],
+                      (unsigned long long)v[1]);
         first = 0;
     }
     free(live);
-    outf(o, "},\n\"upstream_servers\":{");
+    lx_buf_printf(o, "},\n\"upstream_servers\":{");
     uint32_t np = lx_stats_nslots(LX_ST_PEER);
     live = live_slots(r->gen, LX_ST_PEER, np);
     first = 1;
     for (uint32_t s = 1; s < np; s++) {
         sum_slot(l, LX_ST_PEER, s, sizeof(lx_st_peer_t), v, PE_WORDS);
         if (!(live && live[s]) && !nonzero(v, PE_WORDS)) continue;
-        outf(o, "%s\n \"%s\":{\"idle\":%llu,\"connects\":%llu,\"failures\":%llu}", first ? "" : ",",
-             esc(&nb, lx_stats_slot_name(LX_ST_PEER, s), 1), (unsigned long long)v[0],
-             (unsigned long long)v[1], (unsigned long long)v[2]);
+        lx_buf_printf(o, "%s\n \"%s\":{\"idle\":%llu,\"connects\":%llu,\"failures\":%llu}",
+                      first ? "" : ",", esc(&nb, lx_stats_slot_name(LX_ST_PEER, s), 1),
+                      (unsigned long long)v[0], (unsigned long long)v[1], (unsigned long long)v[2]);
         first = 0;
     }
     free(live);
-    outf(o, "}}\n");
-    if (nb.failed) o->failed = 1;
+    lx_buf_printf(o, "}}\n");
+    if (nb.oom) o->oom = 1;
     free(nb.p);
 }
 
@@ -537,13 +487,13 @@ static int st_handle(lx_req_t *r) {
             t.req[c] += v[c];
     }
     int json = wants_json(r);
-    out_t o = {0};
+    lx_buf_t o = {0};
     if (json)
         render_json(&o, r, &l, &t);
     else
         render_prom(&o, r, &l, &t);
     free(heap);
-    if (o.failed) {
+    if (o.oom) {
         free(o.p);
         return 500;
     }
