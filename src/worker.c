@@ -310,6 +310,7 @@ static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
     }
     w->gen = m->gen;
     w->gen_users = 0;
+    lx_handlers_loop_adopt(w, w->gen);
     lx_st_set(&w->stats->generation, w->gen->id);
     lx_st_set(&w->stats->draining, w->nretired);
     free(m);

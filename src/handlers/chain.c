@@ -82,6 +82,13 @@ int lx_handlers_loop_init(lx_worker_t *w) {
     return 0;
 }
 
+void lx_handlers_loop_adopt(lx_worker_t *w, const lx_gen_t *g) {
+    for (size_t i = 0; i < lx_nhandlers; i++) {
+        const lx_handler_t *h = lx_handlers[i];
+        if (h && h->loop_adopt) h->loop_adopt(w, w->hstate[i], g);
+    }
+}
+
 void lx_handlers_loop_free(lx_worker_t *w) {
     for (size_t i = 0; i < lx_nhandlers; i++) {
         const lx_handler_t *h = lx_handlers[i];

@@ -20,6 +20,9 @@ typedef struct lx_handler_s {
     /* Per loop, in the loop's thread: state kept in w->hstate[id]. */
     int (*loop_init)(lx_worker_t *w, void **state);
     void (*loop_free)(lx_worker_t *w, void *state);
+    /* The loop now serves generation g (a reload): in the loop's thread.
+     * NULL: nothing. */
+    void (*loop_adopt)(lx_worker_t *w, void *state, const lx_gen_t *g);
     int (*handle)(lx_req_t *r); /**< answers, declines, waits, or returns a status */
 } lx_handler_t;
 
@@ -60,6 +63,8 @@ extern const size_t lx_nhandlers;
 int lx_handlers_gen_init(lx_gen_t *g, const char *file, const char *prefix, int nloops, char *err,
                          size_t errlen);
 int lx_handlers_loop_init(lx_worker_t *w);
+/* Tells the handlers the loop now serves g. */
+void lx_handlers_loop_adopt(lx_worker_t *w, const lx_gen_t *g);
 void lx_handlers_loop_free(lx_worker_t *w);
 /* Whether this binary has the test handler (luxd-test). */
 int lx_handlers_have_test(void);

@@ -166,6 +166,12 @@ static int px_loop_init(lx_worker_t *w, void **state) {
     return pl ? 0 : -ENOMEM;
 }
 
+static void px_loop_adopt(lx_worker_t *w, void *state, const lx_gen_t *g) {
+    (void)w;
+    px_loop_t *pl = state;
+    if (pl) lx_uploop_retune(pl->ul, g->upstreams, g->nupstreams);
+}
+
 static void px_destroy(px_t *px) {
     lx_h1resp_free(&px->resp);
     free(px->head.p);
@@ -347,7 +353,10 @@ static int px_next(px_t *px) {
         px->resp.upgrade = px->upgrade;
         px->got_bytes = 0;
         px->head_out = 0;
-        if (!px->fresh && (px->uc = lx_upconn_take(pool, &px_ops, px)) != NULL) {
+        /* keepalive = 0 takes none, also of those pooled before a reload
+         * set it (t/189). */
+        if (!px->fresh && px->u->keepalive &&
+            (px->uc = lx_upconn_take(pool, &px_ops, px)) != NULL) {
             px_send_head(px);
             return 0;
         }
@@ -807,5 +816,6 @@ const lx_handler_t lx_proxy_handler = {
     .gen_free = px_gen_free,
     .loop_init = px_loop_init,
     .loop_free = px_loop_free,
+    .loop_adopt = px_loop_adopt,
     .handle = px_handle,
 };

@@ -95,6 +95,23 @@ lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s) {
 
 /* ---- lifetime ------------------------------------------------------- */
 
+static void trim(lx_uppool_t *p);
+
+void lx_uploop_retune(lx_uploop_t *ul, const lx_upstream_t *ups, size_t n) {
+    for (lx_uppool_t *p = ul->pools; p; p = p->next) {
+        uint32_t keep = 0; /* an address no upstream names any more: none */
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < ups[i].nservers; k++) {
+                const lx_upstream_server_t *s = &ups[i].servers[k];
+                if (s->addrlen == p->addrlen && memcmp(&s->addr, &p->addr, p->addrlen) == 0 &&
+                    s->pool_keepalive > keep)
+                    keep = s->pool_keepalive;
+            }
+        p->keepalive = keep;
+        trim(p);
+    }
+}
+
 static void on_handle_closed(uv_handle_t *h) {
     lx_upconn_t *uc = h->data;
     if (--uc->handles) return;
@@ -239,11 +256,14 @@ lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *da
 
 void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms) {
     lx_uppool_t *p = uc->pool;
+    /* Every put says the pool's limit (a reload may have lowered it, to 0
+     * even): the idle ones beyond it go as well as this one (t/189). */
+    p->keepalive = keepalive;
     if (uc->state != LX_UC_ACTIVE || uc->writing || keepalive == 0) {
         lx_upconn_close(uc);
+        trim(p);
         return;
     }
-    p->keepalive = keepalive;
     uc->nreq++;
     uc->ops = NULL;
     uc->data = NULL;

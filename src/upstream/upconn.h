@@ -81,6 +81,11 @@ lx_uploop_t *lx_uploop_new(uv_loop_t *loop);
 /* Closes every idle connection and frees the pools (the loop's end). */
 void lx_uploop_free(lx_uploop_t *ul);
 
+/* A reload: each pool's limit becomes what the new generation's upstreams
+ * ask of its address (0 for an address none names), and the idle ones
+ * beyond it go (once idle a second, as always). */
+void lx_uploop_retune(lx_uploop_t *ul, const lx_upstream_t *ups, size_t n);
+
 /* The pool for the address of s (made on first use; pools live until the
  * loop's end). NULL: out of memory. */
 lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s);
