@@ -27,8 +27,10 @@ vhost "localhost" { default = true, root = "\$DIR/www", location "/" { proxy = "
 EOF
 );
 
+my $made = 0;    # requests sent through luxd
 sub through {
     my ($from, $port, $prefix, @h) = @_;
+    $made++;
     my $sock = IO::Socket::INET->new(
         PeerAddr => '127.0.0.1', PeerPort => $port, LocalAddr => $from, Proto => 'tcp', Timeout => 5,
     ) or die "connect: $!";
@@ -66,7 +68,15 @@ is $xff, '127.0.0.2', 'a forged PROXY header from an untrusted peer: the peer';
 # X-Forwarded-For is walked.
 ($st, $xff) = through('127.0.0.1', $pp_port, "PROXY TCP4 10.2.2.2 127.0.0.1 40000 80\r\n", 'X-Forwarded-For' => '203.0.113.77');
 is $xff, '203.0.113.77, 203.0.113.77', 'PROXY source 10.2.2.2 is trusted: its X-Forwarded-For names the client';
-my @l = split /\n/, $s->access_log;
+# The client has the answer before luxd writes its log line: wait for
+# the line of every request made (a read at once raced it, and saw the
+# one before).
+my @l;
+for (1 .. 100) {
+    @l = split /\n/, $s->access_log;
+    last if @l >= $made;
+    select(undef, undef, undef, 0.05);
+}
 like $l[-1], qr/^203\.0\.113\.77 127\.0\.0\.1 \Q$addr\E$/, 'the log: the client, the TCP peer, the upstream';
 
 $s->stop;
