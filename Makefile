@@ -189,6 +189,11 @@ $(BUILD)/unit/test_hash: t/unit/test_hash.c src/hash.c src/hash.h src/lx.h t/uni
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_hash.c src/hash.c
 
+# The spares lists (the loop's kept sessions and proxy states).
+$(BUILD)/unit/test_spares: t/unit/test_spares.c src/spares.c src/spares.h t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_spares.c src/spares.c
+
 # The output ring and its writer, against the fake stream the test defines
 # (uv_try_write, uv_write): it links out.c alone, without libuv.
 $(BUILD)/unit/test_out: t/unit/test_out.c src/out.c src/out.h src/conn.h t/unit/tap.h

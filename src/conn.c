@@ -22,8 +22,9 @@
 
 /* How long a half-closed connection may keep sending before we close it. */
 #define LINGER_MS 2000
-/* Sessions a loop keeps for reuse; more are freed. */
-#define SESS_KEEP 64
+/* Sessions a loop keeps for reuse at most (spares.h: fewer once the load
+ * drops); more are freed. */
+#define SESS_KEEP 1024
 
 /* Bytes the read buffer has beyond max_header_bytes: room for the blank line
  * that ends the header, the start of a body, and pipelined requests. */
@@ -146,11 +147,9 @@ void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind) {
 
 static lx_sess_t *sess_get(lx_conn_t *c) {
     lx_worker_t *w = worker_of(c);
-    lx_sess_t *s = w->free_sess;
-    if (s) {
-        w->free_sess = (lx_sess_t *)s->c;
-        w->nfree_sess--;
-    } else {
+    lx_spare_t *sp = lx_spares_take(&w->sess_spares);
+    lx_sess_t *s = sp ? container_of(sp, lx_sess_t, spare) : NULL;
+    if (s == NULL) {
         s = calloc(1, sizeof(*s));
         if (s == NULL) return NULL;
         lx_arena_init(&s->arena, 4096);
@@ -196,18 +195,17 @@ static void rbuf_release(lx_sess_t *s) {
     s->rcap = s->rlen = s->rpos = 0;
 }
 
-/* Into the free list, or freed when the loop keeps enough. */
+static void sess_destroy(lx_spare_t *sp) {
+    lx_sess_t *s = container_of(sp, lx_sess_t, spare);
+    lx_arena_free(&s->arena);
+    lx_out_free(&s->out);
+    free(s);
+}
+
+/* Into the spares, or freed when the loop keeps enough. */
 static void sess_pool_put(lx_sess_t *s) {
-    lx_worker_t *w = s->w;
-    if (w->nfree_sess >= SESS_KEEP) {
-        lx_arena_free(&s->arena);
-        lx_out_free(&s->out);
-        free(s);
-        return;
-    }
-    s->c = (lx_conn_t *)w->free_sess;
-    w->free_sess = s;
-    w->nfree_sess++;
+    s->c = NULL;
+    if (!lx_spares_put(&s->w->sess_spares, &s->spare)) sess_destroy(&s->spare);
 }
 
 /* The session goes back to the pool, once nothing calls back into it. */
@@ -218,15 +216,12 @@ static void sess_free(lx_sess_t *s) {
     sess_pool_put(s);
 }
 
-void lx_sess_pool_free(lx_worker_t *w) {
-    while (w->free_sess) {
-        lx_sess_t *s = w->free_sess;
-        w->free_sess = (lx_sess_t *)s->c;
-        lx_arena_free(&s->arena);
-        lx_out_free(&s->out);
-        free(s);
-    }
-    w->nfree_sess = 0;
+void lx_sess_pool_init(lx_worker_t *w) {
+    lx_spares_init(&w->sess_spares, SESS_KEEP);
+}
+
+void lx_sess_pool_trim(lx_worker_t *w, int all) {
+    lx_spares_trim(&w->sess_spares, all, sess_destroy);
 }
 
 static void release_gen(lx_sess_t *s) {

@@ -77,6 +77,7 @@ struct lx_conn_s {
 
 /* What a request in progress needs; lent by the loop's pool. */
 struct lx_sess_s {
+    lx_spare_t spare;           /**< in w->sess_spares while unused */
     lx_conn_t *c;               /**< the connection, NULL once it is gone */
     lx_worker_t *w;             /**< its loop */
     llhttp_t parser;            /**< HTTP/1 parser state */
@@ -131,8 +132,10 @@ void lx_conn_drain(lx_conn_t *c);
 void lx_conn_each(lx_worker_t *w, void (*fn)(lx_conn_t *c, void *arg), void *arg);
 /* The generation the connection's request holds, or NULL. */
 const lx_gen_t *lx_conn_gen(const lx_conn_t *c);
-/* Frees the sessions the loop kept for reuse (at the loop's end). */
-void lx_sess_pool_free(lx_worker_t *w);
+void lx_sess_pool_init(lx_worker_t *w);
+/* Frees the sessions the loop kept for reuse: those unused since the last
+ * tick, or all of them (at the loop's end). */
+void lx_sess_pool_trim(lx_worker_t *w, int all);
 /* Deadline expiry for the loop's queue (worker.c sets it up). */
 void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind);
 /* client.c: the PROXY protocol header at the head of s's read buffer.

@@ -392,6 +392,8 @@ static void expire_retired(lx_worker_t *w) {
 static void on_tick(uv_timer_t *t) {
     lx_worker_t *w = t->data;
     lx_access_log_flush(w);
+    lx_sess_pool_trim(w, 0);
+    lx_handlers_loop_tick(w);
     if (w->nretired) expire_retired(w);
     if (w->stop && uv_now(&w->loop) >= w->drain_deadline) {
         lx_log_warn("worker %d: drain timeout, closing %u connections", w->index, w->nconns);
@@ -422,12 +424,13 @@ int lx_worker_init_conns(lx_worker_t *w) {
     lx_dlq_init(&w->dlq, &w->loop, lx_conn_on_deadline);
     lx_pool_init(&w->rbufs, RBUF_SIZE(&w->gen->srv), 256);
     lx_pool_init(&w->obufs, LX_OUT_BUF, 64);
+    lx_sess_pool_init(w);
     return lx_handlers_loop_init(w);
 }
 
 void lx_worker_free_conns(lx_worker_t *w) {
     lx_handlers_loop_free(w);
-    lx_sess_pool_free(w);
+    lx_sess_pool_trim(w, 1);
     lx_pool_free(&w->rbufs);
     lx_pool_free(&w->obufs);
     lx_stats_loop_release(w->stats);

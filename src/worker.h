@@ -9,6 +9,7 @@
 #include "deadline.h"
 #include "http/date.h"
 #include "io/pool.h"
+#include "spares.h"
 
 typedef struct lx_conn_s lx_conn_t;
 typedef struct lx_filecache_s lx_filecache_t;
@@ -58,7 +59,7 @@ typedef struct lx_worker_s {
     lx_mailbox_t *mailbox;           /**< pending reloads, oldest first; NULL when none */
     lx_mailbox_t **mailbox_tail;     /**< where the next reload is linked in */
     uv_async_t wakeup;               /**< main thread -> loop: stop requested */
-    uv_timer_t tick;                 /**< once a second: log flush, drain deadline */
+    uv_timer_t tick;                 /**< once a second: log flush, spares' trim, drain deadline */
     lx_listener_t **listeners;       /**< one per listen address (uv handles do not move) */
     size_t nlisteners;               /**< entries in listeners */
     int listening;                   /**< listeners are being polled */
@@ -67,8 +68,7 @@ typedef struct lx_worker_s {
     lx_pool_t rbufs;                 /**< read buffers, max_header_bytes + slack */
     lx_pool_t obufs;                 /**< output buffers of LX_OUT_BUF bytes */
     long inblock;                    /**< the loop thread's block reads, last seen (out.c) */
-    struct lx_sess_s *free_sess;     /**< sessions kept for reuse */
-    unsigned nfree_sess;             /**< entries in free_sess */
+    lx_spares_t sess_spares;         /**< sessions kept for reuse (conn.c) */
     void *hstate[8];                 /**< handlers' per-loop state (handlers/chain.c) */
     uint32_t max_conns;              /**< this loop's share of max_connections */
     lx_filecache_t *cache;           /**< this loop's file cache */

@@ -89,6 +89,13 @@ void lx_handlers_loop_adopt(lx_worker_t *w, const lx_gen_t *g) {
     }
 }
 
+void lx_handlers_loop_tick(lx_worker_t *w) {
+    for (size_t i = 0; i < lx_nhandlers; i++) {
+        const lx_handler_t *h = lx_handlers[i];
+        if (h && h->loop_tick) h->loop_tick(w, w->hstate[i]);
+    }
+}
+
 void lx_handlers_loop_free(lx_worker_t *w) {
     for (size_t i = 0; i < lx_nhandlers; i++) {
         const lx_handler_t *h = lx_handlers[i];

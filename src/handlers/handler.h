@@ -23,6 +23,9 @@ typedef struct lx_handler_s {
     /* The loop now serves generation g (a reload): in the loop's thread.
      * NULL: nothing. */
     void (*loop_adopt)(lx_worker_t *w, void *state, const lx_gen_t *g);
+    /* Once a second, in the loop's thread (trims what it keeps for reuse,
+     * spares.h). NULL: nothing. */
+    void (*loop_tick)(lx_worker_t *w, void *state);
     int (*handle)(lx_req_t *r); /**< answers, declines, waits, or returns a status */
 } lx_handler_t;
 
@@ -65,6 +68,8 @@ int lx_handlers_gen_init(lx_gen_t *g, const char *file, const char *prefix, int 
 int lx_handlers_loop_init(lx_worker_t *w);
 /* Tells the handlers the loop now serves g. */
 void lx_handlers_loop_adopt(lx_worker_t *w, const lx_gen_t *g);
+/* The loop's tick (a second) for the handlers. */
+void lx_handlers_loop_tick(lx_worker_t *w);
 void lx_handlers_loop_free(lx_worker_t *w);
 /* Whether this binary has the test handler (luxd-test). */
 int lx_handlers_have_test(void);

@@ -64,7 +64,7 @@ typedef struct px_s {
     lx_h1resp_t resp;        /**< the response parser (its buffers kept with a spare) */
     lx_buf_t head;           /**< the request head as sent (its room kept with a spare) */
     struct px_loop_s *pl;    /**< this loop's proxy state */
-    struct px_s *spare_next; /**< in pl's spares */
+    lx_spare_t spare;        /**< in pl's spares */
     uint64_t tried;          /**< servers tried (bit i: server i; past 64 not tracked) */
     size_t picks;            /**< servers picked so far: never more than the upstream has */
     uint64_t started;        /**< loop ms the request was handed over */
@@ -97,7 +97,7 @@ typedef struct px_s {
 #if defined(__SANITIZE_ADDRESS__) || defined(PX_NO_SPARES)
 #define PX_SPARES 0 /* every state freed: ASan sees a use after the request */
 #else
-#define PX_SPARES 32
+#define PX_SPARES 1024 /* at most: spares.h keeps fewer once the load drops */
 #endif
 /* A spare keeps buffers up to this much room in all (a usual response's
  * parser holds some 3 KiB); bigger ones (a head near max_header_bytes, or
@@ -105,8 +105,7 @@ typedef struct px_s {
 #define PX_SPARE_ROOM 16384
 typedef struct px_loop_s {
     lx_uploop_t *ul;
-    px_t *spares;
-    unsigned nspares;
+    lx_spares_t spares;
 } px_loop_t;
 
 /* Index of this handler in lx_handlers[]: w->hstate. Set by the first
@@ -162,6 +161,7 @@ static int px_loop_init(lx_worker_t *w, void **state) {
         free(pl);
         pl = NULL;
     }
+    if (pl) lx_spares_init(&pl->spares, PX_SPARES);
     *state = pl;
     return pl ? 0 : -ENOMEM;
 }
@@ -178,13 +178,20 @@ static void px_destroy(px_t *px) {
     free(px);
 }
 
+static void px_destroy_spare(lx_spare_t *sp) {
+    px_destroy(container_of(sp, px_t, spare));
+}
+
+static void px_loop_tick(lx_worker_t *w, void *state) {
+    (void)w;
+    px_loop_t *pl = state;
+    if (pl) lx_spares_trim(&pl->spares, 0, px_destroy_spare);
+}
+
 static void px_loop_free(lx_worker_t *w, void *state) {
     (void)w;
     px_loop_t *pl = state;
-    for (px_t *px; (px = pl->spares) != NULL;) {
-        pl->spares = px->spare_next;
-        px_destroy(px);
-    }
+    lx_spares_trim(&pl->spares, 1, px_destroy_spare);
     lx_uploop_free(pl->ul);
     free(pl);
 }
@@ -192,14 +199,13 @@ static void px_loop_free(lx_worker_t *w, void *state) {
 /* A new request's state: a spare, emptied but for its buffers, or a new
  * one. */
 static px_t *px_new(px_loop_t *pl) {
-    px_t *px = pl->spares;
-    if (px == NULL) {
-        px = calloc(1, sizeof(*px));
+    lx_spare_t *sp = lx_spares_take(&pl->spares);
+    if (sp == NULL) {
+        px_t *px = calloc(1, sizeof(*px));
         if (px) px->pl = pl;
         return px;
     }
-    pl->spares = px->spare_next;
-    pl->nspares--;
+    px_t *px = container_of(sp, px_t, spare);
     lx_h1resp_t resp = px->resp;
     lx_buf_t head = px->head;
     memset(px, 0, sizeof(*px));
@@ -212,13 +218,8 @@ static px_t *px_new(px_loop_t *pl) {
 /* The end of a request's state: kept as a spare while there is room. */
 static void px_release(px_t *px) {
     px_loop_t *pl = px->pl;
-    if (pl->nspares >= PX_SPARES || lx_h1resp_room(&px->resp) + px->head.cap > PX_SPARE_ROOM) {
+    if (lx_h1resp_room(&px->resp) + px->head.cap > PX_SPARE_ROOM || !lx_spares_put(&pl->spares, &px->spare))
         px_destroy(px);
-        return;
-    }
-    px->spare_next = pl->spares;
-    pl->spares = px;
-    pl->nspares++;
 }
 
 /* ---- servers: rotation and passive health --------------------------- */
@@ -817,5 +818,6 @@ const lx_handler_t lx_proxy_handler = {
     .loop_init = px_loop_init,
     .loop_free = px_loop_free,
     .loop_adopt = px_loop_adopt,
+    .loop_tick = px_loop_tick,
     .handle = px_handle,
 };
