@@ -10,7 +10,7 @@
 
 LLHTTP_SRC ?= /usr/share/llhttp
 LLHTTP_INC ?= /usr/share/include/llhttp
-PKGS       := libuv luajit libpcre2-8
+PKGS       := libuv luajit libpcre2-8 liburing
 BUILD      ?= build
 
 CC        ?= cc

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "../log.h"
 #include "../lx.h"
 #include "../stats.h"
 
@@ -30,6 +31,7 @@ struct lx_uploop_s {
     uv_loop_t *loop;
     lx_stats_t *stats; /**< the loop's counters */
     lx_uppool_t *pools;
+    lx_sendbatch_t *batch; /**< the loop's batched sends; NULL: each goes at once */
     /* The one read buffer of all the loop's upstream connections: a read's
      * bytes are used up within its callback (the head copied, body bytes
      * copied into the client's output), so none needs its own, and a
@@ -42,6 +44,10 @@ lx_uploop_t *lx_uploop_new(uv_loop_t *loop) {
     if (ul) {
         ul->loop = loop;
         ul->stats = lx_stats_of(loop);
+        char why[128];
+        ul->batch = lx_sendbatch_new(loop, why, sizeof(why));
+        if (ul->batch == NULL)
+            lx_log_info("upstream sends: one write(2) each, not batched through io_uring (%s)", why);
     }
     return ul;
 }
@@ -67,6 +73,7 @@ void lx_uploop_free(lx_uploop_t *ul) {
     for (lx_uppool_t *p = ul->pools; p; p = p->next)
         while (p->idle)
             lx_upconn_close(p->idle);
+    lx_sendbatch_free(ul->batch);
     /* The close callbacks run on the loop; it has stopped serving, so one
      * turn of it frees the connections before the pools go. */
     uv_run(ul->loop, UV_RUN_NOWAIT);
@@ -125,6 +132,7 @@ void lx_upconn_close(lx_upconn_t *uc) {
     uc->state = LX_UC_CLOSING;
     uc->ops = NULL;
     uc->data = NULL;
+    lx_sendbatch_cancel(&uc->send);
     uv_close(&uc->h.handle, on_handle_closed);
     uv_close((uv_handle_t *)&uc->timer, on_handle_closed);
 }
@@ -317,6 +325,8 @@ static void on_connect_timeout(uv_timer_t *t) {
     uc->data = NULL;
 }
 
+static void on_sent(lx_send_t *q, const char *data, size_t len, size_t sent, int res);
+
 int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, uint32_t timeout_ms,
                       lx_upconn_t **out) {
     uv_loop_t *loop = p->ul->loop;
@@ -338,6 +348,7 @@ int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, ui
         return r;
     }
     uv_timer_init(loop, &uc->timer);
+    uc->send.done = on_sent;
     uc->h.handle.data = uc;
     uc->timer.data = uc;
     uc->creq.data = uc;
@@ -361,29 +372,26 @@ int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, ui
 
 /* ---- writing -------------------------------------------------------- */
 
-static void on_write(uv_write_t *req, int status) {
-    lx_upconn_t *uc = container_of(req, lx_upconn_t, wreq);
+static void written(lx_upconn_t *uc, int status) {
     uc->writing = 0;
-    free(uc->wcopy);
-    uc->wcopy = NULL;
     if (uc->state == LX_UC_CLOSING) return;
     if (uc->ops && uc->ops->written) uc->ops->written(uc, status);
 }
 
-int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
-    if (uc->writing) return -EBUSY;
-    size_t total = 0;
-    for (unsigned i = 0; i < nbufs; i++)
-        total += bufs[i].len;
-    int n = uv_try_write(&uc->h.stream, bufs, nbufs);
-    if (n == UV_EAGAIN) n = 0;
-    if (n < 0) return n;
-    if ((size_t)n == total) return 1;
-    /* The rest is copied: the caller's pieces are valid during the call
-     * only (a request body piece lives in the client's read buffer). */
-    size_t left = total - (size_t)n, at = 0, skip = (size_t)n;
+static void on_write(uv_write_t *req, int status) {
+    lx_upconn_t *uc = container_of(req, lx_upconn_t, wreq);
+    free(uc->wcopy);
+    uc->wcopy = NULL;
+    written(uc, status);
+}
+
+/* What a write left (skip bytes of bufs went) goes by uv_write, copied:
+ * the caller's pieces are valid during the call only (a request body
+ * piece lives in the client's read buffer). 0 or a negative errno. */
+static int write_rest(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs, size_t left, size_t skip) {
     char *copy = malloc(left);
     if (copy == NULL) return -ENOMEM;
+    size_t at = 0;
     for (unsigned i = 0; i < nbufs; i++) {
         size_t len = bufs[i].len;
         if (skip >= len) {
@@ -401,6 +409,38 @@ int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
         return r;
     }
     uc->wcopy = copy;
-    uc->writing = 1;
     return 0;
+}
+
+/* The batch went out (sendbatch.h): what the socket did not take waits
+ * for room, as any write's rest. */
+static void on_sent(lx_send_t *q, const char *data, size_t len, size_t sent, int res) {
+    lx_upconn_t *uc = container_of(q, lx_upconn_t, send);
+    if (res == 0 && sent < len) {
+        uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+        res = write_rest(uc, &b, 1, len - sent, sent);
+        if (res == 0) return; /* on_write goes on */
+    }
+    written(uc, res);
+}
+
+int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
+    if (uc->writing) return -EBUSY;
+    size_t total = 0;
+    for (unsigned i = 0; i < nbufs; i++)
+        total += bufs[i].len;
+    lx_sendbatch_t *sb = uc->pool->ul->batch;
+    uv_os_fd_t fd;
+    if (sb && uv_fileno(&uc->h.handle, &fd) == 0 &&
+        lx_sendbatch_add(sb, &uc->send, fd, bufs, nbufs, total) == 0) {
+        uc->writing = 1;
+        return 0;
+    }
+    int n = uv_try_write(&uc->h.stream, bufs, nbufs);
+    if (n == UV_EAGAIN) n = 0;
+    if (n < 0) return n;
+    if ((size_t)n == total) return 1;
+    int r = write_rest(uc, bufs, nbufs, total - (size_t)n, (size_t)n);
+    if (r == 0) uc->writing = 1;
+    return r;
 }

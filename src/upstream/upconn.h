@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "../config/config.h"
+#include "sendbatch.h"
 
 typedef struct lx_upconn_s lx_upconn_t;
 typedef struct lx_uppool_s lx_uppool_t;
@@ -51,6 +52,7 @@ struct lx_upconn_s {
     uv_timer_t timer;           /**< connect, read or send deadline */
     uv_connect_t creq;          /**< the connect in flight */
     uv_write_t wreq;            /**< the one write in flight */
+    lx_send_t send;             /**< or that write, in the loop's batch (sendbatch.h) */
     lx_uppool_t *pool;          /**< the pool of its address */
     lx_upconn_t *next, *prev;   /**< in the pool's idle list */
     const lx_upconn_ops_t *ops; /**< the borrower's callbacks (NULL while idle) */
@@ -64,7 +66,7 @@ struct lx_upconn_s {
     uint32_t nreq;  /**< requests it carried (> 0: it is a reused one) */
     uint8_t state;  /**< lx_upconn_state_t */
     uint8_t handles;      /**< handles still open (socket, timer) */
-    unsigned writing : 1; /**< wreq is in flight */
+    unsigned writing : 1; /**< a write is in flight (send in the batch, or wreq) */
     unsigned reading : 1; /**< uv_read_start is in force */
 };
 
@@ -107,8 +109,10 @@ void lx_upconn_close(lx_upconn_t *uc);
  * are in a buffer all of the loop's upstream connections share: they are
  * to be used up (or copied) before the callback returns. */
 int lx_upconn_read(lx_upconn_t *uc, int on);
-/* Sends bufs: returns 1 when all went at once, 0 when the rest is queued
- * (ops->written follows), or a negative errno. One write at a time. */
+/* Sends bufs: returns 1 when all went at once, 0 when they are queued (a
+ * small write goes in the loop's batch, sent before the loop polls again;
+ * the rest of a big one waits for room) and ops->written follows, or a
+ * negative errno. One write at a time. */
 int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs);
 /* Arms the deadline (ms 0: none); ops->timeout is called when it passes. */
 void lx_upconn_deadline(lx_upconn_t *uc, uint32_t ms);

@@ -470,7 +470,8 @@ sub proxy_front {
     my $a = ref $be ? $be->addr : $be;
     my $status = $o{status} ? 'location "/status" { status = true }, ' : '';
     Luxd->new(config => qq{upstream "b" { "$a", $up }\n}
-          . qq{vhost "l" { default = true, ${status}location "/" { proxy = "b" } }\n});
+          . qq{vhost "l" { default = true, ${status}location "/" { proxy = "b" } }\n},
+              $o{server} ? (server => $o{server}) : ());
 }
 
 sub upstream_idle {
