@@ -5,9 +5,10 @@
 # (luxd's syscw in /proc/PID/io counts write(2) and writev(2), not
 # io_uring's sends: about one per proxied request with batching, the
 # client's answer; about two without), that the fallback says so in the
-# error log, a 4 MB chunked upload in 1,000-byte chunks to a backend that
-# reads slowly (each piece is a batched send, and the socket fills: short
-# sends and EAGAIN go on by uv_write) arriving byte for byte, 40
+# error log, a 2 MB chunked upload in 1,000-byte chunks to a backend that
+# reads slowly (the head waits in the batch, the body's pieces follow it
+# once it is out, by write(2) and uv_write as the socket fills) arriving
+# byte for byte, 40
 # connections at once each with requests pipelined, and clients that
 # reset the connection right after their request (the request's send is
 # taken out of the batch unsent) without harm to the next requests.

@@ -446,7 +446,7 @@ static void px_send_head(px_t *px) {
         return;
     }
     uv_buf_t b = uv_buf_init(px->head.p, (unsigned)px->head.len);
-    int rc = lx_upconn_write(px->uc, &b, 1);
+    int rc = lx_upconn_write_head(px->uc, &b, 1);
     if (rc < 0) {
         px_error(px, rc, NULL);
         return;

@@ -21,8 +21,8 @@
 /* Sends queued in one turn at most, and their bytes; more go at once. */
 #define SB_ENTRIES 256
 #define SB_BYTES 65536
-/* A write bigger than this (a large body piece) is not copied into the
- * batch: it goes at once. A request head is a few hundred bytes. */
+/* A head bigger than this is not copied into the batch: it goes at once.
+ * A request head is a few hundred bytes. */
 #define SB_MAX_SEND 4096
 /* Rounds of one flush (sends queued by the callbacks of the round before);
  * what is left then waits for the next turn, which does not block. */

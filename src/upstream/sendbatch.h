@@ -1,5 +1,5 @@
-/* Batched sends: the small writes a loop turn makes to its upstream
- * connections (a request's head, mostly) go out together, in one
+/* Batched sends: the request heads a loop turn writes to its upstream
+ * connections go out together, in one
  * io_uring_enter(2) just before the loop waits again, instead of one
  * write(2) each.
  *

@@ -424,12 +424,12 @@ static void on_sent(lx_send_t *q, const char *data, size_t len, size_t sent, int
     written(uc, res);
 }
 
-int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
+static int write_bufs(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs, int batch) {
     if (uc->writing) return -EBUSY;
     size_t total = 0;
     for (unsigned i = 0; i < nbufs; i++)
         total += bufs[i].len;
-    lx_sendbatch_t *sb = uc->pool->ul->batch;
+    lx_sendbatch_t *sb = batch ? uc->pool->ul->batch : NULL;
     uv_os_fd_t fd;
     if (sb && uv_fileno(&uc->h.handle, &fd) == 0 &&
         lx_sendbatch_add(sb, &uc->send, fd, bufs, nbufs, total) == 0) {
@@ -443,4 +443,12 @@ int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
     int r = write_rest(uc, bufs, nbufs, total - (size_t)n, (size_t)n);
     if (r == 0) uc->writing = 1;
     return r;
+}
+
+int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
+    return write_bufs(uc, bufs, nbufs, 0);
+}
+
+int lx_upconn_write_head(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
+    return write_bufs(uc, bufs, nbufs, 1);
 }

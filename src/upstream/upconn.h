@@ -109,11 +109,15 @@ void lx_upconn_close(lx_upconn_t *uc);
  * are in a buffer all of the loop's upstream connections share: they are
  * to be used up (or copied) before the callback returns. */
 int lx_upconn_read(lx_upconn_t *uc, int on);
-/* Sends bufs: returns 1 when all went at once, 0 when they are queued (a
- * small write goes in the loop's batch, sent before the loop polls again;
- * the rest of a big one waits for room) and ops->written follows, or a
- * negative errno. One write at a time. */
+/* Sends bufs: returns 1 when all went at once, 0 when the rest is queued
+ * (ops->written follows), or a negative errno. One write at a time. */
 int lx_upconn_write(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs);
+/* The same for a request's head, which may wait in the loop's batch (sent
+ * before the loop polls again, sendbatch.h): then 0, and ops->written
+ * follows. Body and tunnel pieces go by lx_upconn_write: a piece that went
+ * at once lets the body go on within the same callback, so a broken chunk
+ * already buffered is found before the backend's answer is relayed. */
+int lx_upconn_write_head(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs);
 /* Arms the deadline (ms 0: none); ops->timeout is called when it passes. */
 void lx_upconn_deadline(lx_upconn_t *uc, uint32_t ms);
 
