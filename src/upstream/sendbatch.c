@@ -146,11 +146,24 @@ void lx_sendbatch_cancel(lx_send_t *q) {
     q->ent = NULL;
 }
 
-/* Submits the n entries of h and waits for their completions, which the
- * kernel makes within the submission (MSG_DONTWAIT). Returns 0, or -1 when
- * the ring failed: then nothing of h went out, and the ring is closed so
- * that nothing of it ever will. */
-static int submit(lx_sendbatch_t *b, sb_half_t *h, unsigned n) {
+/* Closes the ring for good: entries still in it are never sent, those in
+ * flight end. From then on every send goes at once. */
+static void give_up(lx_sendbatch_t *b, const char *what, int err) {
+    lx_log_warn("upstream sends: %s (%s); one write(2) each from now on", what, strerror(-err));
+    io_uring_queue_exit(&b->ring);
+    b->broken = 1;
+}
+
+/* Submits the n entries of h and collects their completions, which the
+ * kernel makes within the submission (MSG_DONTWAIT). An entry the kernel
+ * did not take keeps res -EAGAIN: nothing of it went, and it goes by
+ * uv_write. One it took but whose completion does not come (cannot happen
+ * with inline sends; a guard against a loop that waits for ever) gets
+ * -EPIPE: its bytes may or may not have gone, so the connection is not
+ * used again, and the proxy treats it as a pooled connection found broken
+ * (an idempotent request goes again on a new one; the server is not
+ * counted as failed). Either way the ring is closed, so nothing of it is sent later. */
+static void submit(lx_sendbatch_t *b, sb_half_t *h, unsigned n) {
     unsigned live = 0;
     for (unsigned i = 0; i < n; i++) {
         lx_send_ent_t *e = &h->ents[i];
@@ -161,34 +174,42 @@ static int submit(lx_sendbatch_t *b, sb_half_t *h, unsigned n) {
         io_uring_sqe_set_data64(sqe, i);
         live++;
     }
-    if (live == 0) return 0;
+    if (live == 0) return;
     int r;
     do
-        r = io_uring_submit_and_wait(&b->ring, live);
+        r = io_uring_submit(&b->ring);
     while (r == -EINTR);
     if (r < 0) {
-        lx_log_warn("upstream sends: io_uring_enter failed (%s); one write(2) each from now on",
-                    strerror(-r));
-        /* The entries may still sit in the submission ring: closing it is
-         * the only way to be sure they are never sent after their bytes
-         * went by uv_write. */
-        io_uring_queue_exit(&b->ring);
-        b->broken = 1;
-        return -1;
+        give_up(b, "io_uring_enter failed", r);
+        return;
     }
-    unsigned got = 0;
-    while (got < live) {
+    /* The kernel takes entries in order: the first r live ones. */
+    unsigned taken = (unsigned)r < live ? (unsigned)r : live, k = 0;
+    for (unsigned i = 0; i < n && k < taken; i++)
+        if (h->ents[i].q) {
+            h->ents[i].res = -EPIPE;
+            k++;
+        }
+    unsigned got = 0, waits = 0;
+    while (got < taken) {
         struct io_uring_cqe *cqe;
         unsigned head, seen = 0;
         io_uring_for_each_cqe(&b->ring, head, cqe) {
-            h->ents[cqe->user_data].res = cqe->res;
+            if (cqe->user_data < n) h->ents[cqe->user_data].res = cqe->res;
             seen++;
         }
         io_uring_cq_advance(&b->ring, seen);
         got += seen;
-        if (got < live && io_uring_wait_cqe(&b->ring, &cqe) < 0 && errno != EINTR) break;
+        if (got >= taken) break;
+        struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+        int w = io_uring_wait_cqe_timeout(&b->ring, &cqe, &ts);
+        if (w < 0 && w != -EINTR && w != -ETIME) break;
+        if (w == -ETIME && ++waits >= 10) break; /* 10 ms: they are not coming */
     }
-    return 0;
+    if (got < taken)
+        give_up(b, "completions missing", -ETIME);
+    else if (taken < live)
+        give_up(b, "io_uring_enter took part of a batch", -EAGAIN);
 }
 
 /* Only there so that the poll does not wait: the prepare handle, still
