@@ -13,6 +13,7 @@ use Time::HiRes qw(time sleep);
 use IO::Socket::INET;
 use POSIX ();
 use Luxd;
+use Luxd::Stream qw(rss_kb);
 
 # glibc serves allocations at or above the mmap threshold with mmap and gives
 # them back to the kernel on free; a fixed threshold (no dynamic raise) makes
@@ -27,12 +28,6 @@ $ENV{ASAN_OPTIONS} = join ':', grep { length } $ENV{ASAN_OPTIONS} // '', 'quaran
 my $NFIELDS = 6000;    # "x:\r\n" each: 24 KB of head, under the 32 KiB default
 my $CONC = 32;         # the spares a loop keeps
 
-sub rss_kb {
-    my ($pid) = @_;
-    open my $fh, '<', "/proc/$pid/status" or return undef;
-    while (<$fh>) { return $1 if /^VmRSS:\s+(\d+)\s+kB/ }
-    undef;
-}
 
 # A backend that answers every request, after 300 ms (so that the requests
 # of a batch are in luxd at the same time), with $NFIELDS empty fields.

@@ -23,6 +23,7 @@ use IO::Poll qw(POLLIN);
 use Socket qw(SOL_SOCKET SO_RCVBUF);
 use POSIX ();
 use Luxd;
+use Luxd::Stream qw(rss_kb);
 
 # Buffers at or above 32 KiB are mmap()ed and unmapped at free: VmRSS shows
 # what is held (as t/185). ASan's quarantine off (as t/33, t/185).
@@ -33,12 +34,6 @@ $ENV{ASAN_OPTIONS} = join ':', grep { length } $ENV{ASAN_OPTIONS} // '', 'quaran
 my $C = 256;
 my $BODY = 250000;    # + the head: obuf grows to 256 KiB
 
-sub rss_kb {
-    my ($pid) = @_;
-    open my $fh, '<', "/proc/$pid/status" or return undef;
-    while (<$fh>) { return $1 if /^VmRSS:\s+(\d+)\s+kB/ }
-    undef;
-}
 
 # One process, poll()ed: holds every request until $C are in (or 0.5 s
 # pass), then answers them all. Keep-alive.
