@@ -212,7 +212,13 @@ my %PROOF = (
         probe => sub { my $s = shift; open my $f, '<', "/proc/" . $s->pid . "/status"; my ($u) = join('', <$f>) =~ /^Uid:\s+(\d+)/m; "uid $u" },
     },
     'server.pid_file' => { server_a => { pid_file => '$DIR/other.pid' }, probe => sub { -e $_[0]->dir . '/other.pid' ? 'other.pid' : 'none' } },
-    'server.error_log' => { server_a => { error_log => '$DIR/other.log' }, probe => sub { -s $_[0]->dir . '/other.log' ? 'other.log' : 'none' } },
+    # luxd answers before it logs "started" (the workers' threads come
+    # after the first listener): wait for the file to have a line.
+    'server.error_log' => { server_a => { error_log => '$DIR/other.log' }, probe => sub {
+        my $f = $_[0]->dir . '/other.log';
+        my $t = time + 5;
+        sleep 0.05 until -s $f || time > $t;
+        -s $f ? 'other.log' : 'none' } },
     # The port answers once the sockets listen, before "started" is logged:
     # give the info lines time to come (a slow start, e.g. under TSan).
     'server.error_log_level' => { server_a => { error_log_level => 'error' }, probe => sub {
