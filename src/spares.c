@@ -9,7 +9,8 @@ void lx_spares_trim(lx_spares_t *l, int all, void (*free_one)(lx_spare_t *s)) {
     }
     unsigned keep = all ? 0 : l->n - l->low;
     lx_spare_t **at = &l->head;
-    for (unsigned i = 0; i < keep; i++) at = &(*at)->next;
+    for (unsigned i = 0; i < keep; i++)
+        at = &(*at)->next;
     lx_spare_t *s = *at;
     *at = NULL;
     while (s) {

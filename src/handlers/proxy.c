@@ -218,7 +218,8 @@ static px_t *px_new(px_loop_t *pl) {
 /* The end of a request's state: kept as a spare while there is room. */
 static void px_release(px_t *px) {
     px_loop_t *pl = px->pl;
-    if (lx_h1resp_room(&px->resp) + px->head.cap > PX_SPARE_ROOM || !lx_spares_put(&pl->spares, &px->spare))
+    if (lx_h1resp_room(&px->resp) + px->head.cap > PX_SPARE_ROOM ||
+        !lx_spares_put(&pl->spares, &px->spare))
         px_destroy(px);
 }
 

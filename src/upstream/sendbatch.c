@@ -20,7 +20,7 @@
 
 /* Sends queued in one turn at most, and their bytes; more go at once. */
 #define SB_ENTRIES 256
-#define SB_BYTES 65536
+#define SB_BYTES   65536
 /* A head bigger than this is not copied into the batch: it goes at once.
  * A request head is a few hundred bytes. */
 #define SB_MAX_SEND 4096

@@ -47,7 +47,8 @@ lx_uploop_t *lx_uploop_new(uv_loop_t *loop) {
         char why[128];
         ul->batch = lx_sendbatch_new(loop, why, sizeof(why));
         if (ul->batch == NULL)
-            lx_log_info("upstream sends: one write(2) each, not batched through io_uring (%s)", why);
+            lx_log_info("upstream sends: one write(2) each, not batched through io_uring (%s)",
+                        why);
     }
     return ul;
 }
@@ -388,7 +389,8 @@ static void on_write(uv_write_t *req, int status) {
 /* What a write left (skip bytes of bufs went) goes by uv_write, copied:
  * the caller's pieces are valid during the call only (a request body
  * piece lives in the client's read buffer). 0 or a negative errno. */
-static int write_rest(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs, size_t left, size_t skip) {
+static int write_rest(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs, size_t left,
+                      size_t skip) {
     char *copy = malloc(left);
     if (copy == NULL) return -ENOMEM;
     size_t at = 0;

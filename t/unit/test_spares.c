@@ -36,8 +36,10 @@ int main(void) {
 
     /* At the cap exactly, and one past it. */
     obj_t *o[6];
-    for (int i = 0; i < 5; i++) o[i] = mk(i);
-    for (int i = 0; i < 4; i++) ok(lx_spares_put(&l, &o[i]->spare), "put %d of 4: kept", i + 1);
+    for (int i = 0; i < 5; i++)
+        o[i] = mk(i);
+    for (int i = 0; i < 4; i++)
+        ok(lx_spares_put(&l, &o[i]->spare), "put %d of 4: kept", i + 1);
     is_int(l.n, 4, "four on the list");
     ok(!lx_spares_put(&l, &o[4]->spare), "the fifth, one past the cap: refused");
     is_int(l.n, 4, "still four");
@@ -62,7 +64,8 @@ int main(void) {
     is_int(freed, 3, "the trim frees the three no take needed");
     is_int(l.n, 1, "one left: what the last second used");
     is_int(((obj_t *)l.head)->id, 3, "the one kept is the warmest");
-    ok(freed_ids[0] == 2 && freed_ids[1] == 1 && freed_ids[2] == 0, "the freed ones are the colder three");
+    ok(freed_ids[0] == 2 && freed_ids[1] == 1 && freed_ids[2] == 0,
+       "the freed ones are the colder three");
     is_int(l.low, 1, "the mark restarts at what is left");
 
     /* A second in which every spare was taken at some point: nothing freed. */
@@ -80,7 +83,8 @@ int main(void) {
     is_int(l.n, 0, "the list is empty");
 
     /* All (the loop's end), and a cap of 0 (ASan builds) keeping nothing. */
-    for (int i = 0; i < 3; i++) lx_spares_put(&l, &mk(10 + i)->spare);
+    for (int i = 0; i < 3; i++)
+        lx_spares_put(&l, &mk(10 + i)->spare);
     freed = 0;
     lx_spares_trim(&l, 1, free_one);
     is_int(freed, 3, "trim(all) frees every spare");
