@@ -23,23 +23,8 @@
 /* How long a half-closed connection may keep sending before we close it. */
 #define LINGER_MS 2000
 /* Sessions a loop keeps for reuse at most (spares.h: fewer once the load
- * drops); more are freed. None under ASan, so that a use of a session after
- * its request is caught at once. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SESS_NO_SPARES 1 /* clang's ASan */
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(SESS_NO_SPARES)
-#define SESS_KEEP 0
-#else
-#define SESS_KEEP 1024
-#endif
-/* A kept session keeps an output buffer up to this size; a bigger one (a
- * policy's large r:respond body, a listing) is freed with the request, or
- * a thousand kept sessions would each hold the largest body they copied
- * (t/191). */
-#define SESS_OBUF_KEEP 16384
+ * drops, none under ASan); more are freed. */
+#define SESS_KEEP LX_SPARES_KEEP(1024)
 
 /* Bytes the read buffer has beyond max_header_bytes: room for the blank line
  * that ends the header, the start of a body, and pipelined requests. */
@@ -220,7 +205,9 @@ static void sess_destroy(lx_spare_t *sp) {
 /* Into the spares, or freed when the loop keeps enough. */
 static void sess_pool_put(lx_sess_t *s) {
     s->c = NULL;
-    if (s->out.ocap > SESS_OBUF_KEEP) lx_out_free(&s->out);
+    /* A big output buffer (a policy's large r:respond body, a listing)
+     * goes with the request. */
+    if (s->out.ocap > LX_SPARE_ROOM) lx_out_free(&s->out);
     if (!lx_spares_put(&s->w->sess_spares, &s->spare)) sess_destroy(&s->spare);
 }
 

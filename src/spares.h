@@ -11,6 +11,23 @@
 
 #include <stddef.h>
 
+/* How many spares a list may keep: n, but none under ASan, so that a use
+ * of an object after its request is caught at once. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LX_SPARES_NONE 1 /* clang's ASan */
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(LX_SPARES_NONE)
+#define LX_SPARES_KEEP(n) 0
+#else
+#define LX_SPARES_KEEP(n) (n)
+#endif
+/* The buffer room a spare may keep (a usual request needs a few KiB); one
+ * with more gives the rest back before it is kept, or a thousand spares
+ * would each hold the largest buffer they ever grew to (t/185, t/191). */
+#define LX_SPARE_ROOM 16384
+
 typedef struct lx_spare_s {
     struct lx_spare_s *next;
 } lx_spare_t;

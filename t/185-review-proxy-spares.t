@@ -1,5 +1,5 @@
 # Review of the proxy's spare request states (099e954): a spare keeps its
-# buffers only up to PX_SPARE_ROOM (8 KiB) "bigger ones are freed with the
+# buffers only up to LX_SPARE_ROOM (16 KiB; 8 KiB when this was written) "bigger ones are freed with the
 # request". The check looks at the head buffer and the parser's hbuf, not at
 # the parser's marks (16 bytes a field) and headers (32 bytes a field): a
 # response of many short fields ("x:" lines: one byte of hbuf each) leaves

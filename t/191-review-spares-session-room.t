@@ -1,5 +1,5 @@
 # Review of the spares lists (74f1c03): a kept session has no bound on what
-# it keeps, unlike a proxy state (PX_SPARE_ROOM, t/185). Its output buffer
+# it keeps, unlike a proxy state (LX_SPARE_ROOM, t/185). Its output buffer
 # (obuf: the response head and every body lx_resp_body_copy puts there: a
 # policy's r:respond body, a directory listing, the status page) only grows
 # and goes with the session to the spares and back. With 64 kept sessions

@@ -89,20 +89,8 @@ typedef struct px_s {
  * request states of finished requests kept for the next ones, with their
  * buffers, so that a proxied request costs no allocation: it made five
  * (its state, its head, the parser's three) and freed them again. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PX_NO_SPARES 1 /* clang's ASan */
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(PX_NO_SPARES)
-#define PX_SPARES 0 /* every state freed: ASan sees a use after the request */
-#else
-#define PX_SPARES 1024 /* at most: spares.h keeps fewer once the load drops */
-#endif
-/* A spare keeps buffers up to this much room in all (a usual response's
- * parser holds some 3 KiB); bigger ones (a head near max_header_bytes, or
- * of thousands of short fields) are freed with the request (t/185). */
-#define PX_SPARE_ROOM 16384
+/* At most (spares.h: fewer once the load drops, none under ASan). */
+#define PX_SPARES LX_SPARES_KEEP(1024)
 typedef struct px_loop_s {
     lx_uploop_t *ul;
     lx_spares_t spares;
@@ -215,10 +203,12 @@ static px_t *px_new(px_loop_t *pl) {
     return px;
 }
 
-/* The end of a request's state: kept as a spare while there is room. */
+/* The end of a request's state: kept as a spare while there is room, and
+ * unless its buffers grew past LX_SPARE_ROOM (a head near max_header_bytes,
+ * or of thousands of short fields: t/185). */
 static void px_release(px_t *px) {
     px_loop_t *pl = px->pl;
-    if (lx_h1resp_room(&px->resp) + px->head.cap > PX_SPARE_ROOM ||
+    if (lx_h1resp_room(&px->resp) + px->head.cap > LX_SPARE_ROOM ||
         !lx_spares_put(&pl->spares, &px->spare))
         px_destroy(px);
 }
