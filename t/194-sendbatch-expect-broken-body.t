@@ -17,28 +17,7 @@ use POSIX ();
 use Time::HiRes qw(time sleep);
 use lib 't/lib';
 use Luxd;
-
-sub raw_backend {
-    my ($code) = @_;
-    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 128, ReuseAddr => 1)
-      or die "listen: $!";
-    my $pid = fork // die "fork: $!";
-    if ($pid == 0) {
-        setpgrp(0, 0);
-        $SIG{CHLD} = 'IGNORE';
-        while (1) {
-            my $c = $l->accept;
-            if (!$c) { next if $!{EINTR}; last }
-            my $k = fork;
-            if (defined $k && $k == 0) { close $l; eval { $code->($c) }; POSIX::_exit(0) }
-            close $c;
-        }
-        POSIX::_exit(0);
-    }
-    my $port = $l->sockport;
-    close $l;
-    return [$pid, "127.0.0.1:$port"];
-}
+use Luxd::Backend qw(raw_backend);
 
 for my $mode ('write(2)', 'io_uring') {
     subtest "sends by $mode" => sub {

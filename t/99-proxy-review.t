@@ -12,47 +12,9 @@ use POSIX ();
 use Socket qw(SOL_SOCKET SO_LINGER MSG_PEEK);
 use lib 't/lib';
 use Luxd;
-use Luxd::Backend qw(body hdr);
+use Luxd::Backend qw(body hdr raw_backend kill_backend);
 
 $SIG{PIPE} = 'IGNORE';
-
-# A scripted backend: every accepted connection is handled by $code in a
-# child process of its own ($code gets the socket and the connection's
-# number). Returns [pid, addr]; kill_backend stops it.
-sub raw_backend {
-    my ($code) = @_;
-    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 128, ReuseAddr => 1)
-      or die "listen: $!";
-    my $pid = fork // die "fork: $!";
-    if ($pid == 0) {
-        setpgrp(0, 0);
-        $SIG{CHLD} = 'IGNORE';
-        my $n = 0;
-        while (1) {
-            my $c = $l->accept;
-            if (!$c) { next if $!{EINTR}; last }
-            $n++;
-            my $k = fork;
-            if (defined $k && $k == 0) {
-                close $l;
-                eval { $code->($c, $n) };    # never back into the test's code
-                POSIX::_exit(0);
-            }
-            close $c;
-        }
-        POSIX::_exit(0);
-    }
-    my $addr = '127.0.0.1:' . $l->sockport;
-    close $l;
-    return [$pid, $addr];
-}
-
-sub kill_backend {
-    my ($b) = @_;
-    kill 'KILL', -$b->[0];
-    kill 'KILL', $b->[0];
-    waitpid $b->[0], 0;
-}
 
 # Reads a request head from a backend's socket.
 sub read_head {

@@ -8,6 +8,7 @@ use Errno qw(EINTR EAGAIN EWOULDBLOCK ECONNRESET);
 use Fcntl qw(:flock O_WRONLY O_APPEND O_CREAT);
 use File::Temp qw(tempdir);
 use IO::Select;
+use IO::Socket::INET;
 use IO::Socket::IP;
 use IO::Socket::UNIX;
 use MIME::Base64 qw(encode_base64);
@@ -19,7 +20,7 @@ use Time::HiRes qw(time sleep);
 use Luxd ();
 
 use Exporter 'import';
-our @EXPORT_OK = qw(body body_piece hdr proxy_front upstream_idle);
+our @EXPORT_OK = qw(body body_piece hdr proxy_front upstream_idle raw_backend kill_backend);
 
 =head1 NAME
 
@@ -139,6 +140,13 @@ connection reused, or one the proxy let go.
 A luxd whose only vhost proxies everything to the backend's address,
 with C<$upstream_keys> in the upstream's table (C<"keepalive = 2">); with
 C<status>, C</status> is luxd's status endpoint (see C<upstream_idle>).
+
+=item raw_backend($code), kill_backend($b)
+
+A scripted backend for what the table of paths cannot say: every accepted
+connection is handled by C<$code-E<gt>($socket, $n)> in a child of its own
+(C<$n>: the connection's number). Returns C<[pid, addr]>; C<kill_backend>
+stops it and its children.
 
 =item upstream_idle($luxd)
 
@@ -472,6 +480,44 @@ sub proxy_front {
     Luxd->new(config => qq{upstream "b" { "$a", $up }\n}
           . qq{vhost "l" { default = true, ${status}location "/" { proxy = "b" } }\n},
               $o{server} ? (server => $o{server}) : ());
+}
+
+# A scripted backend: every accepted connection is handled by $code in a
+# child process of its own ($code gets the socket and the connection's
+# number). Returns [pid, addr]; kill_backend stops it.
+sub raw_backend {
+    my ($code) = @_;
+    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 128, ReuseAddr => 1)
+      or die "listen: $!";
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        setpgrp(0, 0);
+        $SIG{CHLD} = 'IGNORE';
+        my $n = 0;
+        while (1) {
+            my $c = $l->accept;
+            if (!$c) { next if $!{EINTR}; last }
+            $n++;
+            my $k = fork;
+            if (defined $k && $k == 0) {
+                close $l;
+                eval { $code->($c, $n) };    # never back into the test's code
+                POSIX::_exit(0);
+            }
+            close $c;
+        }
+        POSIX::_exit(0);
+    }
+    my $addr = '127.0.0.1:' . $l->sockport;
+    close $l;
+    return [$pid, $addr];
+}
+
+sub kill_backend {
+    my ($b) = @_;
+    kill 'KILL', -$b->[0];
+    kill 'KILL', $b->[0];
+    waitpid $b->[0], 0;
 }
 
 sub upstream_idle {
