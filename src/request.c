@@ -256,7 +256,9 @@ static void run_chain(lx_req_t *r) {
 }
 
 /* An error page is an internal redirect: the page's path chooses the
- * location again, the method becomes GET, and the original status stays.
+ * location again, the method becomes GET (a HEAD stays HEAD, as in nginx:
+ * the client wants the page's head only, and a proxied page's backend is
+ * asked for what its answer is read as), and the original status stays.
  * Only one per request, so a missing page cannot loop; a page that fails
  * gets the built-in page of the first status (static.c, response.c). */
 void lx_request_finish(lx_req_t *r, int status) {
@@ -273,9 +275,11 @@ void lx_request_finish(lx_req_t *r, int status) {
         return;
     }
     if (status >= 400 && lx_request_error_page(r, status)) {
-        r->method_sent = (uint8_t)r->method; /* for the log */
-        r->method_changed = 1;
-        r->method = HTTP_GET;
+        if (r->method != HTTP_HEAD) {
+            r->method_sent = (uint8_t)r->method; /* for the log */
+            r->method_changed = 1;
+            r->method = HTTP_GET;
+        }
         r->handler = 0;
         r->handler_data = NULL;
         run_chain(r);

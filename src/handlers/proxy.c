@@ -341,7 +341,11 @@ static int px_next(px_t *px) {
         px->r->upstream_addr = srv->addr_text;
         lx_uppool_t *pool = lx_uppool_of(px->ul, srv);
         if (pool == NULL) return 500;
-        lx_h1resp_reset(&px->resp, px->u->max_header_bytes, px->r->head, &px_resp_ops, px);
+        /* The answer is read as one to the method the head names (r->head
+         * says what the client gets): a GET's body read as a HEAD's
+         * answer's stayed on the connection, the next request's answer. */
+        lx_h1resp_reset(&px->resp, px->u->max_header_bytes, px->r->method == HTTP_HEAD,
+                        &px_resp_ops, px);
         px->resp.upgrade = px->upgrade;
         px->got_bytes = 0;
         px->head_out = 0;

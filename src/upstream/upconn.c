@@ -254,8 +254,24 @@ static void lend(lx_upconn_t *uc, const lx_upconn_ops_t *ops, void *data) {
     uv_ref((uv_handle_t *)&uc->timer);
 }
 
+/* Whether an idle connection has bytes or a close waiting that its read
+ * callback has not been told of: what came since the loop last polled (the
+ * answer just given back, then a body after a 204, a 304 or a HEAD's
+ * answer, in a packet of its own). Lent, those bytes were read as the next
+ * request's answer, another client's, and the pool one answer out of step
+ * from then on. One recv(2) that finds nothing, a reused connection. */
+static int stale(lx_upconn_t *uc) {
+    uv_os_fd_t fd;
+    char c;
+    if (uv_fileno(&uc->h.handle, &fd) < 0) return 1;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data) {
-    lx_upconn_t *uc = p->idle;
+    lx_upconn_t *uc;
+    while ((uc = p->idle) != NULL && stale(uc))
+        lx_upconn_close(uc);
     if (uc == NULL) return NULL;
     idle_unlink(uc);
     uc->due = 0; /* the timer may stay armed: it finds no deadline */

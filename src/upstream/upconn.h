@@ -7,7 +7,8 @@
  * complete, well-framed response it is given back, and the pool keeps it
  * (up to the upstream's keepalive) while it stays quiet: an idle connection
  * is still read, so a backend's close (or stray bytes) is seen at once and
- * the connection dropped, not handed to the next request.
+ * the connection dropped, not handed to the next request; what came since
+ * the loop last polled is looked for when it is lent (lx_upconn_take).
  *
  * Pools belong to the loop, not to a generation: they are keyed by the
  * server's address, so connections outlive a reload that keeps the
@@ -91,7 +92,8 @@ void lx_uploop_retune(lx_uploop_t *ul, const lx_upstream_t *ups, size_t n);
 /* The pool for the address of s (made on first use; pools live until the
  * loop's end). NULL: out of memory. */
 lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s);
-/* An idle connection of p, lent to the caller with ops/data; NULL: none. */
+/* An idle connection of p, lent to the caller with ops/data; NULL: none.
+ * One that has bytes (or a close) waiting unread is closed, not lent. */
 lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data);
 /* Starts a fresh connection to p's address; ops->connected is called with
  * its result (after at most timeout_ms). */
