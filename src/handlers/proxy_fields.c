@@ -30,17 +30,20 @@ static int same_name(lx_str_t a, const char *b, size_t len) {
     return 1;
 }
 
-/* The field names a Connection value lists (RFC 9110 7.6.1: hop-by-hop
- * too), read once per message. "close", "keep-alive" and "upgrade" name
- * fields hop_by_hop() drops anyway and are not kept: the common value
- * lists nothing else, and then no field is compared with it. */
+/* The field names the Connection lines of a message list (RFC 9110 7.6.1:
+ * hop-by-hop too), read once per message: of every Connection line, not
+ * the last one only (h1.c keeps that one in r->known), and every element
+ * of each line's list. "close", "keep-alive" and "upgrade" name fields
+ * hop_by_hop() drops anyway and are not kept: the common value lists
+ * nothing else, and then no field is compared with it. */
 #define CONN_NAMES 8
 typedef struct {
     lx_str_t name[CONN_NAMES];
     unsigned n;
     unsigned upgrade : 1; /**< "upgrade" is listed */
-    unsigned many : 1;    /**< more than CONN_NAMES: every field is compared with the value */
-    lx_str_t value;
+    unsigned many : 1;    /**< more than CONN_NAMES: every field is compared with the lines */
+    const lx_header_t *h; /**< the message's fields, whose Connection lines `many` reads again */
+    unsigned nh;
 } conn_list_t;
 
 /* The next element of a comma-separated list at *p (before end), or len
@@ -56,30 +59,41 @@ static lx_str_t next_token(const char **p, const char *end) {
     return (lx_str_t){t, (size_t)(q - t)};
 }
 
-static void conn_list(conn_list_t *cl, lx_str_t v) {
-    const char *p = v.p, *end = v.p + v.len;
+static int is_connection(lx_str_t n) {
+    return n.len == 10 && lx_str_ieq(n, "connection", 10);
+}
+
+static void conn_list(conn_list_t *cl, const lx_header_t *h, unsigned nh) {
     cl->n = 0;
     cl->upgrade = cl->many = 0;
-    cl->value = v;
-    for (lx_str_t tok; p && (tok = next_token(&p, end)).len;) {
-        if (lx_str_ieq(tok, "close", 5) || lx_str_ieq(tok, "keep-alive", 10)) continue;
-        if (lx_str_ieq(tok, "upgrade", 7)) {
-            cl->upgrade = 1;
-            continue;
+    cl->h = h;
+    cl->nh = nh;
+    for (unsigned i = 0; i < nh; i++) {
+        if (!is_connection(h[i].name)) continue;
+        const char *p = h[i].value.p, *end = p + h[i].value.len;
+        for (lx_str_t tok; p && (tok = next_token(&p, end)).len;) {
+            if (lx_str_ieq(tok, "close", 5) || lx_str_ieq(tok, "keep-alive", 10)) continue;
+            if (lx_str_ieq(tok, "upgrade", 7)) {
+                cl->upgrade = 1;
+                continue;
+            }
+            if (cl->n == CONN_NAMES) {
+                cl->many = 1;
+                continue;
+            }
+            cl->name[cl->n++] = tok;
         }
-        if (cl->n == CONN_NAMES) {
-            cl->many = 1;
-            continue;
-        }
-        cl->name[cl->n++] = tok;
     }
 }
 
 static int conn_listed(const conn_list_t *cl, lx_str_t name) {
     if (cl->many) {
-        const char *p = cl->value.p, *end = p + cl->value.len;
-        for (lx_str_t tok; (tok = next_token(&p, end)).len;)
-            if (same_name(name, tok.p, tok.len)) return 1;
+        for (unsigned i = 0; i < cl->nh; i++) {
+            if (!is_connection(cl->h[i].name)) continue;
+            const char *p = cl->h[i].value.p, *end = p + cl->h[i].value.len;
+            for (lx_str_t tok; p && (tok = next_token(&p, end)).len;)
+                if (same_name(name, tok.p, tok.len)) return 1;
+        }
         return 0;
     }
     for (unsigned i = 0; i < cl->n; i++)
@@ -157,7 +171,7 @@ int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_buf_t *
         lx_buf_put(&b, u->name, strlen(u->name));
     LX_BUF_PUTS(&b, "\r\n");
     conn_list_t conn;
-    conn_list(&conn, r->known[LX_H_CONNECTION]);
+    conn_list(&conn, r->headers, r->nheaders);
     lx_str_t upgrade = {0};
     unsigned xff = UINT32_MAX, via = UINT32_MAX; /* the first of each, if any */
     for (unsigned i = 0; i < r->nheaders; i++)
@@ -275,7 +289,7 @@ int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_buf_t *
  * request_id_header it writes too. */
 void lx_proxy_relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
     conn_list_t conn;
-    conn_list(&conn, lx_h1resp_get(p, "connection", 10));
+    conn_list(&conn, p->headers, p->nheaders);
     const char *idh = r->gen->srv.request_id_header;
     size_t idlen = r->gen->srv.request_id_header_len;
     for (unsigned i = 0; i < p->nheaders; i++) {

@@ -81,7 +81,8 @@ lx_h1resp_rc_t lx_h1resp_feed(lx_h1resp_t *p, const char *buf, size_t len, size_
 lx_h1resp_rc_t lx_h1resp_eof(lx_h1resp_t *p);
 /* Whether the connection may carry another request after this response. */
 int lx_h1resp_keepalive(const lx_h1resp_t *p);
-/* The value of the first field named lname (lower case), or len 0. */
+/* The value of the first field named lname (lower case), or len 0: of a
+ * list that may come on several lines (Connection) the first line only. */
 lx_str_t lx_h1resp_get(const lx_h1resp_t *p, const char *lname, size_t len);
 
 #endif
