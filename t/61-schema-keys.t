@@ -402,6 +402,8 @@ my %PROOF = (
     'vhost.proxy_host'       => { dump => 1, a => $UP . vh('proxy = "u", proxy_host = "app.test:81"'), b => $UP . vh('proxy = "u"'), want => qr/^  proxy_host app\.test:81, proxy_via on$/m },
     'vhost.proxy_headers'    => { dump => 1, a => $UP . vh('proxy = "u", proxy_headers = { ["X-A"] = "1", ["X-B"] = "" }'), b => $UP . vh('proxy = "u"'), want => qr/^  proxy_headers:\n    X-A: 1\n    X-B \(removed\)$/m },
     'vhost.proxy_via'        => { dump => 1, a => $UP . vh('proxy = "u", proxy_via = false'), b => $UP . vh('proxy = "u"'), want => qr/^  proxy_host \(the client's Host\), proxy_via off$/m },
+    'vhost.proxy_underscores'    => { dump => 1, a => $UP . vh('proxy = "u", proxy_underscores = true'), b => $UP . vh('proxy = "u"'), want => qr/^  proxy_underscores on /m },
+    'location.proxy_underscores' => { dump => 1, a => $UP . vh('proxy = "u", location "/l/" { proxy_underscores = true }'), b => $UP . vh('proxy = "u", location "/l/" { }'), want => qr/^    proxy_underscores on /m },
     'location.proxy'         => { dump => 1, a => $UP . vh('proxy = "u", location "/l/" { proxy = "w" }'), b => $UP . vh('proxy = "u", location "/l/" { }'), want => qr/^  location \/l\/ .*\n(?:    .*\n)*    proxy w$/m },
     'location.fallback'      => { dump => 1, a => $UP . vh('fallback = "u", location "/l/" { fallback = false }'), b => $UP . vh('fallback = "u", location "/l/" { }'), want => qr/^  location \/l\/ .*\n(?:    (?!fallback ).*\n)*+(?!    )/m },
     'location.proxy_host'    => { dump => 1, a => $UP . vh('proxy = "u", proxy_host = "a.test", location "/l/" { proxy_host = false }'), b => $UP . vh('proxy = "u", proxy_host = "a.test", location "/l/" { }'), want => qr/^    proxy_host \(the client's Host\), proxy_via on$/m },

@@ -607,7 +607,8 @@ end
 S.VHOST_ORDER = {
   "aliases", "default", "root", "index", "try_files", "etag", "last_modified", "cache_control",
   "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
-  "fallback", "proxy", "proxy_host", "proxy_headers", "proxy_via", "policy", "error_pages",
+  "fallback", "proxy", "proxy_host", "proxy_headers", "proxy_via",
+  "proxy_underscores", "policy", "error_pages",
   "status", "test_handler", "real_ip", "access_log",
 }
 
@@ -891,6 +892,10 @@ local VHOST_KEYS = {
   proxy_host = check_proxy_host,
   proxy_headers = check_proxy_headers,
   proxy_via = T.boolean(),
+  -- Request fields whose name has a "_" go to the upstream (default: they
+  -- are dropped, and logged: CGI and WSGI map "_" and "-" alike, so
+  -- X_Forwarded_For would pass for luxd's X-Forwarded-For).
+  proxy_underscores = T.boolean(),
   policy = T.func(),
   error_pages = check_error_pages,
   -- A vhost's own log replaces the server's for its requests; false: none.
@@ -924,6 +929,7 @@ function S.vhost_defaults()
     access = {}, rewrite = {}, redirect = {},
     locations = {}, policy = nil, fallback = nil, proxy = nil, error_pages = {},
     proxy_host = nil, proxy_headers = {}, proxy_via = true,
+    proxy_underscores = false,
   }
 end
 

@@ -99,6 +99,7 @@ typedef struct lx_site_s {
     const lx_header_t *proxy_headers; /**< proxy_headers: set (or, value "", remove) these */
     size_t nproxy_headers;            /**< entries in proxy_headers */
     unsigned proxy_via : 1;           /**< send "Via: 1.1 luxd" to the upstream (default on) */
+    unsigned proxy_underscores : 1;   /**< send request fields whose name has a '_' (default off) */
     /* The handlers that answer, in order: filled by handlers/chain.c when
      * the generation is made, so config/ never names a handler. */
     const struct lx_handler_s *chain[8];

@@ -165,6 +165,9 @@ static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
     if (s->proxy || s->fallback || s->proxy_host || s->nproxy_headers || !s->proxy_via)
         fprintf(out, "%sproxy_host %s, proxy_via %s\n", indent,
                 s->proxy_host ? s->proxy_host : "(the client's Host)", s->proxy_via ? "on" : "off");
+    if (s->proxy_underscores)
+        fprintf(out, "%sproxy_underscores on (request fields named with \"_\" go upstream)\n",
+                indent);
     if (s->nproxy_headers) fprintf(out, "%sproxy_headers:\n", indent);
     for (size_t i = 0; i < s->nproxy_headers; i++) {
         const lx_header_t *h = &s->proxy_headers[i];

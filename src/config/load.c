@@ -329,6 +329,8 @@ static int read_site_proxy(loader_t *ld, int idx, lx_site_t *site) {
         site->proxy_host = NULL; /* false: the client's Host again */
     lua_pop(L, 1);
     site->proxy_via = (unsigned)get_bool(ld, idx, "proxy_via", site->proxy_via);
+    site->proxy_underscores =
+        (unsigned)get_bool(ld, idx, "proxy_underscores", site->proxy_underscores);
 
     /* A site's own proxy_headers replace the inherited ones whole, as its
      * own headers do. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../buf.h"
+#include "../log.h"
 #include "../worker.h"
 
 /* ---- the request head ----------------------------------------------- */
@@ -147,6 +148,22 @@ static void put_list(lx_buf_t *b, const lx_req_t *r, const conn_list_t *conn, un
     }
 }
 
+/* A request field whose name has a '_' stays behind (nginx's
+ * underscores_in_headers off): CGI and WSGI backends map '_' and '-' to the
+ * same variable, so X_Forwarded_For beside luxd's X-Forwarded-For, or a
+ * Transfer_Encoding, could pass for the real one. Logged, for the operator
+ * whose client does send such names (proxy_underscores = true lets them
+ * through). */
+static __attribute__((noinline)) void drop_underscored(lx_req_t *r, const lx_upstream_t *u,
+                                                       lx_str_t n) {
+    char peer[48];
+    lx_req_peer(r, peer);
+    int len = n.len > 64 ? 64 : (int)n.len; /* a token: printable, but maybe long */
+    lx_log_info("upstream %s: request field \"%.*s%s\" from %s not sent: its name has a \"_\" "
+                "(proxy_underscores = true sends it)",
+                u->name, len, n.p, n.len > 64 ? "..." : "", peer);
+}
+
 int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_buf_t *head,
                   lx_proxy_head_t *out) {
     const lx_site_t *s = r->site;
@@ -190,6 +207,10 @@ int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_buf_t *
         lx_str_t n = r->headers[i].name, v = r->headers[i].value;
         if (hop_by_hop(n) || conn_listed(&conn, n)) continue;
         if (idh && same_name(n, idname.p, idname.len)) continue;
+        if (!s->proxy_underscores && memchr(n.p, '_', n.len)) {
+            drop_underscored(r, u, n);
+            continue;
+        }
         switch (n.len) {
         case 3:
             if (lx_str_ieq(n, "via", 3)) {
