@@ -24,6 +24,7 @@
 #include "../io/accesslog.h"
 #include "../log.h"
 #include "lua_embed.h"
+#include "../policy/addrset.h"
 #include "../policy/shared.h"
 #include "llhttp.h"
 
@@ -1342,6 +1343,8 @@ int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err,
         lua_newtable(L); /* host.luxd: the API policies use */
         lx_shared_push(L);
         lua_setfield(L, -2, "shared");
+        lx_addrset_push(L);
+        lua_setfield(L, -2, "cidr");
         lua_setfield(L, -2, "luxd");
         lua_failed = lua_pcall(L, 2, 1, 0);
         lua_remove(L, -2); /* the module table */

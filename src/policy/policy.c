@@ -57,6 +57,11 @@ static lx_policy_vm_t *vm_of(lua_State *L) {
     return ud;
 }
 
+int lx_policy_serving(lua_State *L) {
+    void *ud;
+    return lua_getallocf(L, &ud) == vm_alloc && ((lx_policy_vm_t *)ud)->cur != NULL;
+}
+
 static void budget_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     lx_policy_vm_t *vm = vm_of(L);
