@@ -826,10 +826,10 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot, const lx_upstream_t **ha
 
 /* The policy as the first handler of its site's chain. It runs for an
  * error page too, as the page's location's access rules do (request.c): a
- * page in a place the policy guards is guarded. Whatever it answers but
- * nil (go on), a 2xx r:respond or r:proxy is a refusal of the page, and
- * the client gets the built-in page of the original status
- * (lx_resp_simple), never the page. r.error_status tells it which. */
+ * page in a place the policy guards is guarded. Any answer but nil (go
+ * on), a 2xx r:respond or r:proxy refuses the page: the client gets the
+ * built-in page of the original status (lx_resp_simple), never the page.
+ * r.error_status tells the policy it guards a page. */
 static int policy_handle(lx_req_t *r) {
     if (r->site->policy == 0) return LX_DECLINED;
     const lx_upstream_t *u = NULL;
