@@ -196,21 +196,15 @@ static const char *error_page(const lx_req_t *r, int status) {
 }
 
 /* Switches the request to serving its error page. Returns 0 if it has none.
- * The page is a path in the vhost, so the location is chosen again for it:
- * its file is looked for under the root of the location that path falls in
- * (or the vhost's), and that location's handlers serve it. */
+ * The page is a path in the vhost: lx_request_finish chooses its location
+ * (root, handlers) and applies that location's access rules as for a
+ * request (enter_location), once the method is the page's. */
 static int lx_request_error_page(lx_req_t *r, int status) {
     const char *page = error_page(r, status);
     if (page == NULL) return 0;
     r->error_status = status;
     r->decoded = (char *)page;
     r->decoded_len = strlen(page);
-    if (r->vhost != &r->gen->mass_vhost) {
-        const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
-        r->site = loc ? &loc->site : &r->vhost->site;
-        r->root = r->site->root;
-        r->root_len = r->site->root_len;
-    }
     return 1;
 }
 
@@ -259,8 +253,12 @@ static void run_chain(lx_req_t *r) {
  * location again, the method becomes GET (a HEAD stays HEAD, as in nginx:
  * the client wants the page's head only, and a proxied page's backend is
  * asked for what its answer is read as), and the original status stays.
- * Only one per request, so a missing page cannot loop; a page that fails
- * gets the built-in page of the first status (static.c, response.c). */
+ * The page's location protects it as it protects a request (nginx runs its
+ * access phase again too): its access rules here, its policy as the first
+ * handler. A page they deny is not served: the client gets the built-in
+ * page of the original status, as for any page that fails (static.c,
+ * response.c). Only one page per request, so a denied or missing page
+ * cannot loop. */
 void lx_request_finish(lx_req_t *r, int status) {
     if (r->aborted) return;
     /* A 1xx is interim: sent as the answer, the client would wait on for
@@ -282,7 +280,7 @@ void lx_request_finish(lx_req_t *r, int status) {
         }
         r->handler = 0;
         r->handler_data = NULL;
-        run_chain(r);
+        if (enter_location(r) == 0) run_chain(r);
         return;
     }
     lx_resp_simple(r, status, NULL);
@@ -411,7 +409,8 @@ static LX_ROUTE_INLINE lx_match_ctx_t route_ctx(lx_req_t *r, lx_trace_t *t) {
 
 /* The location of r->decoded (the vhost's own site when none matches) and
  * its access rules: for the request's path, and again for an internal
- * redirect (try_files), which a deny of the location it lands in stops too.
+ * redirect (try_files, an error page), which a deny of the location it
+ * lands in stops too.
  * Returns 0 when the chain of r->site is to run, else the deny's status. */
 static LX_ROUTE_INLINE int route_location(lx_req_t *r, lx_trace_t *t, lx_match_ctx_t *m) {
     const lx_location_t *loc = lx_vhost_location(r->vhost, r->decoded, r->decoded_len);
@@ -501,9 +500,10 @@ void lx_request_run(lx_req_t *r) {
     }
 }
 
-/* try_files' internal redirect: the location of the new r->decoded, and
- * its access rules (a deny is answered here). Returns 0, or 1 when the
- * request was answered. */
+/* An internal redirect (try_files, an error page): the location of the
+ * new r->decoded, and its access rules (a deny is answered here; for an
+ * error page with the built-in page of its status). Returns 0, or 1 when
+ * the request was answered. */
 static int enter_location(lx_req_t *r) {
     lx_match_ctx_t m = route_ctx(r, NULL);
     int status = route_location(r, NULL, &m);

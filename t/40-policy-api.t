@@ -43,6 +43,10 @@ vhost "api.test" {
   access = { deny { prefix = "/denied/" } },
 
   policy = function(r)
+    -- The error pages are under this policy too (it runs for them, with
+    -- r.error_status set): they are for everyone, and the X-Do cases below
+    -- are about the request, not its page.
+    if r.error_status then return nil end
     r:set_header("X-Ran", "vhost")
     local d = r.headers["x-do"]
     if d == nil then return nil end

@@ -132,7 +132,7 @@ subtest 'policy-ip-allowlist.lua: 403 outside the list, 200 inside' => sub {
         Luxd::run_luxd('-t', '-c', 'conf/examples/policy-ip-allowlist.lua');
     };
     is($rc, 1, 'a bad entry in LUXD_ALLOW: luxd -t fails');
-    like($out, qr/not an address: 300\.1\.2\.3/, 'and says which') or diag($out);
+    like($out, qr{policy-ip-allowlist\.lua:\d+: luxd\.cidr: entry 7 \("300\.1\.2\.3"\) is not an IPv4 or IPv6 address}, 'and says which, with file:line') or diag($out);
 };
 
 # ---- rate limit ----------------------------------------------------------------

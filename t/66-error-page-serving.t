@@ -17,7 +17,7 @@ vhost "localhost" {
   gzip_static = true,
   error_pages = { [404] = "/404.html" },
   location "/lst/" { dir_listing = true, error_pages = { [404] = "/errs/" } },
-  location "/hidden/" { access = { deny { all = true } }, policy = function(r) return 500 end },
+  location "/hidden/" { policy = function(r) if not r.error_status then return 403 end end },
   location "/pol/" { policy = function(r) return 401 end, error_pages = { [401] = "/hidden/401.html" } },
 }
 EOF_CONF
@@ -41,8 +41,10 @@ $s->run_cases(
 my $r = $s->get('/lst/missing');
 unlike $r->{body}, qr/Index of|a\.txt/, 'no byte of the listing in the 404';
 
-# As luxd.lua(5) says (ERROR PAGES): a page is the server's answer; its location's
-# access rules and policy are for requests, so pages can be kept there.
+# As luxd.lua(5) says (ERROR PAGES): a page's location guards it as it guards
+# a request (issue 17 #7, t/233), so pages that clients may not fetch
+# themselves are kept behind a policy that lets only error pages through
+# (r.error_status, nginx's `internal`).
 $s->run_cases(
     { name => "a policy's 401 gets a page from a location clients may not read",
       request => { path => '/pol/x' }, status => 401, body => "hidden page\n" },

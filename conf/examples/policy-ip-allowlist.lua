@@ -23,81 +23,16 @@ local ALLOW = {
 }
 for entry in (os.getenv("LUXD_ALLOW") or ""):gmatch("%S+") do ALLOW[#ALLOW + 1] = entry end
 
--- Addresses as lists of numbers: 4 bytes for IPv4, 8 groups of 16 bits for IPv6.
-local function parse4(s)
-  local a, b, c, d = s:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
-  if not a then return nil end
-  local t = { tonumber(a), tonumber(b), tonumber(c), tonumber(d) }
-  for i = 1, 4 do if t[i] > 255 then return nil end end
-  return t
-end
-
-local function parse6(s)
-  if s:find("%.") then return nil end  -- no embedded IPv4 in this list
-  local head, tail = s:match("^(.-)::(.*)$")
-  local function groups(part)
-    local t = {}
-    if part == "" then return t end
-    for g in (part .. ":"):gmatch("([^:]*):") do
-      if not g:match("^%x%x?%x?%x?$") then return nil end
-      t[#t + 1] = tonumber(g, 16)
-    end
-    return t
-  end
-  local h, t
-  if head then h, t = groups(head), groups(tail) else h, t = groups(s), {} end
-  if not h or not t or #h + #t > 8 or (not head and #h ~= 8) then return nil end
-  local out = {}
-  for i = 1, #h do out[#out + 1] = h[i] end
-  for _ = 1, 8 - #h - #t do out[#out + 1] = 0 end
-  for i = 1, #t do out[#out + 1] = t[i] end
-  return out
-end
-
-local function parse(s)
-  -- An IPv4 client on a dual-stack socket shows as ::ffff:a.b.c.d.
-  local v4 = s:match("^::[fF][fF][fF][fF]:(%d+%.%d+%.%d+%.%d+)$")
-  if v4 then s = v4 end
-  local a = parse4(s)
-  if a then return a, 8 end
-  return parse6(s), 16
-end
-
--- Compiled once per load into { bytes, width, prefix bits }.
-local NETS = {}
-for _, entry in ipairs(ALLOW) do
-  local addr, bits = entry:match("^([^/]+)/(%d+)$")
-  addr = addr or entry
-  local a, width = parse(addr)
-  if a == nil then error("allow-list: not an address: " .. entry) end
-  bits = tonumber(bits) or #a * width
-  if bits > #a * width then error("allow-list: prefix too long: " .. entry) end
-  NETS[#NETS + 1] = { a, width, bits }
-end
-
-local function allowed(addr)
-  local a = parse(addr)
-  if a == nil then return false end
-  for _, net in ipairs(NETS) do
-    local n, width, bits = net[1], net[2], net[3]
-    if #n == #a then
-      local ok, left = true, bits
-      for i = 1, #a do
-        if left <= 0 then break end
-        local drop = left >= width and 1 or 2 ^ (width - left)
-        if math.floor(a[i] / drop) ~= math.floor(n[i] / drop) then ok = false break end
-        left = left - width
-      end
-      if ok then return true end
-    end
-  end
-  return false
-end
+-- Compiled once per load, as the access rules' `from` lists are: a bad
+-- entry stops the load (luxd -t names the line). An IPv4 client on a
+-- dual-stack socket (::ffff:a.b.c.d) matches its IPv4 network.
+local OFFICE = luxd.cidr(ALLOW)
 
 vhost "intranet.example" {
   default = true,
   root    = "www",
   policy = function(r)
-    if not allowed(r.remote_addr) then return 403 end
+    -- contains() is nil (false here) for a client with no IP address.
+    if not OFFICE:contains(r.remote_addr) then return 403 end
   end,
 }

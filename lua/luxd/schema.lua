@@ -991,6 +991,20 @@ local LOCATION_SCHEMA = {
 
 local LOC = {}   -- private key for the locations found among the array elements
 
+-- _error_page_lines = { [404] = line, ... }: where each error_pages entry
+-- is written (searched from the error_pages key, so a location's own table
+-- written earlier in the vhost is not taken for the vhost's), for the
+-- warning about a page its location's access rules or policy guard
+-- (src/config/load.c check_error_pages).
+local function error_page_lines(ctx, got)
+  if not got.error_pages or next(got.error_pages) == nil then return end
+  local lines, from = {}, ctx:key_line("error_pages")
+  for status in pairs(got.error_pages) do
+    lines[status] = V.key_line(ctx.st.lines[ctx.file], from, status)
+  end
+  got._error_page_lines = lines
+end
+
 local function location(ctx, info, seen)
   local c = ctx:child("location " .. V.q(info.prefix), info.line, info.file)
   if info.prefix:sub(1, 1) ~= "/" then
@@ -1012,6 +1026,7 @@ local function location(ctx, info, seen)
   check_proxy_fallback(c, loc)
   loc.prefix, loc._file, loc._line = info.prefix, info.file, info.line
   if loc.root then loc._root_line = c:key_line("root") end
+  error_page_lines(c, loc)
   return loc
 end
 
@@ -1071,6 +1086,7 @@ function S.vhost(ctx, t)
   -- (a root it cannot read, a log it cannot open).
   if got.root then got._root_line = ctx:key_line("root") end
   if got.access_log ~= nil then got._access_log_line = ctx:key_line("access_log") end
+  error_page_lines(ctx, got)
   return got, locs
 end
 

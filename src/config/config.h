@@ -87,6 +87,7 @@ typedef struct lx_site_s {
     const lx_ruleset_t *access;       /**< access rules, or NULL */
     const int *error_status;          /**< statuses that have an error page */
     const char **error_page;          /**< the page (a path in the site) for each */
+    const int *error_page_line;       /**< where each entry is written (in the block's file) */
     uint32_t policy;                  /**< policy slot (1..), 0: none */
     const char *policy_file;          /**< where the policy function was written, or NULL */
     int policy_line;                  /**< the line its definition starts on */

@@ -24,7 +24,9 @@
 #include "../io/accesslog.h"
 #include "../log.h"
 #include "lua_embed.h"
+#include "../policy/addrset.h"
 #include "../policy/shared.h"
+#include "llhttp.h"
 
 typedef struct {
     lua_State *L;
@@ -656,22 +658,104 @@ static int read_error_pages(loader_t *ld, int idx, lx_site_t *site) {
     }
     int *status = lx_arena_alloc(&ld->g->arena, (n ? n : 1) * sizeof(int));
     const char **page = lx_arena_alloc(&ld->g->arena, (n ? n : 1) * sizeof(char *));
+    int *line = lx_arena_alloc(&ld->g->arena, (n ? n : 1) * sizeof(int));
+    if (status == NULL || page == NULL || line == NULL) {
+        lua_pop(L, 1);
+        return -ENOMEM;
+    }
+    lua_getfield(L, idx, "_error_page_lines");
     size_t i = 0;
     lua_pushnil(L);
-    while (lua_next(L, -2)) {
+    while (lua_next(L, -3)) {
         if (lua_type(L, -2) == LUA_TNUMBER && lua_type(L, -1) == LUA_TSTRING && i < n) {
             status[i] = (int)lua_tointeger(L, -2);
+            line[i] = ld->line;
+            if (lua_istable(L, -3)) {
+                lua_pushvalue(L, -2);
+                lua_rawget(L, -4);
+                if (lua_isnumber(L, -1)) line[i] = (int)lua_tointeger(L, -1);
+                lua_pop(L, 1);
+            }
             page[i++] = lx_arena_strdup(&ld->g->arena, lua_tostring(L, -1));
         }
         lua_pop(L, 1);
     }
-    lua_pop(L, 1);
+    lua_pop(L, 2);
     if (i) {
         site->error_status = status;
         site->error_page = page;
+        site->error_page_line = line;
         site->nerror_pages = i;
     }
     return 0;
+}
+
+static void add_warning(loader_t *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* No client address to test: an access rule with `from` asks for one, and
+ * then which clients it denies cannot be told here. */
+static lx_addr_t no_addr(void *ud) {
+    *(int *)ud = 1;
+    return (lx_addr_t){0, 0};
+}
+
+/* The deny rule of rs that keeps the page at path from some clients, or
+ * NULL: the rule a GET of it meets first, or, when a `from` rule comes
+ * before the verdict (it depends on the client), the list's first deny. */
+static const lx_rule_t *page_deny(const lx_ruleset_t *rs, const char *path) {
+    if (rs == NULL) return NULL;
+    int asked = 0;
+    lx_match_ctx_t m = {path, strlen(path), HTTP_GET, {0, 0}, NULL, 0, no_addr, &asked};
+    m.md = pcre2_match_data_create(16, NULL);
+    if (m.md == NULL) return NULL;
+    int i = lx_ruleset_first(rs, &m);
+    pcre2_match_data_free(m.md);
+    if (i >= 0 && rs->rules[i].kind == LX_RULE_DENY) return &rs->rules[i];
+    for (uint32_t j = 0; asked && j < rs->n; j++)
+        if (rs->rules[j].kind == LX_RULE_DENY) return &rs->rules[j];
+    return NULL;
+}
+
+/* Warns about each error page (of the vhost and of each location with its
+ * own table) that lands in a location whose access rules or policy guard
+ * it: those run for the page as for a request (request.c), and a client
+ * they refuse gets the built-in page instead, which is right for a page
+ * that must not leak and a surprise for one meant for everyone. */
+static void check_error_pages(loader_t *ld, const lx_vhost_t *vh) {
+    for (size_t j = 0; j <= vh->nlocations; j++) {
+        const lx_site_t *s = j == 0 ? &vh->site : &vh->locations[j - 1].site;
+        if (j > 0 && s->error_page == vh->site.error_page) continue; /* the vhost's, inherited */
+        ld->file = j == 0 ? vh->file : vh->locations[j - 1].file;
+        for (size_t i = 0; i < s->nerror_pages; i++) {
+            const char *page = s->error_page[i];
+            const lx_location_t *loc = lx_vhost_location(vh, page, strlen(page));
+            const lx_site_t *to = loc ? &loc->site : &vh->site;
+            char where[600];
+            if (loc)
+                snprintf(where, sizeof(where), "location \"%s\" (%s:%d)", loc->prefix, loc->file,
+                         loc->line);
+            else
+                snprintf(where, sizeof(where), "vhost \"%s\" (%s:%d)", vh->name, vh->file,
+                         vh->line);
+            ld->line = s->error_page_line[i];
+            const lx_rule_t *deny = page_deny(to->access, page);
+            if (deny)
+                add_warning(ld,
+                            "vhost \"%s\": error_pages[%d] \"%s\" is served from %s, whose "
+                            "access rule at %s:%d applies to it as to a request: a client it "
+                            "denies gets the built-in %d page, not this one",
+                            vh->name, s->error_status[i], page, where, deny->file, deny->line,
+                            s->error_status[i]);
+            if (to->policy)
+                add_warning(ld,
+                            "vhost \"%s\": error_pages[%d] \"%s\" is served from %s, whose "
+                            "policy (%s:%d) runs for it as for a request (r.error_status set): "
+                            "a client it refuses gets the built-in %d page, not this one",
+                            vh->name, s->error_status[i], page, where,
+                            to->policy_file ? to->policy_file : "?", to->policy_line,
+                            s->error_status[i]);
+        }
+    }
 }
 
 static int read_locations(loader_t *ld, int idx, lx_vhost_t *vh) {
@@ -1007,6 +1091,7 @@ static int read_vhosts(loader_t *ld, int idx) {
         if (r == 0) r = read_rules(ld, t, "rewrite", LX_RULE_REWRITE, "rewrite", &vh->rewrite);
         if (r == 0) r = read_rules(ld, t, "redirect", LX_RULE_REDIRECT, "redirect", &vh->redirect);
         if (r == 0) r = read_locations(ld, t, vh);
+        if (r == 0) check_error_pages(ld, vh);
         int ri_off = 0;
         if (r == 0) r = read_realip(ld, t, &vh->real_ip, &ri_off);
         if (r == 0 && vh->real_ip == NULL && !ri_off) vh->real_ip = g->srv.real_ip;
@@ -1260,6 +1345,8 @@ int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err,
         lua_newtable(L); /* host.luxd: the API policies use */
         lx_shared_push(L);
         lua_setfield(L, -2, "shared");
+        lx_addrset_push(L);
+        lua_setfield(L, -2, "cidr");
         lua_setfield(L, -2, "luxd");
         lua_failed = lua_pcall(L, 2, 1, 0);
         lua_remove(L, -2); /* the module table */

@@ -34,6 +34,29 @@ static int cmp(lx_addr_t a, lx_addr_t b) {
     return a.hi < b.hi ? -1 : a.hi > b.hi ? 1 : a.lo < b.lo ? -1 : a.lo > b.lo ? 1 : 0;
 }
 
+/* The address in s (NUL-terminated) as bytes; 4 for IPv4 (mapped), 6 for
+ * IPv6, -EINVAL for neither. */
+static int parse_bytes(const char *s, unsigned char b[16]) {
+    struct in_addr v4;
+    if (inet_pton(AF_INET, s, &v4) == 1) {
+        map_v4(&v4, b);
+        return 4;
+    }
+    return inet_pton(AF_INET6, s, b) == 1 ? 6 : -EINVAL;
+}
+
+int lx_addr_parse(const char *s, size_t len, lx_addr_t *a) {
+    char buf[64];
+    unsigned char b[16];
+    /* inet_pton wants a C string, and a NUL inside would end it early. */
+    if (len == 0 || len >= sizeof(buf) || memchr(s, '\0', len)) return -EINVAL;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (parse_bytes(buf, b) < 0) return -EINVAL;
+    *a = from_bytes(b);
+    return 0;
+}
+
 int lx_cidr_parse(const char *s, lx_addr_t *first, lx_addr_t *last) {
     char buf[64];
     size_t len = strlen(s);
@@ -44,17 +67,17 @@ int lx_cidr_parse(const char *s, lx_addr_t *first, lx_addr_t *last) {
     if (slash) {
         char *end;
         *slash = '\0';
-        if (slash[1] == '\0') return -EINVAL;
+        /* Digits only: strtol would take " 8" and "+8". */
+        if (slash[1] < '0' || slash[1] > '9') return -EINVAL;
         bits = strtol(slash + 1, &end, 10);
         if (*end != '\0' || bits < 0) return -EINVAL;
     }
     unsigned char b[16];
-    struct in_addr v4;
-    if (inet_pton(AF_INET, buf, &v4) == 1) {
+    int family = parse_bytes(buf, b);
+    if (family == 4) {
         if (bits > 32) return -EINVAL;
-        map_v4(&v4, b);
         bits = bits < 0 ? 128 : bits + 96;
-    } else if (inet_pton(AF_INET6, buf, b) == 1) {
+    } else if (family == 6) {
         if (bits > 128) return -EINVAL;
         if (bits < 0) bits = 128;
     } else {
@@ -79,12 +102,12 @@ static int pair_cmp(const void *a, const void *b) {
     return cmp(((const pair_t *)a)->f, ((const pair_t *)b)->f);
 }
 
-void lx_cidrset_build(lx_cidrset_t *set, lx_addr_t *first, lx_addr_t *last, size_t n) {
+int lx_cidrset_build(lx_cidrset_t *set, lx_addr_t *first, lx_addr_t *last, size_t n) {
     pair_t *p = malloc((n ? n : 1) * sizeof(*p));
     set->first = first;
     set->last = last;
     set->n = 0;
-    if (p == NULL) return;
+    if (p == NULL) return -ENOMEM;
     for (size_t i = 0; i < n; i++)
         p[i] = (pair_t){first[i], last[i]};
     qsort(p, n, sizeof(*p), pair_cmp);
@@ -106,6 +129,7 @@ void lx_cidrset_build(lx_cidrset_t *set, lx_addr_t *first, lx_addr_t *last, size
     }
     set->n = m;
     free(p);
+    return 0;
 }
 
 int lx_cidrset_has(const lx_cidrset_t *set, lx_addr_t a) {

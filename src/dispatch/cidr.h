@@ -21,8 +21,14 @@ typedef struct {
 /* Parses "a.b.c.d", "a.b.c.d/n", "v6", "v6/n". Returns 0 or -EINVAL. */
 int lx_cidr_parse(const char *s, lx_addr_t *first, lx_addr_t *last);
 
-/* Builds a set from n parsed ranges (sorted and merged in place). */
-void lx_cidrset_build(lx_cidrset_t *set, lx_addr_t *first, lx_addr_t *last, size_t n);
+/* Parses one address (no prefix length) of len bytes: "a.b.c.d" or an
+ * IPv6 one ("::ffff:a.b.c.d" is the same number as "a.b.c.d"). Returns 0
+ * or -EINVAL. */
+int lx_addr_parse(const char *s, size_t len, lx_addr_t *a);
+
+/* Builds a set from n parsed ranges (sorted and merged in place, so the
+ * set refers to first and last). Returns 0, or -ENOMEM with an empty set. */
+int lx_cidrset_build(lx_cidrset_t *set, lx_addr_t *first, lx_addr_t *last, size_t n);
 int lx_cidrset_has(const lx_cidrset_t *set, lx_addr_t a);
 
 void lx_addr_from_sockaddr(const struct sockaddr *sa, lx_addr_t *a);

@@ -57,6 +57,11 @@ static lx_policy_vm_t *vm_of(lua_State *L) {
     return ud;
 }
 
+int lx_policy_serving(lua_State *L) {
+    void *ud;
+    return lua_getallocf(L, &ud) == vm_alloc && ((lx_policy_vm_t *)ud)->cur != NULL;
+}
+
 static void budget_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     lx_policy_vm_t *vm = vm_of(L);
@@ -208,7 +213,11 @@ static int r_respond(lua_State *L) {
     int bodiless = status == 204 || status == 205 || status == 304;
     if (bodiless && n > 0) return luaL_error(L, "r:respond: a %d response has no body", status);
     once_only(L, vm);
-    if (body == NULL || bodiless) {
+    /* For an error page only a success is the page's content (sent with
+     * the page's status, lx_resp_init); any other answer refuses the page:
+     * lx_resp_simple sends the built-in page of the original status. */
+    int refused = r->error_status && (status < 200 || status > 299);
+    if (body == NULL || bodiless || refused) {
         lx_resp_simple(r, status, NULL);
     } else {
         lx_resp_init(r, status);
@@ -323,6 +332,18 @@ static int req_index(lua_State *L) {
         if (memcmp(k, "remote_addr", 11) == 0) {
             char peer[48];
             lua_pushstring(L, lx_req_peer(r, peer));
+            return 1;
+        }
+        break;
+    case 12:
+        /* The status whose error page this is (r.path is the page), or
+         * nil for a request: lets a policy keep pages that clients may not
+         * fetch themselves (nginx's `internal`). */
+        if (memcmp(k, "error_status", 12) == 0) {
+            if (r->error_status)
+                lua_pushinteger(L, r->error_status);
+            else
+                lua_pushnil(L);
             return 1;
         }
         break;
@@ -803,11 +824,14 @@ int lx_policy_run(lx_req_t *r, int loop, uint32_t slot, const lx_upstream_t **ha
     return status;
 }
 
-/* The policy as the first handler of its site's chain. Error pages are an
- * internal redirect of a request the policy has seen already: it does not
- * run again for them. */
+/* The policy as the first handler of its site's chain. It runs for an
+ * error page too, as the page's location's access rules do (request.c): a
+ * page in a place the policy guards is guarded. Any answer but nil (go
+ * on), a 2xx r:respond or r:proxy refuses the page: the client gets the
+ * built-in page of the original status (lx_resp_simple), never the page.
+ * r.error_status tells the policy it guards a page. */
 static int policy_handle(lx_req_t *r) {
-    if (r->error_status || r->site->policy == 0) return LX_DECLINED;
+    if (r->site->policy == 0) return LX_DECLINED;
     const lx_upstream_t *u = NULL;
     int status = lx_policy_run(r, r->w->index, r->site->policy, &u);
     if (status == -2) return lx_proxy_handoff(r, u); /* r:proxy("name") */

@@ -11,6 +11,7 @@
 #ifndef LX_POLICY_H
 #define LX_POLICY_H
 
+#include <lua.h>
 #include <stddef.h>
 
 #include "../config/config.h"
@@ -29,5 +30,9 @@ void lx_policy_free(lx_gen_t *g);
  * (r:respond, r:redirect) or failed (a 500 is queued and the fault logged),
  * or -2 when it called r:proxy: *handoff is the upstream then. */
 int lx_policy_run(lx_req_t *r, int loop, uint32_t slot, const lx_upstream_t **handoff);
+
+/* Whether L is a loop's policy state running a request (not a config
+ * load): what may only be done while the config loads (luxd.cidr) asks. */
+int lx_policy_serving(lua_State *L);
 
 #endif

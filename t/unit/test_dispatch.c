@@ -58,6 +58,25 @@ int main(void) {
     lx_cidrset_build(&set, af, al, 2);
     is_int((long long)set.n, 1, "::/0 swallows 0.0.0.0/0 when merged");
     ok(lx_cidrset_has(&set, addr("255.255.255.255")), "::/0 holds everything");
+    ok(lx_cidr_parse("10.0.0.0/+8", &f[0], &l[0]) < 0, "a signed prefix length refused");
+    ok(lx_cidr_parse("10.0.0.0/ 8", &f[0], &l[0]) < 0, "a blank before the length refused");
+
+    /* One address, as luxd.cidr's contains() takes it (issue 17 #16). */
+    lx_addr_t a;
+    ok(lx_addr_parse("10.1.2.3", 8, &a) == 0 && a.hi == addr("10.1.2.3").hi &&
+           a.lo == addr("10.1.2.3").lo,
+       "an IPv4 address");
+    ok(lx_addr_parse("::ffff:10.1.2.3", 15, &a) == 0 && a.lo == addr("10.1.2.3").lo,
+       "its mapped IPv6 form is the same number");
+    ok(lx_addr_parse("2001:db8::1", 11, &a) == 0, "an IPv6 address");
+    ok(lx_addr_parse("10.1.2.3xyz", 8, &a) == 0, "only len bytes are read");
+    ok(lx_addr_parse("10.0.0.0/8", 10, &a) < 0, "a prefix is no address");
+    ok(lx_addr_parse("10.1.2.3\0", 9, &a) < 0, "a NUL inside refused");
+    ok(lx_addr_parse("", 0, &a) < 0, "empty refused");
+    ok(lx_addr_parse("-", 1, &a) < 0, "\"-\" refused");
+    char big[80];
+    memset(big, '1', sizeof(big));
+    ok(lx_addr_parse(big, sizeof(big), &a) < 0, "longer than any address refused");
 
     /* The trie: prefixes shortest first, suffixes by reversed keys. */
     lx_trie_t *t = lx_trie_new();
