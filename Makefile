@@ -169,6 +169,11 @@ $(BUILD)/unit/test_%: t/unit/test_%.c src/http/%.c t/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_$*.c src/http/$*.c
 
+# The preconditions parse dates with date.c.
+$(BUILD)/unit/test_precond: t/unit/test_precond.c src/http/precond.c src/http/precond.h src/http/date.c src/lx.h t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_precond.c src/http/precond.c src/http/date.c
+
 # The rule tables need PCRE2 and llhttp's method names.
 $(BUILD)/unit/test_dispatch: t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) t/unit/tap.h
 	@mkdir -p $(dir $@)

@@ -129,6 +129,8 @@ static const struct {
     [LX_H_REFERER] = {"referer", 7},
     [LX_H_EXPECT] = {"expect", 6},
     [LX_H_TRANSFER_ENCODING] = {"transfer-encoding", 17},
+    [LX_H_IF_MATCH] = {"if-match", 8},
+    [LX_H_IF_UNMODIFIED_SINCE] = {"if-unmodified-since", 19},
 };
 
 /* Whether a field name, a token (is_token), is the known name lower, eight
@@ -150,8 +152,8 @@ static int name_is(lx_str_t n, const char *lower) {
 }
 
 /* Which known header a field name (a token) is, or -1. Its length, and for
- * two lengths its first letter, leave one candidate to compare: every field
- * of every request comes here. */
+ * three lengths one letter, leave one candidate to compare: every field of
+ * every request comes here. */
 static int known_header(lx_str_t n) {
     int id;
     switch (n.len) {
@@ -159,11 +161,12 @@ static int known_header(lx_str_t n) {
     case 5: id = LX_H_RANGE; break;
     case 6: id = LX_H_EXPECT; break;
     case 7: id = LX_H_REFERER; break;
-    case 8: id = LX_H_IF_RANGE; break;
+    case 8: id = (n.p[3] | 0x20) == 'm' ? LX_H_IF_MATCH : LX_H_IF_RANGE; break;
     case 10: id = (n.p[0] | 0x20) == 'c' ? LX_H_CONNECTION : LX_H_USER_AGENT; break;
     case 13: id = LX_H_IF_NONE_MATCH; break;
     case 15: id = LX_H_ACCEPT_ENCODING; break;
     case 17: id = (n.p[0] | 0x20) == 'i' ? LX_H_IF_MODIFIED_SINCE : LX_H_TRANSFER_ENCODING; break;
+    case 19: id = LX_H_IF_UNMODIFIED_SINCE; break;
     default: return -1;
     }
     return n.len == known_headers[id].len && name_is(n, known_headers[id].name) ? id : -1;

@@ -32,6 +32,8 @@ enum {
     LX_H_REFERER,
     LX_H_EXPECT,
     LX_H_TRANSFER_ENCODING,
+    LX_H_IF_MATCH,
+    LX_H_IF_UNMODIFIED_SINCE,
     LX_H_KNOWN
 };
 

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../http/date.h"
+#include "../h1.h"
 #include "../http/path.h"
+#include "../http/precond.h"
 #include "../http/range.h"
 #include "../io/filecache.h"
 #include "../log.h"
@@ -36,53 +37,77 @@ static int lookup(lx_req_t *r, const char *path, size_t len, const char *suffix,
     return rc;
 }
 
-/* Is `tag` in the comma-separated If-None-Match list? Weak comparison
- * (RFC 9110 13.1.2): W/ prefixes are ignored on both sides. */
-static int etag_listed(lx_str_t list, const char *tag) {
-    if (tag[0] == '\0') return 0;
-    size_t tlen = strlen(tag);
-    const char *p = list.p, *end = list.p + list.len;
-    while (p < end) {
-        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
-            p++;
-        if (p < end && *p == '*') return 1;
-        if (end - p > 2 && p[0] == 'W' && p[1] == '/') p += 2;
-        const char *s = p;
-        if (p < end && *p == '"') {
-            p++;
-            while (p < end && *p != '"')
-                p++;
-            if (p < end) p++;
-        } else {
-            while (p < end && *p != ',')
-                p++;
+/* The conditional fields, in the order of lx_precond_req_t's. */
+static const int cond_ids[] = {LX_H_IF_MATCH, LX_H_IF_UNMODIFIED_SINCE, LX_H_IF_NONE_MATCH,
+                               LX_H_IF_MODIFIED_SINCE, LX_H_IF_RANGE};
+
+/* Each conditional field's whole value into out[]: the line h1.c kept, or
+ * for a field sent on several lines, the lines joined with "," (RFC 9110
+ * 5.3). h1.c keeps a known field's last line only, and If-Match: "a" on
+ * one line and "b" on the next is the list "a", "b"; for a field that
+ * takes one value (a date, If-Range), the joined lines are no valid value,
+ * and are treated as such. Returns 0, or -ENOMEM. */
+static int whole_fields(lx_req_t *r, lx_str_t *out[]) {
+    unsigned lines[LX_ARRAY_SIZE(cond_ids)] = {0};
+    size_t bytes[LX_ARRAY_SIZE(cond_ids)] = {0};
+    int several = 0;
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        const lx_header_t *h = &r->headers[i];
+        int id = lx_h1_known_header(h->name.p, h->name.len);
+        for (size_t k = 0; k < LX_ARRAY_SIZE(cond_ids); k++)
+            if (id == cond_ids[k]) {
+                several |= ++lines[k] > 1;
+                bytes[k] += h->value.len + 1;
+            }
+    }
+    for (size_t k = 0; several && k < LX_ARRAY_SIZE(cond_ids); k++) {
+        if (lines[k] < 2) continue;
+        char *buf = lx_arena_alloc(r->arena, bytes[k]), *o = buf;
+        if (buf == NULL) return -ENOMEM;
+        for (unsigned i = 0; i < r->nheaders; i++) {
+            const lx_header_t *h = &r->headers[i];
+            if (lx_h1_known_header(h->name.p, h->name.len) != cond_ids[k]) continue;
+            if (o > buf) *o++ = ',';
+            memcpy(o, h->value.p, h->value.len);
+            o += h->value.len;
         }
-        if ((size_t)(p - s) == tlen && memcmp(s, tag, tlen) == 0) return 1;
-        while (p < end && *p != ',')
-            p++;
+        *out[k] = (lx_str_t){buf, (size_t)(o - buf)};
     }
     return 0;
 }
 
-static int not_modified(lx_req_t *r, const lx_file_t *f) {
-    lx_str_t inm = r->known[LX_H_IF_NONE_MATCH];
-    if (inm.len) return etag_listed(inm, f->etag);
-    lx_str_t ims = r->known[LX_H_IF_MODIFIED_SINCE];
-    time_t t;
-    if (ims.len && f->last_modified[0] && lx_http_date_parse(ims.p, ims.len, &t) == 0)
-        return f->mtime.tv_sec <= t;
-    return 0;
-}
-
-/* If-Range (RFC 9110 13.1.5): a strong ETag match or the exact date. */
-static int if_range_ok(lx_req_t *r, const lx_file_t *f) {
-    lx_str_t v = r->known[LX_H_IF_RANGE];
-    if (v.len == 0) return 1;
-    if (v.p[0] == '"')
-        return f->etag[0] && v.len == strlen(f->etag) && memcmp(v.p, f->etag, v.len) == 0;
-    if (v.len > 1 && v.p[0] == 'W' && v.p[1] == '/') return 0;
-    time_t t;
-    return f->last_modified[0] && lx_http_date_parse(v.p, v.len, &t) == 0 && t == f->mtime.tv_sec;
+/* RFC 9110 13.2.2's preconditions (src/http/precond.c) against f, the
+ * variant about to be sent (a .gz sibling has its own ETag and date).
+ * range: a GET with a Range, which If-Range may turn into a 200. A request
+ * without a conditional field returns at the first test. Returns
+ * LX_PRECOND_*, or -ENOMEM. */
+static int preconditions(lx_req_t *r, const lx_file_t *f, int range) {
+    const lx_str_t *k = r->known;
+    if (!k[LX_H_IF_MATCH].p && !k[LX_H_IF_UNMODIFIED_SINCE].p && !k[LX_H_IF_NONE_MATCH].p &&
+        !k[LX_H_IF_MODIFIED_SINCE].p && !(range && k[LX_H_IF_RANGE].p))
+        return LX_PRECOND_OK;
+    lx_precond_req_t q = {
+        .if_match = k[LX_H_IF_MATCH],
+        .if_unmodified_since = k[LX_H_IF_UNMODIFIED_SINCE],
+        .if_none_match = k[LX_H_IF_NONE_MATCH],
+        .if_modified_since = k[LX_H_IF_MODIFIED_SINCE],
+        .if_range = k[LX_H_IF_RANGE],
+        .safe = r->method == HTTP_GET || r->method == HTTP_HEAD,
+        .range = range != 0,
+    };
+    lx_str_t *fields[] = {&q.if_match, &q.if_unmodified_since, &q.if_none_match,
+                          &q.if_modified_since, &q.if_range};
+    if (whole_fields(r, fields) < 0) return -ENOMEM;
+    lx_precond_rep_t v = {
+        .etag = f->etag,
+        .has_mtime = f->last_modified[0] != '\0',
+        .mtime = f->mtime.tv_sec,
+    };
+    if (range && q.if_range.p) {
+        lx_worker_update_time(r->w); /* the Date of this answer's second */
+        v.now = r->w->now;
+    }
+    return lx_precond_eval(&q, &v);
 }
 
 /* Does Accept-Encoding allow gzip? "gzip;q=0" says no. */
@@ -218,14 +243,19 @@ static int serve(lx_req_t *r, lx_file_t *f) {
         queue_body(r, f, 0, f->size);
         return LX_DONE;
     }
-    if (not_modified(r, f)) {
+    lx_str_t range = r->known[LX_H_RANGE];
+    int ranged = range.len && r->method == HTTP_GET;
+    int pc = preconditions(r, f, ranged);
+    if (pc < 0) return 500;
+    /* 412 is an error like any: the site's error page or the built-in one. */
+    if (pc == LX_PRECOND_412) return 412;
+    if (pc == LX_PRECOND_304) {
         lx_resp_init(r, 304);
         validators(r, f);
         lx_resp_send_headers(r);
         return LX_DONE;
     }
-    lx_str_t range = r->known[LX_H_RANGE];
-    if (range.len && r->method == HTTP_GET && if_range_ok(r, f)) {
+    if (ranged && pc == LX_PRECOND_OK) {
         lx_range_t rg[LX_RANGE_MAX];
         int n = lx_range_parse(range.p, range.len, f->size, rg, LX_RANGE_MAX);
         if (n == -ERANGE) {

@@ -169,9 +169,15 @@ static void build_headers(lx_file_t *f) {
     size_t plen = f->path_len - (gz ? 3 : 0);
     f->ctype = lx_mime_lookup(f->gen->mime, f->path, plen);
     f->etag[0] = f->last_modified[0] = '\0';
+    /* A gzip_static variant is another representation of the same path:
+     * its tag says so, as two strong tags must differ where the bytes do.
+     * gzip -k keeps the file's mtime, so the time alone does not tell the
+     * two apart, and an If-Range or If-Match could otherwise take the
+     * one's tag for the other's when their sizes happen to be equal. */
     if (s->etag)
-        snprintf(f->etag, sizeof(f->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
-                 (uint64_t)f->mtime.tv_sec * 1000000000u + (uint64_t)f->mtime.tv_nsec, f->size);
+        snprintf(f->etag, sizeof(f->etag), "\"%" PRIx64 "-%" PRIx64 "%s\"",
+                 (uint64_t)f->mtime.tv_sec * 1000000000u + (uint64_t)f->mtime.tv_nsec, f->size,
+                 gz ? "-gz" : "");
     if (s->last_modified) lx_http_date(f->mtime.tv_sec, f->last_modified);
     /* Sized by a first formatting pass rather than by an estimate, so the
      * length used below is always what was written. */
