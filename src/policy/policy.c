@@ -208,6 +208,7 @@ static int r_respond(lua_State *L) {
     int bodiless = status == 204 || status == 205 || status == 304;
     if (bodiless && n > 0) return luaL_error(L, "r:respond: a %d response has no body", status);
     once_only(L, vm);
+    if (status == 405) lx_req_note_allow(r); /* luxd's own answer: Allow is said */
     if (body == NULL || bodiless) {
         lx_resp_simple(r, status, NULL);
     } else {
