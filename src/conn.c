@@ -174,14 +174,7 @@ static lx_sess_t *sess_get(lx_conn_t *c) {
     s->req.resp.state = LX_RESP_NONE;
     s->req.resp.producer = NULL;
     if (!s->parser_ready) {
-        llhttp_init(&s->parser, HTTP_REQUEST, &lx_h1_settings);
-        /* luxd decides keep-alive once, from the header section
-         * (r->keepalive), and never parses past a request it answers with
-         * Connection: close. Strict llhttp decides again after the trailer
-         * section, so a trailer "Connection: close" would make it refuse
-         * the next request on a connection our response said stays open.
-         * Trailers change nothing. */
-        llhttp_set_lenient_keep_alive(&s->parser, 1);
+        lx_h1_parser_init(&s->parser, &lx_h1_settings);
         s->parser.data = s;
     }
     s->parser_ready = 0;
@@ -663,8 +656,10 @@ static void request_begin(lx_sess_t *s) {
     s->framing_parts = 0;
     s->ext_last = 0;
     s->ext_refeed = 0;
+    s->line_wait = 0;
     s->cur_header = NULL;
     s->last_end = NULL;
+    s->version_at = NULL;
     c->nreq++;
     set_state(c, LX_CONN_HEAD);
     s->req_started = uv_now(&s->w->loop);
@@ -695,6 +690,26 @@ static int may_parse(lx_sess_t *s) {
     if (s->message_done) return 0;
     lx_body_state_t b = (lx_body_state_t)s->req.body_state;
     return (b == LX_BODY_DISCARD || b == LX_BODY_READING) && !s->body_paused;
+}
+
+/* The bytes parsed so far end inside a request's head. Only a head that
+ * can no longer end within the limit is refused here: one at exactly
+ * max_header_bytes may still be waiting for its CRLF CRLF, as
+ * on_headers_complete counts to the end of the last field. A full buffer
+ * is the limit too: it was fitted to the limit in force when this request
+ * began (rbuf_fit), and a reload raising it since must not leave the
+ * request stalled until 408 with no room left. */
+static void head_incomplete(lx_sess_t *s) {
+    lx_conn_t *c = s->c;
+    const lx_server_conf_t *srv = &s->w->gen->srv;
+    if (s->rlen - s->req_start > HEADER_END(srv->max_header_bytes) || s->rlen == s->rcap) {
+        parse_error(s, s->in_url ? 414 : 431);
+        return;
+    }
+    /* A deadline for the whole header, from its first byte: a client
+     * trickling bytes does not push it back. */
+    if (c->dl_kind != LX_DL_HEADER)
+        set_deadline_at(c, LX_DL_HEADER, s->req_started + srv->header_timeout);
 }
 
 /* The head is complete: the request is dispatched. */
@@ -814,7 +829,10 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
          * the run that ends the header block may take a little uncounted. */
         int chunked_body = s->headers_done && s->req.chunked;
         uint64_t counted = s->req.body_read + s->ext_bytes + s->trailer_bytes;
-        llhttp_errno_t e = llhttp_execute(&s->parser, start, s->rlen - s->rpos);
+        /* A request line whose method llhttp refused is read on without
+         * it (its state is an error now) until lx_h1_line_status can tell. */
+        llhttp_errno_t e = s->line_wait ? HPE_INVALID_METHOD
+                                        : llhttp_execute(&s->parser, start, s->rlen - s->rpos);
         if (c->state == LX_CONN_CLOSED || sess(c) != s) break;
         if (e == HPE_OK) {
             if (chunked_body && framing_overflow(s, s->rlen - s->rpos, counted)) {
@@ -823,22 +841,7 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
             }
             s->rpos = s->rlen;
             if (!s->headers_done) {
-                /* Only a header that can no longer end within the limit
-                 * is refused here: one at exactly max_header_bytes may still
-                 * be waiting for its CRLF CRLF, as on_headers_complete counts
-                 * to the end of the last field. A full buffer is the limit
-                 * too: it was fitted to the limit in force when this request
-                 * began (rbuf_fit), and a reload raising it since must not
-                 * leave the request stalled until 408 with no room left. */
-                if (s->rlen - s->req_start > HEADER_END(srv->max_header_bytes) ||
-                    s->rlen == s->rcap) {
-                    parse_error(s, s->in_url ? 414 : 431);
-                    break;
-                }
-                /* A deadline for the whole header, from its first byte: a
-                 * client trickling bytes does not push it back. */
-                if (c->dl_kind != LX_DL_HEADER)
-                    set_deadline_at(c, LX_DL_HEADER, s->req_started + srv->header_timeout);
+                head_incomplete(s);
             } else {
                 /* Body bytes are taken or dropped: read the rest into the
                  * same space. */
@@ -886,6 +889,25 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
                 dispatch(s);
             }
             continue;
+        }
+        if (!s->headers_done && s->err_status == 0 &&
+            (e == HPE_INVALID_METHOD || e == HPE_INVALID_CONSTANT)) {
+            /* llhttp knows a fixed set of methods and stops at the first
+             * byte that none of them continues with: a valid method it
+             * does not know (501) looks the same to it as bytes that are
+             * no method at all (400). Its state is lost either way, so
+             * even a 501 closes the connection (parse_error): where this
+             * request ends, and the next begins, is nobody's to say. */
+            int st = lx_h1_line_status(s->rbuf + s->req_start, s->rlen - s->req_start,
+                                       srv->max_header_bytes);
+            if (st == 0) {
+                s->line_wait = 1;
+                s->rpos = s->rlen;
+                head_incomplete(s);
+                break;
+            }
+            parse_error(s, st);
+            break;
         }
         int status = s->err_status ? s->err_status : 400;
         parse_error(s, status);

@@ -92,6 +92,7 @@ struct lx_sess_s {
     lx_out_t out;               /**< output queue and writer */
     lx_header_t *cur_header;    /**< header being parsed */
     const char *last_end;       /**< end of the last header byte seen */
+    const char *version_at;     /**< the request line's version, after "HTTP/" (h1.c) */
     int err_status;             /**< status to answer a parse error with */
     uint8_t te;                 /**< lx_te_t: the Transfer-Encoding codings seen so far */
     uint8_t expect;             /**< lx_expect_t: where a 100-continue request stands */
@@ -105,6 +106,8 @@ struct lx_sess_s {
     unsigned headers_done : 1;  /**< headers complete, maybe body to come */
     unsigned message_done : 1;  /**< whole request parsed */
     unsigned ext_refeed : 1;    /**< llhttp 8 skipped the ';' of the next chunk extension */
+    unsigned line_wait : 1;     /**< llhttp refused the method: the request line is read to
+                                     its end to tell 501 from 400 (lx_h1_line_status) */
     unsigned body_paused : 1;   /**< on_body handed a piece to a reader that wants no more yet */
     unsigned tunnel_paused : 1; /**< a tunnel's reader holds a piece (lx_tunnel_more goes on) */
     unsigned gen_held : 1;      /**< req.gen is counted in the worker's users */

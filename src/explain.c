@@ -386,8 +386,7 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
     lx_arena_init(&s->arena, 16384);
     s->req.gen = g;
     s->req.arena = &s->arena;
-    llhttp_init(&s->parser, HTTP_REQUEST, &lx_h1_settings);
-    llhttp_set_lenient_keep_alive(&s->parser, 1); /* as conn.c sets it */
+    lx_h1_parser_init(&s->parser, &lx_h1_settings); /* as conn.c */
     s->parser.data = s;
     llhttp_t *p = &s->parser;
     llhttp_errno_t e = llhttp_execute(p, buf, len);
@@ -397,9 +396,16 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
         status = s->err_status;
         if (status == 414 || status == 431 || (status == 0 && !s->headers_done)) {
             if (status == 0) {
+                /* A method llhttp does not know: conn.c asks the same. */
+                int line = e == HPE_INVALID_METHOD || e == HPE_INVALID_CONSTANT
+                               ? lx_h1_line_status(buf, len, g->srv.max_header_bytes)
+                               : 0;
                 fprintf(stderr, "luxd: --explain: cannot parse the request \"%s\": %s\n", request,
                         e == HPE_OK        ? "incomplete"
                         : s->req.hosts > 1 ? "two Host headers (the server answers 400)"
+                        : line == 501      ? "a method luxd does not implement (the server "
+                                             "answers 501)"
+                        : line == 505      ? "not HTTP/1.x (the server answers 505)"
                                            : llhttp_get_error_reason(p));
                 goto fail;
             }
@@ -414,7 +420,7 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
          * by on_headers_complete before its later checks. */
         if (!s->headers_done || r.unparsed) {
             r.method = (int)p->method;
-            r.http_minor = p->http_minor;
+            r.http_minor = p->http_minor > 1 ? 1 : p->http_minor; /* as on_headers_complete */
         }
     }
 
@@ -438,7 +444,7 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
 
     lx_str_t host = r.known[LX_H_HOST];
     fprintf(out, "request: %s %.*s HTTP/1.%d, Host ", llhttp_method_name(p->method),
-            (int)r.target.len, r.target.p, p->http_minor);
+            (int)r.target.len, r.target.p, r.http_minor);
     if (host.p)
         put_str(out, host.p, host.len);
     else

@@ -12,10 +12,74 @@
 
 #define SESS(p) ((lx_sess_t *)(p)->data)
 
+/* RFC 9110 5.6.2 tchar: visible ASCII but the delimiters
+ * "(),/:;<=>?@[\]{} and DQUOTE. */
+static const unsigned char tchar[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
+    0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, /* 0x20 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, /* 0x30 */
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, /* 0x50 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, /* 0x70 */
+    /* 0x80 and above: 0 */
+};
+
+/* Whether a field name is a token. A byte table, and no branch per byte:
+ * every byte of every field name comes here. */
+static int is_token(const char *p, size_t len) {
+    unsigned char ok = 1;
+    for (size_t i = 0; i < len; i++)
+        ok &= tchar[(unsigned char)p[i]];
+    return ok;
+}
+
 static int on_url(llhttp_t *p, const char *at, size_t len) {
     lx_sess_t *c = SESS(p);
     if (c->req.target.p == NULL) c->req.target.p = at;
     c->req.target.len = (size_t)(at + len - c->req.target.p);
+    /* A piece that ends before the bytes read ends at the target's
+     * delimiter. A line end there is an HTTP/0.9 request ("GET /"): llhttp
+     * takes it and then waits for a header section that such a client
+     * never sends, so it would have waited until header_timeout. RFC 9112
+     * 3: a request line without a version is no request-line, 400; a 505
+     * would name a version the client never sent (and a 0.9 client reads
+     * no status line either way). The connection closes after it. */
+    const char *end = at + len;
+    if (end < c->rbuf + c->rlen && (*end == '\r' || *end == '\n')) {
+        c->err_status = 400;
+        return -1;
+    }
+    return 0;
+}
+
+/* The version's first piece starts right after the protocol name. */
+static int on_version(llhttp_t *p, const char *at, size_t len) {
+    lx_sess_t *c = SESS(p);
+    (void)len;
+    if (c->version_at == NULL) c->version_at = at;
+    return 0;
+}
+
+/* llhttp parses the version with LENIENT_VERSION (lx_h1_parser_init): any
+ * "HTTP/" DIGIT "." DIGIT comes here, and luxd answers what RFC 9112 2.3
+ * asks. A major version other than 1 gets 505 (HTTP/0.x, 2.x, 3.x...: the
+ * same for all of them, and at once, not after a header section that
+ * another major version would not even frame the same way). 1.2 to 1.9
+ * are HTTP/1.1 (on_headers_complete). llhttp also takes "RTSP/" and "ICE/"
+ * in a request line, which are no HTTP: 400. */
+static int on_version_complete(llhttp_t *p) {
+    lx_sess_t *c = SESS(p);
+    if (c->version_at == NULL || c->version_at - c->rbuf < 5 ||
+        memcmp(c->version_at - 5, "HTTP/", 5) != 0) {
+        c->err_status = 400;
+        return -1;
+    }
+    if (p->http_major != 1) {
+        c->err_status = 505;
+        return -1;
+    }
     return 0;
 }
 
@@ -90,27 +154,6 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     h->value.len = (size_t)(at + len - h->value.p);
     c->last_end = at + len;
     return 0;
-}
-
-/* Whether a field name is an RFC 9110 5.6.2 token: tchar is visible ASCII
- * but the delimiters "(),/:;<=>?@[\]{} and DQUOTE. A byte table, and no
- * branch per byte: every byte of every field name comes here. */
-static int is_token(const char *p, size_t len) {
-    static const unsigned char tchar[256] = {
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
-        0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, /* 0x20 */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, /* 0x30 */
-        0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, /* 0x50 */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, /* 0x70 */
-        /* 0x80 and above: 0 */
-    };
-    unsigned char ok = 1;
-    for (size_t i = 0; i < len; i++)
-        ok &= tchar[(unsigned char)p[i]];
-    return ok;
 }
 
 /* Names of the headers the request path looks at, lower case. */
@@ -250,12 +293,10 @@ static int on_headers_complete(llhttp_t *p) {
         r->unparsed = 1;
         return -1;
     }
-    if (p->http_major != 1) {
-        c->err_status = 505;
-        r->unparsed = 1;
-        return -1;
-    }
-    r->http_minor = p->http_minor;
+    /* HTTP/1.2 to 1.9 (on_version_complete refused other majors) are
+     * processed and answered as 1.1, the highest minor luxd implements
+     * (RFC 9112 2.3). */
+    r->http_minor = p->http_minor > 1 ? 1 : p->http_minor;
     r->method = p->method;
     r->head = p->method == HTTP_HEAD;
     if (r->http_minor >= 1 && r->hosts == 0)
@@ -388,6 +429,8 @@ static int on_message_complete(llhttp_t *p) {
 const llhttp_settings_t lx_h1_settings = {
     .on_url = on_url,
     .on_url_complete = on_url_complete,
+    .on_version = on_version,
+    .on_version_complete = on_version_complete,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
     .on_header_value_complete = on_header_value_complete,
@@ -400,3 +443,65 @@ const llhttp_settings_t lx_h1_settings = {
     .on_chunk_extension_value_complete = on_chunk_extension_value_complete,
     .on_message_complete = on_message_complete,
 };
+
+void lx_h1_parser_init(llhttp_t *p, const llhttp_settings_t *settings) {
+    llhttp_init(p, HTTP_REQUEST, settings);
+    /* luxd decides keep-alive once, from the header section
+     * (r->keepalive), and never parses past a request it answers with
+     * Connection: close. Strict llhttp decides again after the trailer
+     * section, so a trailer "Connection: close" would make it refuse the
+     * next request on a connection our response said stays open. Trailers
+     * change nothing. */
+    llhttp_set_lenient_keep_alive(p, 1);
+    /* llhttp 8 takes only the versions 0.9, 1.0, 1.1 and 2.0 and refuses
+     * the others as malformed (400); leniently it takes any DIGIT.DIGIT and
+     * on_version_complete answers as RFC 9112 2.3 says. llhttp 8.1 has no
+     * setter for this flag; its lenient_flags field is public. */
+    p->lenient_flags |= LENIENT_VERSION;
+}
+
+/* Whether a method token is one llhttp parses in an HTTP request. */
+static int http_method_known(const char *m, size_t len) {
+#define XX(num, name, string)                                                                      \
+    if (len == sizeof(#string) - 1 && memcmp(m, #string, len) == 0) return 1;
+    HTTP_METHOD_MAP(XX)
+#undef XX
+    return 0;
+}
+
+int lx_h1_line_status(const char *p, size_t len, size_t max) {
+    const char *end = p + len;
+    /* llhttp skips empty lines before a request line (RFC 9112 2.2). */
+    while (p < end && (*p == '\r' || *p == '\n'))
+        p++;
+    const char *m = p;
+    while (p < end && tchar[(unsigned char)*p])
+        p++;
+    if (p == end) return 0;
+    if (p == m || *p != ' ') return 400;
+    size_t mlen = (size_t)(p - m);
+    const char *t = ++p;
+    while (p < end && (unsigned char)*p > ' ' && *p != 0x7f)
+        p++;
+    if (p == end) return 0;
+    if (p == t || *p != ' ') return 400;
+    p++;
+    static const char version[] = "HTTP/9.9";
+    char major = 0;
+    for (size_t i = 0; i < sizeof(version) - 1; i++, p++) {
+        if (p == end) return 0;
+        int ok = version[i] == '9' ? *p >= '0' && *p <= '9' : *p == version[i];
+        if (!ok) return 400;
+        if (i == 5) major = *p;
+    }
+    const char *line_end = p;
+    if (p < end && *p == '\r') p++;
+    if (p == end) return 0;
+    if (*p != '\n') return 400;
+    /* A method llhttp knows failed on something else: that stands. */
+    if (http_method_known(m, mlen)) return 400;
+    /* The line counts against max_header_bytes as a whole (a known
+     * method's target alone does: on_url_complete). */
+    if ((size_t)(line_end - m) > max) return 414;
+    return major != '1' ? 505 : 501;
+}

@@ -261,6 +261,8 @@ static void run_chain(lx_req_t *r) {
  * cannot loop. */
 void lx_request_finish(lx_req_t *r, int status) {
     if (r->aborted) return;
+    /* Before an error page moves the request to another location. */
+    if (status == 405) lx_req_note_allow(r);
     /* A 1xx is interim: sent as the answer, the client would wait on for
      * the final response and take the next request's for it. */
     if (status < 200 || status > 599) status = 500;
@@ -431,6 +433,26 @@ static LX_ROUTE_INLINE int route_location(lx_req_t *r, lx_trace_t *t, lx_match_c
             return route_stop(t, LX_TRACE_AT_ACCESS, r->site->access->rules[i].status);
     }
     return route_stop(t, LX_TRACE_AT_CHAIN, 0);
+}
+
+void lx_req_note_allow(lx_req_t *r) {
+    if (r->allow_set) return;
+    r->allow_set = 1;
+    const lx_site_t *site = r->site;
+    if (site == NULL || r->decoded == NULL) return; /* not routed: no method */
+    uint64_t m = site->methods;
+    if (site->access) {
+        /* Each method the chain serves, through the rules as a request of
+         * that method would go: only a 405 pays for it. */
+        lx_match_ctx_t ctx = route_ctx(r, NULL);
+        for (int i = 0; i < 64; i++) {
+            if (!(m & LX_METHOD(i))) continue;
+            ctx.method = i;
+            int k = lx_ruleset_first(site->access, &ctx);
+            if (k >= 0 && site->access->rules[k].kind == LX_RULE_DENY) m &= ~LX_METHOD(i);
+        }
+    }
+    r->allow = m;
 }
 
 /* The routing of a request, up to its handler chain: target, Host, vhost,

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "dispatch/cidr.h"
 #include "io/waiter.h"
+#include "llhttp.h"
 #include "lx.h"
 
 typedef struct lx_conn_s lx_conn_t;
@@ -106,6 +107,13 @@ typedef struct {
     uint8_t no_body;               /**< HEAD, 204, 304, 1xx: headers only, whatever is sent */
 } lx_resp_t;
 
+/* A method's bit (llhttp_method_t m) in a set of methods. */
+#define LX_METHOD(m)        (1ULL << (m))
+#define LX_METHODS_GET_HEAD (LX_METHOD(HTTP_GET) | LX_METHOD(HTTP_HEAD))
+/* Every method llhttp parses in an HTTP request (its HTTP_METHOD_MAP, up to
+ * SOURCE) but CONNECT, which h1.c refuses before any handler sees it. */
+#define LX_METHODS_ALL (((LX_METHOD(HTTP_SOURCE) << 1) - 1) & ~LX_METHOD(HTTP_CONNECT))
+
 struct lx_req_s {
     lx_gen_t *gen;                 /**< the generation it runs under, start to end */
     lx_worker_t *w;                /**< the loop it runs on */
@@ -151,6 +159,9 @@ struct lx_req_s {
                                       a handler that runs again after a wait says it once */
     unsigned dir_unindexed : 1;    /**< the static handler found a directory at the path and
                                       no index file in it: the listing's (lx_listing_takes) */
+    unsigned allow_set : 1;        /**< allow is worked out: a 405 of luxd's own says it */
+    uint64_t allow;                /**< the methods allowed at the target (LX_METHOD
+                                      bits), for a 405's Allow */
     const char *request_id;        /**< $request_id, 32 hex digits in the arena, or NULL before
                                       it is first needed (lx_req_id) */
     lx_body_cb body_cb;            /**< the body's reader, or NULL */
@@ -180,6 +191,13 @@ void lx_request_resume(lx_req_t *r);
  * makes the method GET) or the built-in page. Also for the core's own
  * failures (a body over max_body_bytes) before a response began. */
 void lx_request_finish(lx_req_t *r, int status);
+/* For a 405 of luxd's own (RFC 9110 15.5.6: it MUST carry Allow): works
+ * out, once, the methods allowed at r's target, which the Allow line of
+ * its response lists: those the location's chain serves that its access
+ * rules let through at that path; none when nothing was routed (CONNECT,
+ * whose target names no resource of luxd's). A relayed response (a
+ * backend's 405) never has it: the backend's own Allow goes out. */
+void lx_req_note_allow(lx_req_t *r);
 /* Around anything that will call back into the request later (a thread-
  * pool job, a file-cache load, a timer): hold before, and when it calls
  * back, release (returns 1 when the client is gone: the caller lets go and

@@ -17,6 +17,7 @@
 
 #include "conn.h"
 #include "io/filecache.h"
+#include "llhttp.h"
 #include "request.h"
 #include "worker.h"
 
@@ -228,6 +229,27 @@ static char *copy(char *dst, const char *src, size_t len) {
     return dst + len;
 }
 
+/* "Allow: GET, HEAD, ...\r\n" for a set of methods (LX_METHOD bits), GET and HEAD first, the others
+ * in llhttp's order; an empty value when none is allowed (RFC 9110 10.2.1). Returns its length.
+ * Every method llhttp knows fits in LX_ALLOW_MAX (about 300 bytes). */
+#define LX_ALLOW_MAX 512
+static size_t allow_line(uint64_t m, char *b) {
+    static const int first[] = {HTTP_GET, HTTP_HEAD};
+    char *p = copy(b, "Allow:", 6);
+    const char *sep = " ";
+    for (int i = -2; i < 64; i++) {
+        int k = i < 0 ? first[i + 2] : i;
+        if (!(m & LX_METHOD(k)) || (i >= 0 && (k == HTTP_GET || k == HTTP_HEAD))) continue;
+        const char *name = llhttp_method_name((llhttp_method_t)k);
+        size_t n = strlen(name);
+        if ((size_t)(p - b) + n + 4 > LX_ALLOW_MAX) break;
+        p = copy(p, sep, strlen(sep));
+        p = copy(p, name, n);
+        sep = ", ";
+    }
+    return (size_t)(copy(p, "\r\n", 2) - b);
+}
+
 void lx_resp_send_headers(lx_req_t *r) {
     lx_sess_t *s = lx_sess_of(r);
     lx_resp_t *rs = &r->resp;
@@ -277,7 +299,10 @@ void lx_resp_send_headers(lx_req_t *r) {
         end = "Connection: keep-alive\r\n\r\n";
         end_len = 26;
     }
-    size_t allow_len = st == 405 ? 18 : 0; /* RFC 9110 15.5.6, error page too */
+    /* RFC 9110 15.5.6: a 405 lists what is allowed (its error page too);
+     * a backend's 405 carries its own. */
+    char allow[LX_ALLOW_MAX];
+    size_t allow_len = st == 405 && r->allow_set ? allow_line(r->allow, allow) : 0;
     size_t len = head_len + allow_len + rs->block_len + (num_len ? 16 + num_len + 2 : 0) + te_len +
                  rs->len + r->extra_len + end_len;
     /* One reservation for the whole header block. Out of memory, the
@@ -285,7 +310,7 @@ void lx_resp_send_headers(lx_req_t *r) {
     char *b = lx_out_reserve(o, len);
     if (b == NULL) return;
     char *p = copy(b, head, head_len);
-    if (allow_len) p = copy(p, "Allow: GET, HEAD\r\n", 18);
+    if (allow_len) p = copy(p, allow, allow_len);
     if (rs->block_len) p = copy(p, rs->block, rs->block_len);
     if (num_len) {
         p = copy(p, "Content-Length: ", 16);
@@ -356,6 +381,7 @@ void lx_resp_done(lx_req_t *r) {
 }
 
 void lx_resp_simple(lx_req_t *r, int status, const char *extra) {
+    if (status == 405) lx_req_note_allow(r);
     if (r->error_status && status != r->error_status) {
         /* The error page itself could not be served (missing, a directory,
          * unreadable): the client still gets the status the request earned,

@@ -104,7 +104,8 @@ typedef struct lx_site_s {
     /* The handlers that answer, in order: filled by handlers/chain.c when
      * the generation is made, so config/ never names a handler. */
     const struct lx_handler_s *chain[8];
-    uint8_t nchain; /**< entries in chain */
+    uint8_t nchain;   /**< entries in chain */
+    uint64_t methods; /**< the methods the chain serves (request.h LX_METHOD), for Allow */
 } lx_site_t;
 
 /* location "/prefix/" { ... }: the longest matching prefix wins. */

@@ -27,7 +27,7 @@ uint64_t lx_method_bit(const char *name) {
     if (num < 63 && strcmp(name, #string) == 0) return 1ULL << num;
     HTTP_ALL_METHOD_MAP(XX)
 #undef XX
-    /* A method llhttp does not know never reaches the rules (it is a 400),
+    /* A method llhttp does not know never reaches the rules (it is a 501),
      * so a rule naming only such methods matches nothing: bit 63 is never a
      * request's method. */
     return 1ULL << 63;

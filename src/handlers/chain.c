@@ -28,7 +28,7 @@ int lx_handlers_have_test(void) {
     return &lx_test_handler != NULL;
 }
 
-static void build_chain(lx_site_t *s) {
+static void add_handlers(lx_site_t *s) {
     s->nchain = 0;
     if (s->policy) s->chain[s->nchain++] = &lx_policy_handler;
     if (s->test_handler && lx_handlers_have_test()) {
@@ -46,6 +46,15 @@ static void build_chain(lx_site_t *s) {
     s->chain[s->nchain++] = &lx_static_handler;
     if (s->dir_listing) s->chain[s->nchain++] = &lx_listing_handler;
     if (s->fallback) s->chain[s->nchain++] = &lx_proxy_handler;
+}
+
+/* The chain, and the methods it serves: what a 405's Allow lists there
+ * (request.c). */
+static void build_chain(lx_site_t *s) {
+    add_handlers(s);
+    s->methods = 0;
+    for (uint8_t i = 0; i < s->nchain; i++)
+        s->methods |= s->chain[i]->methods;
 }
 
 static void gen_fini(lx_gen_t *g) {

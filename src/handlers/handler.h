@@ -27,6 +27,11 @@ typedef struct lx_handler_s {
      * spares.h). NULL: nothing. */
     void (*loop_tick)(lx_worker_t *w, void *state);
     int (*handle)(lx_req_t *r); /**< answers, declines, waits, or returns a status */
+    /* The methods it serves (LX_METHOD bits): a site's chain serves what
+     * its handlers do together (lx_site_t.methods), which a 405's Allow
+     * lists. 0: none of its own (a policy answers what it likes, but only
+     * when it wants to; the rest of the chain serves the others). */
+    uint64_t methods;
 } lx_handler_t;
 
 /* The handlers luxd knows, in the order a chain tries them. */

@@ -208,4 +208,5 @@ static int listing_handle(lx_req_t *r) {
 const lx_handler_t lx_listing_handler = {
     .name = "listing",
     .handle = listing_handle,
+    .methods = LX_METHODS_GET_HEAD,
 };

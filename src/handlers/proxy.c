@@ -815,4 +815,5 @@ const lx_handler_t lx_proxy_handler = {
     .loop_adopt = px_loop_adopt,
     .loop_tick = px_loop_tick,
     .handle = px_handle,
+    .methods = LX_METHODS_ALL, /* passed on as sent: the backend decides */
 };

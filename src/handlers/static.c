@@ -576,6 +576,7 @@ static int static_serve(lx_req_t *r, const char *path, size_t len) {
 const lx_handler_t lx_static_handler = {
     .name = "static",
     .handle = static_handle,
+    .methods = LX_METHODS_GET_HEAD,
 };
 
 /* The file cache calls back when a load this request waits for is done. */

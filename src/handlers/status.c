@@ -461,7 +461,7 @@ static int wants_json(const lx_req_t *r) {
 
 static int st_handle(lx_req_t *r) {
     if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
-        return 405; /* the core says Allow: GET, HEAD */
+        return 405; /* the core says Allow: its methods */
     }
     lx_stats_t *one[1] = {r->w->stats};
     lx_stats_t *many[64];
@@ -520,4 +520,5 @@ const lx_handler_t lx_status_handler = {
     .gen_init = st_gen_init,
     .gen_free = st_gen_free,
     .handle = st_handle,
+    .methods = LX_METHODS_GET_HEAD,
 };

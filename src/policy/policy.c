@@ -217,6 +217,7 @@ static int r_respond(lua_State *L) {
      * the page's status, lx_resp_init); any other answer refuses the page:
      * lx_resp_simple sends the built-in page of the original status. */
     int refused = r->error_status && (status < 200 || status > 299);
+    if (status == 405) lx_req_note_allow(r); /* luxd's own answer: Allow is said */
     if (body == NULL || bodiless || refused) {
         lx_resp_simple(r, status, NULL);
     } else {

@@ -51,6 +51,7 @@
 #include "config/config.h"
 #include "llhttp.h"
 #include "conn.h"
+#include "h1.h"
 #include "handlers/handler.h"
 #include "io/filecache.h"
 #include "log.h"
@@ -287,7 +288,8 @@ static void reload(void) {
 /* ---- what the client asked ---------------------------------------------- */
 
 /* One request of the input as llhttp frames it, with the settings luxd
- * uses: strict mode, keep-alive lenient, and Upgrade a header like others. */
+ * uses (lx_h1_parser_init: strict mode, keep-alive and version lenient),
+ * and Upgrade a header like others. */
 typedef struct {
     int headers_done; /* the header section was parsed whole */
     int method;       /* llhttp's method; valid once headers_done */
@@ -357,7 +359,7 @@ static int rq_headers_done(llhttp_t *p) {
     if (cur_req) {
         cur_req->headers_done = 1;
         cur_req->method = p->method;
-        cur_req->minor = p->http_minor;
+        cur_req->minor = p->http_minor > 1 ? 1 : p->http_minor; /* 1.2-1.9 are 1.1 */
     }
     p->upgrade = 0; /* as conn.c on_headers_complete */
     return 0;
@@ -374,8 +376,7 @@ static void parse_requests(const uint8_t *data, size_t size) {
     llhttp_t p;
     nreqs = 0;
     cur_req = NULL;
-    llhttp_init(&p, HTTP_REQUEST, &settings);
-    llhttp_set_lenient_keep_alive(&p, 1);
+    lx_h1_parser_init(&p, &settings);
     llhttp_execute(&p, (const char *)data, size);
 }
 

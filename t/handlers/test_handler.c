@@ -253,4 +253,5 @@ static int test_handle(lx_req_t *r) {
 const lx_handler_t lx_test_handler = {
     .name = "test",
     .handle = test_handle,
+    .methods = LX_METHODS_ALL,
 };
