@@ -67,11 +67,23 @@ INSTALL        ?= install
 INSTALL_SUBST   = sed -e 's|/usr/local/sbin/luxd|$(SBINDIR)/luxd|g' \
                       -e 's|/etc/luxd/|$(SYSCONFDIR)/luxd/|g' \
                       -e 's|$$(PREFIX)/share/luxd|$(DATADIR)/luxd|g'
-install: $(BUILD)/luxd
+INSTALL_CONF_PATH ?= $(SYSCONFDIR)/luxd/luxd.lua
+INSTALL_PID_PATH  ?= /run/luxd/luxd.pid
+INSTALL_DEFS = $(BUILD_FLAGS_DEFS) $(call defaults_defs,$(INSTALL_CONF_PATH),$(INSTALL_PID_PATH))
+$(BUILD)/install/build-flags: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' "$(subst ",\",$(INSTALL_DEFS))" | cmp -s - $@ || \
+	  printf '%s\n' "$(subst ",\",$(INSTALL_DEFS))" > $@
+$(BUILD)/install/main.o: src/main.c $(BUILD)/install/build-flags
+	$(CC) $(CFLAGS) $(HARDEN) $(WARN) $(CPPFLAGS_ALL) $(INSTALL_DEFS) -MMD -MP -c -o $@ $<
+$(BUILD)/install/luxd: $(filter-out $(BUILD)/src/main.o,$(OBJS)) $(BUILD)/install/main.o $(LL_OBJS) $(BUILD)/gen/lua_embed.o
+	$(CC) $(CFLAGS) $(LDFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+install: $(BUILD)/install/luxd
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 \
 	  $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d $(DESTDIR)$(SYSCONFDIR)/logrotate.d \
 	  $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DATADIR)/luxd $(DESTDIR)$(LOGDIR) $(DESTDIR)$(STATEDIR)
-	$(INSTALL) -m 0755 $(BUILD)/luxd $(DESTDIR)$(SBINDIR)/luxd
+	$(INSTALL) -m 0755 $(BUILD)/install/luxd $(DESTDIR)$(SBINDIR)/luxd
 	$(INSTALL) -m 0644 doc/luxd.8 $(DESTDIR)$(MANDIR)/man8/luxd.8
 	$(INSTALL) -m 0644 doc/luxd.lua.5 $(DESTDIR)$(MANDIR)/man5/luxd.lua.5
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/luxd/luxd.lua ]; then \
@@ -137,12 +149,23 @@ BUILD_FLAGS_DEFS = -DLX_BUILD_CC='$(call cstr,$(CC))' \
   -DLX_BUILD_CFLAGS='$(call cstr,$(CFLAGS) $(HARDEN))' \
   -DLX_BUILD_LDFLAGS='$(call cstr,$(LDFLAGS_ALL) $(LDFLAGS))' \
   -DLX_BUILD_LLHTTP='$(call cstr,$(LLHTTP_DEFS))'
+# The build-time defaults, as nginx's --conf-path and --pid-path (luxd -V
+# prints them): CONF_PATH, the config read without -c; PID_PATH, the pid
+# file `luxd -s` reads when neither -p nor the config's text names one
+# (empty: none). A plain build keeps the source tree's, so that `make run`
+# and the tests work from the checkout; `make install` (and so the Debian
+# package) links its binary with main.c built for INSTALL_CONF_PATH and
+# INSTALL_PID_PATH, the paths the installed config and units use.
+CONF_PATH ?= conf/luxd.lua
+PID_PATH  ?=
+defaults_defs = -DLX_CONF_PATH='$(call cstr,$(1))' -DLX_PID_PATH='$(call cstr,$(2))'
+MAIN_DEFS = $(BUILD_FLAGS_DEFS) $(call defaults_defs,$(CONF_PATH),$(PID_PATH))
 $(BUILD)/gen/build-flags: FORCE
 	@mkdir -p $(dir $@)
-	@printf '%s\n' "$(subst ",\",$(BUILD_FLAGS_DEFS))" | cmp -s - $@ || \
-	  printf '%s\n' "$(subst ",\",$(BUILD_FLAGS_DEFS))" > $@
+	@printf '%s\n' "$(subst ",\",$(MAIN_DEFS))" | cmp -s - $@ || \
+	  printf '%s\n' "$(subst ",\",$(MAIN_DEFS))" > $@
 $(BUILD)/src/main.o: $(BUILD)/gen/build-flags
-$(BUILD)/src/main.o: CPPFLAGS_ALL += $(BUILD_FLAGS_DEFS)
+$(BUILD)/src/main.o: CPPFLAGS_ALL += $(MAIN_DEFS)
 FORCE:
 
 # llhttp is compiled in from node-llhttp's C sources, not vendored. Its
@@ -308,4 +331,4 @@ format:
 clean:
 	rm -rf build
 
--include $(OBJS:.o=.d) $(BUILD)/t/handlers/test_handler.d
+-include $(OBJS:.o=.d) $(BUILD)/t/handlers/test_handler.d $(BUILD)/install/main.d

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -18,6 +17,7 @@
 #include <pcre2.h>
 
 #include "config/config.h"
+#include "ctl.h"
 #include "explain.h"
 #include "hash.h"
 #include "log.h"
@@ -39,6 +39,17 @@
 #endif
 #ifndef LX_BUILD_LLHTTP
 #define LX_BUILD_LLHTTP ""
+#endif
+/* The build-time defaults (the Makefile's CONF_PATH and PID_PATH, as
+ * nginx's --conf-path and --pid-path): the config read without -c, and
+ * the pid file luxd -s reads when neither -p nor the config's text names
+ * one. A plain build keeps the source tree's conf/luxd.lua and no pid
+ * file; `make install` and the Debian package build the installed ones. */
+#ifndef LX_CONF_PATH
+#define LX_CONF_PATH "conf/luxd.lua"
+#endif
+#ifndef LX_PID_PATH
+#define LX_PID_PATH ""
 #endif
 
 #define LX_STRINGIFY_(x) #x
@@ -62,7 +73,8 @@ enum { EXIT_USAGE = 2 };
 /* The synopsis alone after a mistake (on stderr, below what was wrong),
  * all of it for --help. */
 static void usage(FILE *out, int full) {
-    fprintf(out, "usage: luxd [-c FILE] [-t | -T] [-s stop|quit|reload|reopen]\n"
+    fprintf(out, "usage: luxd [-c FILE] [-t | -T]\n"
+                 "       luxd [-c FILE | -p PIDFILE] -s stop|quit|reload|reopen\n"
                  "       luxd -t [-c FILE] --explain '[METHOD] URL' [-H 'Name: value']... "
                  "[--from ADDR]\n"
                  "       luxd -h | --help | -v | --version | -V\n");
@@ -70,26 +82,32 @@ static void usage(FILE *out, int full) {
         fprintf(out, "Try 'luxd --help' for more information.\n");
         return;
     }
-    fprintf(out, "  -c FILE        config file (default conf/luxd.lua)\n"
-                 "  -t             check the config and exit (0 good, 1 bad)\n"
-                 "  -T             check the config and print the compiled tables\n"
-                 "  --explain REQ  with -t: tell which vhost, redirect or rewrite, location,\n"
-                 "                 access rule, policy, handlers and file or upstream would\n"
-                 "                 answer REQ ('GET http://example.com/x', the method may be\n"
-                 "                 left out), each with its file:line\n"
-                 "  -H 'N: V'      a request header for --explain (repeatable; Host: overrides\n"
-                 "                 the URL's host only for a path-only REQ)\n"
-                 "  --from ADDR    the client address --explain's access rules see\n"
-                 "                 (default 127.0.0.1)\n"
-                 "  -s SIGNAL      signal the running server (pid from pid_file); reload\n"
-                 "                 waits for the outcome and exits 1 if it failed\n"
-                 "  -h, --help     print this help and exit\n"
-                 "  -v, --version  print the version and exit\n"
-                 "  -V             print the version, the libraries' versions and the\n"
-                 "                 build flags, and exit\n"
-                 "Exit status: 0 done, 1 the config or the server failed, 2 a usage error\n"
-                 "(also a request --explain cannot parse).\n"
-                 "See luxd(8) and luxd.lua(5).\n");
+    fprintf(out,
+            "  -c FILE        config file (default %s)\n"
+            "  -t             check the config and exit (0 good, 1 bad)\n"
+            "  -T             check the config and print the compiled tables\n"
+            "  --explain REQ  with -t: tell which vhost, redirect or rewrite, location,\n"
+            "                 access rule, policy, handlers and file or upstream would\n"
+            "                 answer REQ ('GET http://example.com/x', the method may be\n"
+            "                 left out), each with its file:line\n"
+            "  -H 'N: V'      a request header for --explain (repeatable; Host: overrides\n"
+            "                 the URL's host only for a path-only REQ)\n"
+            "  --from ADDR    the client address --explain's access rules see\n"
+            "                 (default 127.0.0.1)\n"
+            "  -s SIGNAL      signal the running server, found by its pid file (the\n"
+            "                 config's pid_file as a literal string; the config is not\n"
+            "                 run); reload waits for the server's verdict and exits 1\n"
+            "                 if it failed\n"
+            "  -p PIDFILE     with -s: the server's pid file (default: the config's\n"
+            "                 pid_file, else %s)\n"
+            "  -h, --help     print this help and exit\n"
+            "  -v, --version  print the version and exit\n"
+            "  -V             print the version, the libraries' versions and the\n"
+            "                 build flags, and exit\n"
+            "Exit status: 0 done, 1 the config or the server failed, 2 a usage error\n"
+            "(also a request --explain cannot parse).\n"
+            "See luxd(8) and luxd.lua(5).\n",
+            LX_CONF_PATH, LX_PID_PATH[0] ? LX_PID_PATH : "none built in");
 }
 
 /* luxd -V, as nginx -V: what a bug report needs to say about this binary.
@@ -107,9 +125,26 @@ static void print_versions(void) {
            pcre);
     printf("llhttp %d.%d.%d (compiled in%s%s)\n", LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR,
            LLHTTP_VERSION_PATCH, LX_BUILD_LLHTTP[0] ? " with " : "", LX_BUILD_LLHTTP);
-    printf("compiler: " LX_COMPILER " (" LX_BUILD_CC ")\n");
-    printf("CFLAGS: " LX_BUILD_CFLAGS "\n");
-    printf("LDFLAGS: " LX_BUILD_LDFLAGS "\n");
+    /* As "%s": a '%' in a flag or path is not a conversion. */
+    printf("compiler: %s (%s)\n", LX_COMPILER, LX_BUILD_CC);
+    printf("CFLAGS: %s\n", LX_BUILD_CFLAGS);
+    printf("LDFLAGS: %s\n", LX_BUILD_LDFLAGS);
+    printf("default config (-c): %s\n", LX_CONF_PATH);
+    printf("default pid file (-s): %s\n", LX_PID_PATH[0] ? LX_PID_PATH : "none");
+}
+
+/* A config that fails to load, on stderr; one that cannot be read also
+ * says how another is named (a packaged luxd run in the wrong directory,
+ * or without -c, reads a file that is not there). */
+static void config_error(const char *err, const char *file, int given) {
+    fprintf(stderr, "%s\n", err);
+    size_t n = strlen(file);
+    if (strncmp(err, file, n) != 0 || strncmp(err + n, ": cannot read:", 14) != 0) return;
+    char cwd[4096] = "";
+    if (file[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL) cwd[0] = '\0';
+    fprintf(stderr, "luxd: %s is %s%s%s%s; name another with -c FILE\n", file,
+            given ? "the config -c named" : "the built-in default config",
+            cwd[0] ? " (relative to the working directory " : "", cwd, cwd[0] ? ")" : "");
 }
 
 static void raise_fd_limit(void) {
@@ -157,182 +192,10 @@ static void on_worker_exited(uv_async_t *a) {
     uv_close((uv_handle_t *)&exited_async, NULL);
 }
 
-/* The reload status file, opened as the pid file is: whoever may write its
- * directory could put a FIFO (a read that never returns) or a link there.
- * Returns a stream, or NULL. */
-static FILE *open_status(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0) return NULL;
-    FILE *f =
-        fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 ? fdopen(fd, "r") : NULL;
-    if (f == NULL) close(fd);
-    return f;
-}
-
-static long read_reload_seq(const char *path, char *msg, size_t len) {
-    FILE *f = open_status(path);
-    if (f == NULL) return 0;
-    long seq = 0;
-    char line[2048] = "";
-    if (fgets(line, sizeof(line), f)) sscanf(line, "%ld", &seq);
-    fclose(f);
-    if (msg) {
-        char *sp = strchr(line, ' ');
-        snprintf(msg, len, "%s", sp ? sp + 1 : line);
-        msg[strcspn(msg, "\n")] = '\0';
-    }
-    return seq;
-}
-
-/* Whether process pid has the file open on fd among its fds (as
- * /proc/PID/fd shows them): the lock on a pid file is an open file
- * description's (F_OFD_SETLK), which F_OFD_GETLK reports with no pid.
- * Returns 1, 0, or -errno when the directory cannot be read (another
- * user's process; root without CAP_SYS_PTRACE after luxd's user= drop). */
-static int holds_open(long pid, int fd) {
-    struct stat want, st;
-    char dir[64], path[352];
-    if (fstat(fd, &want) < 0) return -errno;
-    snprintf(dir, sizeof(dir), "/proc/%ld/fd", pid);
-    DIR *d = opendir(dir);
-    if (d == NULL) return -errno;
-    int found = 0, denied = 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        if (stat(path, &st) < 0) {
-            /* The list can be readable and its links not (ptrace rules). */
-            if (errno == EACCES || errno == EPERM) denied = -errno;
-            continue;
-        }
-        found = st.st_dev == want.st_dev && st.st_ino == want.st_ino;
-    }
-    closedir(d);
-    return found ? 1 : denied ? denied : 0;
-}
-
-/* Whether the locked pid file's word on the pid can be taken: when pid is
- * seen holding the file open, or, when that cannot be looked at, when the
- * file is root's and no one else may write it (luxd started as root wrote
- * it before any user= drop, and only root could have changed it since).
- * Says why not on stderr. */
-static int pid_trusted(const char *pf, long pid, int fd) {
-    int h = holds_open(pid, fd);
-    if (h == 1) return 1;
-    struct stat st;
-    if (h < 0 && h != -ENOENT && fstat(fd, &st) == 0 && st.st_uid == 0 && (st.st_mode & 022) == 0)
-        return 1;
-    if (h == 0 || h == -ENOENT)
-        fprintf(stderr,
-                "luxd: %s says pid %ld, but that process does not hold the file open; the file "
-                "was rewritten or replaced: refusing to signal\n",
-                pf, pid);
-    else
-        fprintf(stderr,
-                "luxd: cannot confirm that pid %ld holds %s (/proc/%ld/fd: %s) and the file is "
-                "not root's alone: refusing to signal; run luxd -s as root or as the server's "
-                "user\n",
-                pid, pf, pid, strerror(-h));
-    return 0;
-}
-
-/* luxd -s: signal the server named by the config's pid_file. */
-static int send_signal(const char *file, const char *what) {
-    static const struct {
-        const char *name;
-        int sig;
-    } sigs[] = {{"stop", SIGTERM}, {"quit", SIGQUIT}, {"reopen", SIGUSR1}, {"reload", SIGHUP}};
-    int sig = 0;
-    for (size_t i = 0; i < LX_ARRAY_SIZE(sigs); i++)
-        if (strcmp(what, sigs[i].name) == 0) sig = sigs[i].sig;
-    if (sig == 0) {
-        fprintf(stderr, "luxd: unknown signal \"%s\" (stop, quit, reload, reopen)\n", what);
-        usage(stderr, 0);
-        return EXIT_USAGE;
-    }
-    char prefix[4096], err[2048];
-    if (getcwd(prefix, sizeof(prefix)) == NULL) return 1;
-    lx_gen_t *g;
-    if (lx_config_load(file, prefix, 0, &g, err, sizeof(err)) < 0) {
-        /* A reload of a broken file would fail anyway: say why right here. */
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
-    int rc = 1;
-    char status[4200];
-    long pid = 0, before = 0;
-    const char *pf = g->srv.pid_file;
-    int fd = pf ? open(pf, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK) : -1;
-    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    /* The running luxd holds a write lock on its pid file (server.c): the
-     * pid signalled must be of a process that holds the file open while
-     * it is locked. A stale file, or one rewritten or replaced by whoever
-     * may write its directory, would otherwise aim root's kill anywhere. */
-    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    if (f == NULL) {
-        if (fd >= 0) close(fd);
-        fprintf(stderr, "luxd: cannot read the pid file %s%s%s\n",
-                pf ? pf : "(no pid_file in the config)", pf ? ": " : "",
-                pf ? (errno == ELOOP ? "it is a symbolic link" : strerror(errno)) : "");
-    } else if (fscanf(f, "%ld", &pid) != 1 || pid <= 0)
-        fprintf(stderr, "luxd: no pid in %s\n", pf);
-    else if (fcntl(fd, F_OFD_GETLK, &lk) < 0)
-        fprintf(stderr, "luxd: %s: cannot query its lock: %s\n", pf, strerror(errno));
-    else if (lk.l_type == F_UNLCK)
-        fprintf(stderr, "luxd: no luxd holds %s (stale pid file?); not signalling pid %ld\n", pf,
-                pid);
-    else if (!pid_trusted(pf, pid, fd))
-        ; /* it said why */
-    else {
-        int have_status = lx_reload_status_path(g->srv.pid_file, status, sizeof(status)) == 0;
-        if (have_status && sig == SIGHUP) {
-            FILE *sf = open_status(status);
-            if (sf == NULL) {
-                /* luxd writes it through the fd it opened at start: a
-                 * name that is now something else never shows the outcome. */
-                fprintf(stderr,
-                        "luxd: %s is not the regular file luxd writes (replaced?): the reload "
-                        "is sent, and its outcome is in the error log only\n",
-                        status);
-                have_status = 0;
-                rc = -1; /* sent, outcome unknown: exit 1 below */
-            } else {
-                fclose(sf);
-            }
-        }
-        if (have_status) before = read_reload_seq(status, NULL, 0);
-        if (kill((pid_t)pid, sig) < 0)
-            fprintf(stderr, "luxd: kill %ld: %s\n", pid, strerror(errno));
-        else if (rc == -1)
-            rc = 1; /* sent; its outcome cannot be read */
-        else if (sig != SIGHUP || !have_status)
-            rc = 0;
-        else {
-            /* Wait for the server to write the outcome of this reload. */
-            char msg[2048];
-            for (int i = 0; i < 1200; i++) {
-                struct timespec ts = {0, 50 * 1000 * 1000};
-                nanosleep(&ts, NULL);
-                if (read_reload_seq(status, msg, sizeof(msg)) > before) {
-                    int ok = strncmp(msg, "ok ", 3) == 0;
-                    fprintf(ok ? stdout : stderr, "luxd: reload %s\n", msg);
-                    rc = ok ? 0 : 1;
-                    break;
-                }
-                if (i == 1199) fprintf(stderr, "luxd: no answer from pid %ld within 60 s\n", pid);
-            }
-        }
-    }
-    if (f) fclose(f);
-    lx_gen_unref(g);
-    return rc;
-}
-
 int main(int argc, char **argv) {
-    const char *file = "conf/luxd.lua";
+    const char *file = LX_CONF_PATH, *pid_file = NULL;
     const char *sig = NULL;
+    int file_given = 0;
     int test = 0, dump = 0, opt;
     const char *explain = NULL, *from = NULL;
     /* Started with fd 0, 1 or 2 closed, the loop's or a log's fd would take
@@ -351,9 +214,13 @@ int main(int argc, char **argv) {
         {"explain", required_argument, NULL, 'E'}, {"from", required_argument, NULL, 'F'},
         {"header", required_argument, NULL, 'H'},  {NULL, 0, NULL, 0},
     };
-    while ((opt = getopt_long(argc, argv, "c:tTs:vVhH:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:p:tTs:vVhH:", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'c': file = optarg; break;
+        case 'c':
+            file = optarg;
+            file_given = 1;
+            break;
+        case 'p': pid_file = optarg; break;
         case 't': test = 1; break;
         case 'T': dump = 1; break;
         case 's': sig = optarg; break;
@@ -385,7 +252,20 @@ int main(int argc, char **argv) {
         usage(stderr, 0);
         return EXIT_USAGE;
     }
-    if (sig) return send_signal(file, sig);
+    if (pid_file && !sig) {
+        fprintf(stderr, "luxd: -p goes with -s\n");
+        usage(stderr, 0);
+        return EXIT_USAGE;
+    }
+    if (sig) {
+        int signo = lx_ctl_signal_number(sig);
+        if (signo == 0) {
+            fprintf(stderr, "luxd: unknown signal \"%s\" (stop, quit, reload, reopen)\n", sig);
+            usage(stderr, 0);
+            return EXIT_USAGE;
+        }
+        return lx_ctl_send(file, file_given, pid_file, LX_PID_PATH, signo);
+    }
     if ((nheaders || from) && !explain) {
         fprintf(stderr, "luxd: -H and --from go with --explain\n");
         usage(stderr, 0);
@@ -414,7 +294,7 @@ int main(int argc, char **argv) {
     char err[2048];
     uint64_t t0 = uv_hrtime();
     if (lx_config_load(file, prefix, 1, &g, err, sizeof(err)) < 0) {
-        fprintf(stderr, "%s\n", err);
+        config_error(err, file, file_given);
         return 1;
     }
     /* The user luxd will serve as: `user` only when root drops to it; not

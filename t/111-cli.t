@@ -114,6 +114,7 @@ for my $case (
     [ [ '-t', 'stray' ],            qr/unexpected argument "stray"/ ],
     [ [ '-s', 'restart' ],          qr/unknown signal "restart" \(stop, quit, reload, reopen\)/ ],
     [ [ '-s', 'stop', '-t' ],       qr/-s cannot be combined with -t or -T/ ],
+    [ [ '-p', '/run/x.pid' ],       qr/-p goes with -s/ ],
   ) {
     my ($args, $why) = @$case;
     ($st, $out, $err) = luxd(@$args);
@@ -135,10 +136,12 @@ is $st, 0, '-T with a good config: exit 0';
 like $out, qr/^vhost localhost \[default\]/m, '-T prints the tables on stdout';
 ($st, $out, $err) = luxd('-t', '-c', '/nonexistent/luxd.lua');
 is $st, 1, '-t with a missing config: exit 1';
-# The config has no pid_file: -s cannot find the server.
+# The config has no pid_file (and this build has none built in): -s cannot
+# find the server, and says how to name the pid file.
 ($st, $out, $err) = luxd('-s', 'reload', '-c', $file);
 is $st, 1, '-s without a pid_file: exit 1';
-like $err, qr/cannot read the pid file \(no pid_file in the config\)/, '-s says why';
+like $err, qr/no pid file to read \(no pid_file in the config \Q$file\E, and none is built in\): name it with -p PIDFILE/,
+  '-s says why';
 
 # --- luxd(8) describes all of it -------------------------------------------
 my $man = slurp("$root/doc/luxd.8") // '';

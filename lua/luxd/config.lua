@@ -9,7 +9,8 @@
 -- allow, deny, include (see doc/luxd.lua.5). On any mistake load raises
 -- error("FILE:LINE: what is wrong", 0), FILE as the user wrote it (an
 -- included file: its path relative to the prefix when it lies under it and
--- the pattern was relative, else absolute). A relative include pattern is
+-- both the pattern and the including file's name were relative, else
+-- absolute). A relative include pattern is
 -- resolved against the directory of the file that includes it.
 --
 -- The description returned is plain data with every default filled in and
@@ -389,11 +390,17 @@ function St:include(pattern, file, line)
   else
     paths = { abs_pattern }
   end
+  -- Each file is named in messages as it was opened: absolute, unless both
+  -- the pattern and the name of the file that includes it are relative
+  -- (`luxd -c conf/luxd.lua` from the source tree: conf/conf.d/a.lua).
+  -- Made relative to the working directory otherwise, `-c /etc/luxd/luxd.lua`
+  -- run from / would name etc/luxd/conf.d/a.lua.
   local base = (self.prefix == "/" and "" or self.prefix) .. "/"
+  local relative = pattern:sub(1, 1) ~= "/" and file:sub(1, 1) ~= "/"
   local todo = {}
   for _, abs in ipairs(paths) do
     local display = abs
-    if pattern:sub(1, 1) ~= "/" and starts(abs, base) then display = abs:sub(#base + 1) end
+    if relative and starts(abs, base) then display = abs:sub(#base + 1) end
     local text, why = read_file(abs)
     if not text and not wild and why:find("No such file") then
       V.fail(ctx, nil, fmt("no such file (%s)", abs))
