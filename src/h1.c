@@ -35,9 +35,27 @@ static int is_token(const char *p, size_t len) {
     return ok;
 }
 
+/* The empty lines a client may send before a request line (RFC 9112 2.2):
+ * llhttp skips any mix of CR and LF there, a bare CR too, which RFC 9112
+ * 2.2 says is invalid ("\r\r\rGET", HTTPWookiee's multiple_cr_line_prefix).
+ * Returns where the request line starts, or NULL at a CR not followed by LF
+ * (400). A LF alone is a line end a recipient may take. */
+static const char *skip_empty_lines(const char *p, const char *end) {
+    for (; p < end && (*p == '\r' || *p == '\n'); p++)
+        if (*p == '\r' && (p + 1 == end || p[1] != '\n')) return NULL;
+    return p;
+}
+
 static int on_url(llhttp_t *p, const char *at, size_t len) {
     lx_sess_t *c = SESS(p);
-    if (c->req.target.p == NULL) c->req.target.p = at;
+    if (c->req.target.p == NULL) {
+        c->req.target.p = at;
+        /* The method ends the empty lines: all of them are read. */
+        if (skip_empty_lines(c->rbuf + c->req_start, at) == NULL) {
+            c->err_status = 400;
+            return -1;
+        }
+    }
     c->req.target.len = (size_t)(at + len - c->req.target.p);
     /* A piece that ends before the bytes read ends at the target's
      * delimiter. A line end there is an HTTP/0.9 request ("GET /"): llhttp
@@ -472,8 +490,8 @@ static int http_method_known(const char *m, size_t len) {
 int lx_h1_line_status(const char *p, size_t len, size_t max) {
     const char *end = p + len;
     /* llhttp skips empty lines before a request line (RFC 9112 2.2). */
-    while (p < end && (*p == '\r' || *p == '\n'))
-        p++;
+    p = skip_empty_lines(p, end);
+    if (p == NULL) return 400;
     const char *m = p;
     while (p < end && tchar[(unsigned char)*p])
         p++;

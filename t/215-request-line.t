@@ -100,6 +100,15 @@ my @cases = (
     ['no version (HTTP/0.9)', "GET /a.txt\r\n", 400, 1],
     ['no version, LF alone (HTTP/0.9)', "GET /a.txt\n", 400, 1],
     ['no version, a space after the target', "GET /a.txt \r\n", 400, 1],
+
+    # --- empty lines before the request line (RFC 9112 2.2): CRLF and LF
+    # are skipped, a bare CR is invalid (HTTPWookiee's multiple CR prefix)
+    ['CRLF CRLF before the line', "\r\n\r\n" . line('GET /a.txt HTTP/1.1'), 200, 0],
+    ['LF LF before the line', "\n\n" . line('GET /a.txt HTTP/1.1'), 200, 0],
+    ['bare CRs before the line', "\r\r\r\r\r" . line('GET /a.txt HTTP/1.1'), 400, 1],
+    ['a bare CR after a CRLF', "\r\n\r" . line('GET /a.txt HTTP/1.1'), 400, 1],
+    ['LF CR before the line', "\n\r" . line('GET /a.txt HTTP/1.1'), 400, 1],
+    ['bare CR before an unknown method', "\r" . line('FOO /a.txt HTTP/1.1'), 400, 1],
 );
 
 sub follow_up { my ($tag) = @_; "GET /a.txt?f=$tag HTTP/1.1\r\nHost: localhost\r\n\r\n" }
