@@ -26,6 +26,11 @@ int lx_log_level_parse(const char *name) {
     return -EINVAL;
 }
 
+const char *lx_log_level_name(int level) {
+    if (level < 0 || level >= (int)(sizeof(level_names) / sizeof(level_names[0]))) return "?";
+    return level_names[level];
+}
+
 /* Who gets the log files luxd creates while it is still root (-1: leave
  * them to whoever creates them). */
 static uid_t owner_uid = (uid_t)-1;
