@@ -54,6 +54,23 @@ for my $name (sort keys %B) {
     like($out, qr/is \Q${\($limit + 1)}\E bytes long; at most $limit are allowed/, '  naming the length and the limit');
 }
 
+# What would split a header line is refused whatever its length: a name
+# that is no token, a CR, LF or NUL in a value (checked before this issue).
+for my $c (
+    ['a name with a space', 'headers = { ["X A"] = "v" },', qr/"X A" is not a header name/],
+    ['a CR LF in a value', 'headers = { ["X-A"] = "a\r\nX-B: b" },', qr/must not contain a line break/],
+    ['a NUL in a value', 'headers = { ["X-A"] = "a\0b" },', qr/must not contain a NUL byte/],
+    ['a LF in cache_control', 'cache_control = "a\nb",', qr/must not contain a line break/],
+    ['a LF in a proxy_headers value', 'proxy = "u", proxy_headers = { ["X-A"] = "a\nb" },', qr/must not contain a line break/],
+) {
+    my ($name, $kv, $why) = @$c;
+    my ($rc, $out) = Luxd::check_config($S . $UP . vh($kv));
+    is($rc, 1, "$name: luxd -t fails");
+    like($out, qr/luxd\.lua:5: .*$why/, '  with file:line') or diag($out);
+}
+my ($rc0, $out0) = Luxd::check_config(srv('request_id_header = "X:Y"'));
+like($out0, qr/luxd\.lua:2: .*"request_id_header" must be a header name/, 'a request_id_header that is no token: refused');
+
 # Everything at its limit, served: the response carries the 256-byte id
 # header and the 4096-byte value whole, and a policy's own header.
 my $id = 'X-' . ('I' x 254);
