@@ -26,6 +26,11 @@ int lx_log_level_parse(const char *name) {
     return -EINVAL;
 }
 
+const char *lx_log_level_name(int level) {
+    if (level < 0 || level >= (int)(sizeof(level_names) / sizeof(level_names[0]))) return "?";
+    return level_names[level];
+}
+
 /* Who gets the log files luxd creates while it is still root (-1: leave
  * them to whoever creates them). */
 static uid_t owner_uid = (uid_t)-1;
@@ -73,15 +78,23 @@ int lx_log_open_file(const char *path) {
         }
         if (fd < 0 && errno != ENOENT) return -errno;
         if (fd < 0) {
-            /* Created here: when luxd is about to drop root for `user`,
-             * the file becomes that user's, as nginx's are after a reopen,
-             * so that a reopen after the drop (logrotate's copytruncate, or
-             * a file nobody moved) can open it again. A file that was there
-             * already keeps its owner. */
-            fd = open(path, flags | O_CREAT | O_EXCL, 0644);
+            /* Created here, mode 0640 as Debian's servers create theirs
+             * (logrotate: create 0640 www-data adm): a log tells who asked
+             * for what, which is not everyone's to read. When luxd is about
+             * to drop root for `user`, the file becomes that user's, as
+             * nginx's are after a reopen, so that a reopen after the drop
+             * (logrotate's copytruncate, or a file nobody moved) can open
+             * it again. Its group stays the directory's when the directory
+             * gives its own (set-group-ID, as the package's /var/log/luxd,
+             * group adm), else the user's. A file that was there already
+             * keeps its owner. */
+            fd = open(path, flags | O_CREAT | O_EXCL, 0640);
             if (fd < 0 && errno == EEXIST) continue; /* made by someone else meanwhile */
             if (fd < 0) return -errno;
-            if (owner_uid != (uid_t)-1 && fchown(fd, owner_uid, owner_gid) < 0) {
+            struct stat st;
+            gid_t gid = owner_gid;
+            if (fstat(fd, &st) == 0 && st.st_gid != getegid()) gid = (gid_t)-1;
+            if (owner_uid != (uid_t)-1 && fchown(fd, owner_uid, gid) < 0) {
                 /* Still a working log: only a later reopen may fail. */
             }
         }

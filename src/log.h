@@ -18,6 +18,8 @@ enum {
 
 /* Returns the level for a name ("info"), or -EINVAL. */
 int lx_log_level_parse(const char *name);
+/* The name of a level ("info"), for luxd -T. */
+const char *lx_log_level_name(int level);
 
 /* Opens `path` (or "stderr", "stdout") for appending and makes it the error
  * log; the old one is closed. Returns 0 or a negative errno, leaving the old

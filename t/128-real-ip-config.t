@@ -49,8 +49,8 @@ print $fh qq{server {\n  listen = { { "127.0.0.1:1", proxy_protocol = true } },\
 close $fh;
 ($rc, $out) = Luxd::run_luxd('-T', '-c', "$dir/t.lua");
 like $out, qr/^  listen 127\.0\.0\.1:1 proxy_protocol$/m, '-T: the listener takes the PROXY protocol';
-like $out, qr/^  real_ip from 2 range\(s\), header \(none: PROXY protocol only\)  \(.*t\.lua:3\)$/m, '-T: the server\'s real_ip';
-like $out, qr/^vhost a .*\n(?:  .*\n)*?  real_ip from 1 range\(s\), header x-real-ip /m, '-T: a vhost\'s own';
+like $out, qr/^  real_ip from ::1,10\.0\.0\.0\/8, header \(none: PROXY protocol only\)  \(.*t\.lua:3\)$/m, '-T: the server\'s real_ip';
+like $out, qr/^vhost a .*\n(?:  .*\n)*?  real_ip from 127\.0\.0\.1, header x-real-ip /m, '-T: a vhost\'s own';
 like $out, qr/^vhost b .*\n(?:  .*\n)*?  real_ip off$/m, '-T: real_ip = false';
 unlike $out, qr/^vhost c .*\n(?:  (?!real_ip).*\n)*  real_ip/m, '-T: a vhost without one shows nothing (the server\'s)';
 

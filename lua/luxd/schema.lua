@@ -131,7 +131,7 @@ end
 local REAL_IP_SCHEMA = {
   keys = {
     from = T.array(check_from, { single = true, nonempty = true }),
-    header = T.string({ check = function(ctx, key, v, what)
+    header = T.string({ max = V.MAX_NAME, check = function(ctx, key, v, what)
       if not V.is_token(v) then
         V.fail(ctx, key, fmt('%s must be a header name such as "X-Forwarded-For", got %s',
                              what, V.q(v)))
@@ -252,6 +252,7 @@ end
 
 local function check_log_format(ctx, key, v, what)
   STR(ctx, key, v, what)
+  V.check_len(ctx, key, v, what, V.MAX_FORMAT)
   for _, f in ipairs(LOG_FORMATS) do if v == f then return v end end
   -- Anything else is a template; one without a single variable is far more
   -- likely a misspelt format name than a log line that never changes.
@@ -308,7 +309,7 @@ local SERVER_KEYS = {
   -- on first use, so a size that cannot be had would drop every line then,
   -- not fail here); nginx's buffer= has no cap, but is one per log.
   access_log_buffer = int(0, 16777216),
-  request_id_header = T.string({ check = function(ctx, key, v, what)
+  request_id_header = T.string({ max = V.MAX_NAME, check = function(ctx, key, v, what)
     if not V.is_token(v) then
       V.fail(ctx, key, fmt('%s must be a header name such as "X-Request-Id", got %s',
                            what, V.q(v)))
@@ -566,7 +567,7 @@ local function rewrites(is_redirect)
         V.fail(ic, nil, fmt("expected %s, got %d item(s)", example, #idx))
       end
       o.regex = STR(ic, nil, t[1], "the regex")
-      o.target = STR(ic, nil, t[2], "the target")
+      o.target = T.string({ max = V.MAX_PATH })(ic, nil, t[2], "the target")
     end,
   }
   return function(ctx, key, v, what)
@@ -640,6 +641,8 @@ local function header_names(ctx, key, v, what, example)
       V.fail(ctx, key, fmt('%s: %s is not a header name; write { ["X-Name"] = "value" }',
                            what, V.show(name)))
     end
+    V.check_len(ctx, key, name, fmt("%s: the header name %s...", what, V.q(name:sub(1, 16))),
+                V.MAX_NAME)
     names[#names + 1] = name
   end
   sort(names, function(a, b)
@@ -664,7 +667,8 @@ local function check_headers(ctx, key, v, what)
                             what, V.q(name)))
     end
     if type(value) == "number" then value = V.show(value) end
-    T.string({ line = true, empty = true })(ctx, name, value, fmt("%s[%s]", what, V.q(name)))
+    T.string({ line = true, empty = true, max = V.MAX_VALUE })(ctx, name, value,
+                                                               fmt("%s[%s]", what, V.q(name)))
     list[#list + 1] = { name, value }
   end
   return list
@@ -680,7 +684,7 @@ local function check_error_pages(ctx, key, v, what)
       V.fail(ctx, key, fmt("%s: key %s is not a status 400..599", what, V.show(status)))
     end
     local w = fmt("%s[%d]", what, status)
-    STR(ctx, status, uri, w)
+    T.string({ max = V.MAX_PATH })(ctx, status, uri, w)
     if uri:sub(1, 1) ~= "/" then
       V.fail(ctx, status, fmt('%s must be a path in this vhost starting with "/", got %s', w, V.q(uri)))
     end
@@ -722,6 +726,7 @@ local function check_try_files(ctx, key, v, what)
     local e, w = v[i], fmt("%s[%d]", what, i)
     if type(e) ~= "string" then V.fail(ctx, key, fmt("%s must be a string, got %s", w, V.show(e))) end
     if e == "" then V.fail(ctx, key, w .. " must not be empty") end
+    V.check_len(ctx, key, e, w, V.MAX_PATH)
     if e:find("[%z\1-\31\127]") then V.fail(ctx, key, w .. " must not contain a control character") end
     local last = i == n
     if last and e:sub(1, 1) == "=" then
@@ -785,7 +790,8 @@ end
 -- client's; false (in a location) sends the client's again.
 local function check_proxy_host(ctx, key, v, what)
   if v == false then return false end
-  STR(ctx, key, v, what)
+  -- 259: a DNS name (253 bytes) and ":65535", the longest Host there is.
+  T.string({ max = 259 })(ctx, key, v, what)
   local ok, why = V.host_value(v)
   if not ok then V.fail(ctx, key, fmt("%s: %s %s", what, V.q(v), why)) end
   return v
@@ -822,7 +828,7 @@ local function check_proxy_headers(ctx, key, v, what)
     end
     local w = fmt("%s[%s]", what, V.q(name))
     if type(value) == "number" then value = V.show(value) end
-    T.string({ line = true, empty = true })(ctx, name, value, w)
+    T.string({ line = true, empty = true, max = V.MAX_VALUE })(ctx, name, value, w)
     if value:find("[%z\1-\8\11-\31\127]") then
       V.fail(ctx, name, w .. " must not contain a control character")
     end
@@ -875,11 +881,12 @@ local VHOST_KEYS = {
   aliases = T.array(check_alias, { single = true }),
   default = T.boolean(),
   root = T.path(),
-  index = T.array(T.string(), { single = true }),
+  -- A file name (NAME_MAX), joined to the request's path.
+  index = T.array(T.string({ max = 255 }), { single = true }),
   try_files = check_try_files,
   etag = T.boolean(),
   last_modified = T.boolean(),
-  cache_control = T.string({ line = true }),
+  cache_control = T.string({ line = true, max = V.MAX_VALUE }),
   headers = check_headers,
   gzip_static = T.boolean(),
   dir_listing = T.boolean(),
@@ -1166,6 +1173,7 @@ function S.mime(ctx, t, into)
       if not typ:match("^[%w!#$&^_.+%-]+/[%w!#$&^_.+%-]+") or typ:find("[%c]") then
         V.fail(ctx, ext, fmt('type of %s must look like "type/subtype", got %s', V.q(ext), V.q(typ)))
       end
+      V.check_len(ctx, ext, typ, fmt("type of %s", V.q(ext)), V.MAX_VALUE)
       add[ext:lower()] = typ
     end)
   end

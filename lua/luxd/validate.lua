@@ -357,8 +357,28 @@ local function bad(ctx, key, what, expected, v)
   V.fail(ctx, key, fmt("%s must be %s, got %s", what, expected, type(v)))
 end
 
+-- The longest strings a config may give for what luxd copies into a
+-- request, a response or a log line (luxd.lua(5), LIMITS): a header name
+-- (request_id_header, the names of headers and proxy_headers, real_ip's
+-- header), a header value (their values, cache_control, a mime type), a
+-- path sent on inside luxd or to the client (error_pages, try_files,
+-- rewrite and redirect targets), an access log template. They keep every
+-- such string far inside what a response head or a policy's headers may
+-- hold (src/policy/policy.c: 64 KiB), whatever the config says.
+V.MAX_NAME = 256
+V.MAX_VALUE = 4096
+V.MAX_PATH = 4096
+V.MAX_FORMAT = 4096
+
+-- Refuses a string longer than max bytes.
+function V.check_len(ctx, key, v, what, max)
+  if #v > max then
+    V.fail(ctx, key, fmt("%s is %d bytes long; at most %d are allowed", what, #v, max))
+  end
+end
+
 -- o.empty: allow ""; o.line: forbid CR and LF (header-like values);
--- o.check(ctx, key, v, what): more checks.
+-- o.max: at most this many bytes; o.check(ctx, key, v, what): more checks.
 function T.string(o)
   o = o or {}
   return function(ctx, key, v, what)
@@ -368,6 +388,7 @@ function T.string(o)
     if o.line and v:find("[\r\n]") then
       V.fail(ctx, key, what .. " must not contain a line break")
     end
+    if o.max then V.check_len(ctx, key, v, what, o.max) end
     if o.check then o.check(ctx, key, v, what) end
     return v
   end

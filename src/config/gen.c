@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../hash.h"
+#include "../log.h"
 #include "llhttp.h"
 
 void lx_gen_ref(lx_gen_t *g) {
@@ -85,6 +86,46 @@ const lx_location_t *lx_vhost_location(const lx_vhost_t *vh, const char *path, s
     return id < 0 ? NULL : &vh->locations[id];
 }
 
+/* One address of a set: IPv4 (mapped into ::ffff:0:0/96) as a.b.c.d. */
+static void print_addr(const lx_addr_t *a, FILE *out) {
+    unsigned char b[16];
+    for (int i = 0; i < 8; i++) {
+        b[i] = (unsigned char)(a->hi >> (56 - 8 * i));
+        b[8 + i] = (unsigned char)(a->lo >> (56 - 8 * i));
+    }
+    char text[INET6_ADDRSTRLEN];
+    int v4 = a->hi == 0 && (a->lo >> 32) == 0xffff;
+    if (inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? b + 12 : b, text, sizeof(text)))
+        fprintf(out, "%s", text);
+}
+
+/* The ranges of a set as the config writes them: "10.0.0.0/8", or
+ * "first-last" for a merged range that is no single prefix. */
+static void print_cidrset(const lx_cidrset_t *set, FILE *out) {
+    for (size_t i = 0; i < set->n; i++) {
+        const lx_addr_t *f = &set->first[i], *l = &set->last[i];
+        fprintf(out, "%s", i ? "," : "");
+        print_addr(f, out);
+        /* The prefix length whose host bits are all that differ between
+         * the two ends (f's all 0, l's all 1), if the range is one. */
+        uint64_t dhi = f->hi ^ l->hi, dlo = f->lo ^ l->lo;
+        int host = 0;
+        while (host < 128 && (host < 64 ? (dlo >> host) & 1 : (dhi >> (host - 64)) & 1))
+            host++;
+        uint64_t mhi = host > 64 ? (host == 128 ? ~0ULL : (1ULL << (host - 64)) - 1) : 0;
+        uint64_t mlo = host >= 64 ? ~0ULL : (1ULL << host) - 1;
+        int prefix = dhi == mhi && dlo == mlo && (f->hi & mhi) == 0 && (f->lo & mlo) == 0;
+        int bits = 128 - host;
+        int v4 = f->hi == 0 && (f->lo >> 32) == 0xffff;
+        if (prefix && bits < 128 && (!v4 || bits >= 96)) {
+            fprintf(out, "/%d", v4 ? bits - 96 : bits);
+        } else if (f->hi != l->hi || f->lo != l->lo) {
+            fprintf(out, "-");
+            print_addr(l, out);
+        }
+    }
+}
+
 static const char *const kind_names[] = {"allow", "deny", "rewrite", "redirect"};
 
 void lx_rule_describe(const lx_rule_t *r, FILE *out) {
@@ -99,7 +140,13 @@ void lx_rule_describe(const lx_rule_t *r, FILE *out) {
             if (r->methods & (1ULL << m))
                 fprintf(out, "%s ", llhttp_method_name((llhttp_method_t)m));
     }
-    if (r->has_from) fprintf(out, " from=(%zu ranges)", r->from.n);
+    if (r->has_from) {
+        fprintf(out, " from=");
+        print_cidrset(&r->from, out);
+    }
+    if (!r->prefix && !r->nsuffix && !r->regex && !r->methods && !r->has_from &&
+        (r->kind == LX_RULE_ALLOW || r->kind == LX_RULE_DENY))
+        fprintf(out, " all");
     if (r->target) fprintf(out, " -> %s", r->target);
     if (r->kind == LX_RULE_DENY || r->kind == LX_RULE_REDIRECT)
         fprintf(out, " status=%d", r->status);
@@ -157,6 +204,10 @@ static void dump_site(const lx_site_t *s, FILE *out, const char *indent) {
     for (size_t i = 0; i < s->nerror_pages; i++)
         fprintf(out, "%serror_page %d -> %s\n", indent, s->error_status[i], s->error_page[i]);
     dump_rules("access", s->access, out, indent);
+    if (s->policy)
+        fprintf(out, "%spolicy (%s:%d)\n", indent, s->policy_file ? s->policy_file : "?",
+                s->policy_line);
+    if (s->test_handler) fprintf(out, "%stest_handler on\n", indent);
     if (s->status) fprintf(out, "%sstatus on (answers with the counters)\n", indent);
     if (s->proxy) fprintf(out, "%sproxy %s\n", indent, s->proxy->name);
     if (s->fallback) fprintf(out, "%sfallback %s\n", indent, s->fallback->name);
@@ -222,8 +273,10 @@ static void dump_upstreams(const lx_gen_t *g, FILE *out) {
 }
 
 static void dump_realip(const lx_realip_t *ri, FILE *out, const char *ind) {
-    fprintf(out, "%sreal_ip from %zu range(s), header %s  (%s:%d)\n", ind, ri->from.n,
-            ri->header ? ri->header : "(none: PROXY protocol only)", ri->file, ri->line);
+    fprintf(out, "%sreal_ip from ", ind);
+    print_cidrset(&ri->from, out);
+    fprintf(out, ", header %s  (%s:%d)\n", ri->header ? ri->header : "(none: PROXY protocol only)",
+            ri->file, ri->line);
 }
 
 void lx_gen_dump(const lx_gen_t *g, FILE *out) {
@@ -235,18 +288,28 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
         fprintf(out, "  listen %s%s\n", s->listen[i].text,
                 s->listen[i].proxy_protocol ? " proxy_protocol" : "");
     if (s->real_ip) dump_realip(s->real_ip, out, "  ");
-    fprintf(out, "  workers %d\n  error_log %s\n  access_log ", s->workers, s->error_log);
+    fprintf(out, "  workers %d\n", s->workers);
+    if (s->user) fprintf(out, "  user %s\n", s->user);
+    fprintf(out, "  pid_file %s\n", s->pid_file ? s->pid_file : "(none)");
+    fprintf(out, "  error_log %s, error_log_level %s\n  access_log ", s->error_log,
+            lx_log_level_name(s->error_log_level));
     dump_access_log(&s->access_log, out);
-    fprintf(out, "\n");
+    if (s->access_log_unbuffered)
+        fprintf(out, "\n  access_log_buffer 0 (each line written at once)\n");
+    else
+        fprintf(out, "\n  access_log_buffer %zu\n", s->access_log_buffer);
     if (s->request_id_header) fprintf(out, "  request_id_header %s\n", s->request_id_header);
     fprintf(out,
             "  keepalive_timeout %ums, keepalive_requests %u\n"
             "  header_timeout %ums, body_timeout %ums, send_timeout %ums\n"
             "  max_header_bytes %zu, max_body_bytes %llu, max_connections %u\n"
-            "  tcp_nodelay %s, defer_accept %s\n",
+            "  tcp_nodelay %s, defer_accept %s, backlog %d\n"
+            "  drain_timeout %ums\n"
+            "  policy_budget %llu instructions, policy_memory %zu bytes\n",
             s->keepalive_timeout, s->keepalive_requests, s->header_timeout, s->body_timeout,
             s->send_timeout, s->max_header_bytes, (unsigned long long)s->max_body_bytes,
-            s->max_connections, s->tcp_nodelay ? "on" : "off", s->defer_accept ? "on" : "off");
+            s->max_connections, s->tcp_nodelay ? "on" : "off", s->defer_accept ? "on" : "off",
+            s->backlog, s->drain_timeout, (unsigned long long)s->policy_budget, s->policy_memory);
     if (s->mime_types)
         fprintf(out, "  mime_types %s (%zu extensions)\n", s->mime_types, s->mime_types_exts);
     dump_upstreams(g, out);

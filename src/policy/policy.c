@@ -134,7 +134,9 @@ static int r_set_header(lua_State *L) {
                           "(CR, LF, NUL, DEL)",
                           name);
     size_t add = nl + vl + 4; /* "Name: value\r\n" */
-    if (add > MAX_POLICY_HEADERS - r->extra_len)
+    /* extra may hold more than the limit already (request_id_header's
+     * line is put there first): MAX - extra_len must not wrap around. */
+    if (r->extra_len > MAX_POLICY_HEADERS || add > MAX_POLICY_HEADERS - r->extra_len)
         return luaL_error(L, "r:set_header: %s: the headers a policy adds are limited to %d bytes",
                           name, MAX_POLICY_HEADERS);
     if (r->extra_len + add > r->extra_cap) {
