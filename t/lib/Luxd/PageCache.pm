@@ -41,12 +41,13 @@ sub _nr {
 
 my $PAGE = POSIX::sysconf(POSIX::_SC_PAGESIZE()) || 4096;
 
-# Maps and locks PATH; returns a handle that unlocks when it goes out of
-# scope, or dies saying why. A file of 0 bytes has nothing to pin.
+# Maps and locks PATH (its first LEN bytes when given, a whole number of
+# pages); returns a handle that unlocks when it goes out of scope, or dies
+# saying why. A file of 0 bytes has nothing to pin.
 sub pin {
-    my ($class, $path) = @_;
+    my ($class, $path, $len) = @_;
     open my $fh, '<:raw', $path or die "pin $path: $!\n";
-    my $len = -s $fh;
+    $len //= -s $fh;
     my $self = bless { path => $path, len => $len, addr => 0 }, $class;
     return $self unless $len;
     my $addr = syscall(_nr('mmap'), 0, $len, 1, 1, fileno($fh), 0);    # PROT_READ, MAP_SHARED
@@ -98,6 +99,18 @@ sub disk_reads {
     local $/;
     my ($b) = <$f> =~ /^read_bytes:\s*(\d+)/m or die "/proc/$pid/io: no read_bytes\n";
     return $b;
+}
+
+# File reads luxd has put on its thread pool so far (the read-aheads of
+# out.c), from the status page at PATH (a location with status = true) of
+# Luxd server S: file I/O jobs less the file cache's loads (one a miss).
+# Counted without the debug log, whose lines the loop would append.
+sub pool_reads {
+    my ($class, $s, $path) = @_;
+    my $r = $s->get($path // '/status');
+    my %v = ($r->{body} // '') =~ /^luxd_(file_io_jobs_total|file_cache_misses_total) (\d+)$/mg;
+    die "no file I/O counts at /status\n" unless $r->{status} == 200 && keys %v == 2;
+    return $v{file_io_jobs_total} - $v{file_cache_misses_total};
 }
 
 1;
