@@ -16,7 +16,7 @@
 # from the end of the cold GET to the end of the warm one (the cold probe's
 # own read is before that, and is the one the defect forgot); a round that
 # did is set up again, never judged. The server logs nothing per request
-# (pool reads are counted by luxd_file_io_jobs_total, access log off): a
+# (pool reads are counted from /status, access log off): a
 # log line appended from the loop can read its file's last page back from
 # the disk after the cold probe, where no window of the test sees it.
 # Then every round's warm GET takes no pool read; the old code took one in
@@ -48,11 +48,7 @@ sub make {
     return $data;
 }
 
-sub pool_reads {
-    my $r = $s->get('/status');
-    $r->{status} == 200 && $r->{body} =~ /^luxd_file_io_jobs_total (\d+)$/m or die "no io jobs count in /status\n";
-    return $1;
-}
+sub pool_reads { Luxd::PageCache->pool_reads($s) }
 
 sub reads { Luxd::PageCache->disk_reads($s->pid) }
 
