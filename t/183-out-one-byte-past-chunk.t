@@ -4,15 +4,30 @@
 # one byte the end probe was skipped as well ("end - off > 1"), so sendfile
 # read the page from the disk in the loop. At exactly the chunk (512 KiB)
 # there is no second look. (From the final review.)
+#
+# Only the last page may be cold: the pages before it are mlock()ed, and so
+# is every file luxd maps (Luxd::PageCache). The CI VMs' proactive reclaim
+# evicts pages of a file read a moment before, and luxd's code, and either
+# made the loop read more than the probe's page from the disk (sendfile of
+# an evicted middle page, a fault paging code in). The server logs nothing
+# per request (pool reads counted from /status, access log off): a
+# log line appended from the loop could read its file's last page back.
 use strict;
 use warnings;
 use Test::More;
 use lib 't/lib';
 use Luxd;
+use Luxd::PageCache;
 
 my $KB = 1024;
-my $s = Luxd->new(server => { error_log_level => 'debug' });
+my $s = Luxd->new(
+    config => 'vhost "localhost" { default = true, root = "$DIR/www", location "/status" { status = true } }',
+    server => { access_log => \'false' },
+);
 my $www = $s->dir . '/www';
+my @code = Luxd::PageCache->pin_process($s->pid);
+
+sub pool_reads { Luxd::PageCache->pool_reads($s) }
 
 sub loop_io {
     my ($best, $bw);
@@ -29,12 +44,12 @@ for my $size (512 * $KB, 512 * $KB + 1) {
     my $data = join '', map { chr(65 + $_ % 26) } 0 .. $size - 1;
     { open my $fh, '>:raw', "$www/$name" or die; print $fh $data; close $fh or die }
     system('sync') == 0 or die;
-    { open my $fh, '<:raw', "$www/$name" or die; local $/; my $w = <$fh> }    # warm
-    # Evict the last page alone: dd reads it, then drops it (nocache).
+    # Warm and held so, but for the last page, which dd reads, then drops (nocache).
     my $lastpg = int(($size - 1) / 4096) * 4096;
+    my $pin = Luxd::PageCache->pin("$www/$name", $lastpg);
     system('dd', "if=$www/$name", 'iflag=nocache,skip_bytes', "skip=$lastpg", 'bs=4096', 'count=1',
            'of=/dev/null', 'status=none') == 0 or die 'dd failed';
-    my $at = length $s->error_log;
+    my $at = pool_reads();
     my $io0 = loop_io();
     my $r = $s->get("/$name");
     my $io1 = loop_io();
@@ -42,8 +57,8 @@ for my $size (512 * $KB, 512 * $KB + 1) {
     my $disk = $io1->{read_bytes} - $io0->{read_bytes};
     # A probe that misses starts its page's read (not waited for): one page.
     cmp_ok($disk, '<=', 4096, "$size bytes: the loop thread read $disk bytes from the disk, at most the probe's page");
-    my @q = substr($s->error_log, $at) =~ /read-ahead of \d+ bytes at (\d+) queued/g;
-    cmp_ok(scalar @q, '>=', 1, "$size bytes: the evicted last page went by the thread pool") if $size % (512 * $KB);
+    my $q = pool_reads() - $at;
+    cmp_ok($q, '>=', 1, "$size bytes: the evicted last page went by the thread pool") if $size % (512 * $KB);
 }
 $s->stop;
 done_testing;
