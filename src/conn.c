@@ -898,8 +898,16 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
              * no method at all (400). Its state is lost either way, so
              * even a 501 closes the connection (parse_error): where this
              * request ends, and the next begins, is nobody's to say. */
-            int st = lx_h1_line_status(s->rbuf + s->req_start, s->rlen - s->req_start,
-                                       srv->max_header_bytes);
+            /* While it waits, the line is looked at again only once the
+             * bytes just read hold a LF that may end it: each look reads it
+             * from its start, and a line dribbled in small pieces up to a
+             * large max_header_bytes would cost its length squared. A byte
+             * that makes it no request line then has its 400 at the LF (or
+             * the limit's status, or 408), not as it comes. */
+            int st = s->line_wait && memchr(start, '\n', s->rlen - s->rpos) == NULL
+                         ? 0
+                         : lx_h1_line_status(s->rbuf + s->req_start, s->rlen - s->req_start,
+                                             srv->max_header_bytes);
             if (st == 0) {
                 s->line_wait = 1;
                 s->rpos = s->rlen;

@@ -307,7 +307,7 @@ int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_buf_t *
 
 /* The response's fields that go on to the client: none of this hop's, and
  * not Date or Server, which the serializer writes for luxd, nor the
- * request_id_header it writes too. */
+ * request_id_header it writes too, nor an Allow where luxd writes one. */
 void lx_proxy_relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
     conn_list_t conn;
     conn_list(&conn, p->headers, p->nheaders);
@@ -319,6 +319,9 @@ void lx_proxy_relay_fields(lx_req_t *r, const lx_h1resp_t *p) {
         if (lx_str_ieq(n, "content-length", 14) || lx_str_ieq(n, "date", 4) ||
             lx_str_ieq(n, "server", 6) || (idh && same_name(n, idh, idlen)))
             continue;
+        /* A 405 of luxd's own whose error page is proxied: luxd writes the
+         * target's Allow; the page's backend lists the page's methods. */
+        if (r->allow_set && lx_str_ieq(n, "allow", 5)) continue;
         lx_resp_field(r, n, p->headers[i].value);
     }
 }
