@@ -510,6 +510,22 @@ int lx_ctl_send(const char *conf, int conf_given, const char *pid_opt, const cha
                     rc = ok ? 0 : 1;
                     break;
                 }
+                /* The server writes its verdict while it holds the pid
+                 * file: once the lock is gone (it died, or the reload gave
+                 * it another pid_file and it wrote the verdict there) none
+                 * will come here. */
+                struct flock now = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+                if (fcntl(fd, F_OFD_GETLK, &now) == 0 && now.l_type == F_UNLCK) {
+                    fprintf(stderr,
+                            "luxd: pid %ld no longer holds %s (%s): no verdict to read; the "
+                            "outcome of the reload is in its error log\n",
+                            pid, pf,
+                            kill((pid_t)pid, 0) == 0 || errno == EPERM
+                                ? "a process by that pid runs: the reload may have moved "
+                                  "its pid_file"
+                                : "it exited");
+                    break;
+                }
                 if (i == 1199) fprintf(stderr, "luxd: no answer from pid %ld within 60 s\n", pid);
             }
         }
