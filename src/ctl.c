@@ -260,6 +260,16 @@ static int locate(const char *conf, int conf_given, const char *pid_opt, const c
         snprintf(reason, sizeof(reason), "no pid_file in the config %s", conf);
     else
         snprintf(reason, sizeof(reason), "%s: %s", conf, why);
+    /* A config that assigns pid_file in a way not read here names some
+     * pid file, likely not the built-in one: that one may be another
+     * server's (the packaged luxd's), which the lock check cannot tell
+     * from this one. Only a config that names none falls back. */
+    if (text && r < 0) {
+        fprintf(stderr,
+                "luxd: %s; not falling back to the built-in pid file: name it with -p PIDFILE\n",
+                reason);
+        return -1;
+    }
     if (def && def[0]) {
         snprintf(from, fromlen, "the built-in default, as %s", reason);
         return absolute_or_say(def, out, len);
