@@ -260,6 +260,16 @@ static int locate(const char *conf, int conf_given, const char *pid_opt, const c
         snprintf(reason, sizeof(reason), "no pid_file in the config %s", conf);
     else
         snprintf(reason, sizeof(reason), "%s: %s", conf, why);
+    /* A config that assigns pid_file in a way not read here names some
+     * pid file, likely not the built-in one: that one may be another
+     * server's (the packaged luxd's), which the lock check cannot tell
+     * from this one. Only a config that names none falls back. */
+    if (text && r < 0) {
+        fprintf(stderr,
+                "luxd: %s; not falling back to the built-in pid file: name it with -p PIDFILE\n",
+                reason);
+        return -1;
+    }
     if (def && def[0]) {
         snprintf(from, fromlen, "the built-in default, as %s", reason);
         return absolute_or_say(def, out, len);
@@ -508,6 +518,22 @@ int lx_ctl_send(const char *conf, int conf_given, const char *pid_opt, const cha
                     int ok = strncmp(msg, "ok ", 3) == 0;
                     fprintf(ok ? stdout : stderr, "luxd: reload %s\n", msg);
                     rc = ok ? 0 : 1;
+                    break;
+                }
+                /* The server writes its verdict while it holds the pid
+                 * file: once the lock is gone (it died, or the reload gave
+                 * it another pid_file and it wrote the verdict there) none
+                 * will come here. */
+                struct flock now = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+                if (fcntl(fd, F_OFD_GETLK, &now) == 0 && now.l_type == F_UNLCK) {
+                    fprintf(stderr,
+                            "luxd: pid %ld no longer holds %s (%s): no verdict to read; the "
+                            "outcome of the reload is in its error log\n",
+                            pid, pf,
+                            kill((pid_t)pid, 0) == 0 || errno == EPERM
+                                ? "a process by that pid runs: the reload may have moved "
+                                  "its pid_file"
+                                : "it exited");
                     break;
                 }
                 if (i == 1199) fprintf(stderr, "luxd: no answer from pid %ld within 60 s\n", pid);

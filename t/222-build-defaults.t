@@ -81,7 +81,14 @@ vhost "localhost" { default = true, root = "\$DIR/www" }
     ($rc, $out) = run_in($root, 'make', '-s', '--no-print-directory', 'install', "DESTDIR=$tmp/d2", "INSTALL_PID_PATH=$pid");
     is $rc, 0, "make install INSTALL_PID_PATH=$pid" or diag $out;
     ($rc, $out) = run_in($tmp, "$tmp/d2/usr/local/sbin/luxd", '-s', 'reopen', '-c', $s->config_file);
-    is $rc, 0, 'luxd -s reopen: the config names no literal pid_file, the built-in one is used' or diag $out;
+    is $rc, 1, 'luxd -s reopen: the config computes its pid_file: refused, no guess (t/251)' or diag $out;
+    like $out, qr/not falling back to the built-in pid file: name it with -p PIDFILE/, 'naming -p' or diag $out;
+    my $nopid = "$tmp/nopid.lua";
+    open my $fh, '>', $nopid or die "$nopid: $!";
+    print $fh qq{vhost "x" { root = "/tmp" }\n};
+    close $fh;
+    ($rc, $out) = run_in($tmp, "$tmp/d2/usr/local/sbin/luxd", '-s', 'reopen', '-c', $nopid);
+    is $rc, 0, 'luxd -s reopen: a config that names no pid_file: the built-in one is used' or diag $out;
     ok $s->wait_log(qr/logs reopened/), 'the server reopened its logs';
     ($rc, $out) = run_in($tmp, $bin, '-s', 'reopen', '-c', $s->config_file);
     is $rc, 1, 'control: the plain build, with none built in, cannot tell';
