@@ -121,7 +121,7 @@ static int value_ends(const char *p, const char *end) {
 
 int lx_ctl_scan_pid_file(const char *text, size_t len, char *out, size_t outlen, const char **why) {
     const char *p = text, *end = text + len;
-    int found = 0, bad = 0;
+    int found = 0, bad = 0, include = 0;
     if (p < end && *p == '#') /* a #! line */
         while (p < end && *p != '\n')
             p++;
@@ -135,6 +135,7 @@ int lx_ctl_scan_pid_file(const char *text, size_t len, char *out, size_t outlen,
         } else if (ident_start(*p)) {
             const char *q = skip_ident(p, end);
             int is_key = q - p == 8 && memcmp(p, "pid_file", 8) == 0;
+            if (q - p == 7 && memcmp(p, "include", 7) == 0) include = 1;
             p = q;
             if (!is_key) continue;
             q = skip_space(q, end);
@@ -174,6 +175,12 @@ int lx_ctl_scan_pid_file(const char *text, size_t len, char *out, size_t outlen,
     if (bad) {
         *why = "pid_file is not set to a plain string literal (pid_file = \"/run/luxd/luxd.pid\")";
         return -EINVAL;
+    }
+    /* An included file may set it, and is not read here: the built-in
+     * pid file could then be another server's (the packaged luxd's). */
+    if (!found && include) {
+        *why = "pid_file may be set in an included file, which -s does not read";
+        return -ENOENT;
     }
     return found;
 }

@@ -13,7 +13,8 @@ int lx_ctl_signal_number(const char *name);
  * every assignment to a name or field pid_file must give the same plain
  * string literal. Returns 1 with the value in out, 0 when the text assigns
  * no pid_file, -EINVAL when one is not a plain literal or the values differ
- * (*why says which), -ENAMETOOLONG. */
+ * (*why says which), -ENOENT when it assigns none but includes a file
+ * (which may: not read here), -ENAMETOOLONG. */
 int lx_ctl_scan_pid_file(const char *text, size_t len, char *out, size_t outlen, const char **why);
 
 /* Signals the server: its pid file is pid_opt (-p) when given, else the

@@ -45,6 +45,15 @@ server { listen = "127.0.0.1:$PORT", workers = 1, error_log = run .. "/error.log
 vhost "localhost" { default = true, root = run .. "/www" }
 EOF
 ok -s $b->dir . '/b.pid', 'B wrote its own pid file';
+# C: a third whose pid_file is set in a file it includes, which -s does not
+# read: it must not fall back to the built-in pid file either.
+my $c = Luxd->new(no_start => 1);
+my ($cd, $cp) = ($c->dir, $c->port);
+$c->write_file('server.lua', qq{server { listen = "127.0.0.1:$cp", workers = 1,
+  error_log = "$cd/error.log", access_log = "$cd/access.log", pid_file = "$cd/luxd.pid" }\n});
+$c->write_config(qq{include "server.lua"\nvhost "localhost" { default = true, root = "$cd/www" }\n});
+$c->start;
+ok -s "$cd/luxd.pid", 'C wrote the pid file its included file names';
 
 my ($rc, $out) = run_in($root, 'make', '-s', '--no-print-directory', 'install', "DESTDIR=$tmp/d",
     "INSTALL_PID_PATH=$apid");
@@ -56,6 +65,13 @@ isnt $rc, 0, 'luxd -c B -s stop: B\'s pid_file cannot be read from its text: ref
 like $out, qr/-p/, 'naming -p' or diag $out;
 ok $a->alive, 'A, the server built in as the default, was not stopped' or diag $out;
 ok $b->alive, 'B is still running too';
+
+($rc, $out) = run_in($tmp, $inst, '-c', $c->config_file, '-s', 'stop');
+isnt $rc, 0, 'luxd -c C -s stop: C\'s pid_file is in an included file: refused' or diag $out;
+like $out, qr/included file.*-p/, 'saying so, and naming -p' or diag $out;
+ok $a->alive, 'A was not stopped';
+ok $c->alive, 'C is still running';
+$c->stop;
 
 ($rc, $out) = run_in($tmp, $inst, '-c', $b->config_file, '-p', $b->dir . '/b.pid', '-s', 'stop');
 is $rc, 0, 'with -p B\'s pid file: B is stopped' or diag $out;
