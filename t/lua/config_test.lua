@@ -1230,12 +1230,17 @@ ok(d1 and d2 and d1.vhosts[1] ~= d2.vhosts[1], "separate descriptions")
 ---------------------------------------------------------------------------
 print("# shipped configs")
 
--- The server hands configs luxd.shared (C, process-wide); a stand-in here,
--- since examples may capture it while they load.
+-- The server hands configs luxd.shared (C, process-wide) and luxd.cidr
+-- (address sets built at load); stand-ins here, since examples may capture
+-- them while they load.
 local shared_stub = {}
 for _, k in ipairs({ "get", "set", "incr", "ttl", "delete" }) do shared_stub[k] = function() end end
+local function cidr_stub(list)
+  assert(type(list) == "table", "luxd.cidr takes a table of prefixes")
+  return { contains = function() return false end }
+end
 local repo_host = { prefix = io.popen("cd '" .. root .. "' && pwd"):read("*l"), glob = glob,
-                    luxd = { shared = shared_stub } }
+                    luxd = { shared = shared_stub, cidr = cidr_stub } }
 local shipped = glob(repo_host.prefix .. "/conf/luxd.lua " .. repo_host.prefix .. "/conf/examples/*.lua")
 for i, f in ipairs(shipped) do shipped[i] = f:sub(#repo_host.prefix + 2) end
 ok(#shipped >= 5, "conf/luxd.lua and the examples exist", #shipped .. " files")
