@@ -669,7 +669,10 @@ sub _server_main {
         if (!defined $kid) { warn "backend: fork: $!\n"; close $c; next }
         if ($kid == 0) {
             close $lsock;
-            $SIG{TERM} = 'DEFAULT';
+            # The parent's TERM handler (_exit) stays: setting 'DEFAULT'
+            # here raced a TERM already pending (the group kill of stop()),
+            # which Perl then dispatched to a sub named DEFAULT and printed
+            # "SIGTERM handler "DEFAULT" not defined" (t/93 failed on it).
             _die_with_parent($me);
             _open_log();
             my $ok = eval { _serve(_conn($c, $serial)); 1 };
