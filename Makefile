@@ -47,7 +47,7 @@ $(BUILD)/luxd: $(OBJS) $(LL_OBJS) $(BUILD)/gen/lua_embed.o
 	@echo "built $@"
 
 # `make install` (PREFIX, DESTDIR as usual). /etc, /var/log and /run are not
-# under PREFIX: the systemd unit names them (RuntimeDirectory=, LogsDirectory=)
+# under PREFIX: the systemd unit names them (RuntimeDirectory=, ExecStartPre=)
 # and the installed /etc/luxd/luxd.lua points its pid_file and logs there.
 # The units, the default config and the logrotate snippet are copied with
 # their paths to luxd and its config replaced by this install's.
@@ -83,6 +83,9 @@ install: $(BUILD)/install/luxd
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 \
 	  $(DESTDIR)$(SYSCONFDIR)/luxd/conf.d $(DESTDIR)$(SYSCONFDIR)/logrotate.d \
 	  $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DATADIR)/luxd $(DESTDIR)$(LOGDIR) $(DESTDIR)$(STATEDIR)
+	@# The log directory as Debian's servers keep theirs (luxd.service says why):
+	@# www-data writes, group adm reads; left as it is where that cannot be done.
+	-chown www-data:adm $(DESTDIR)$(LOGDIR) && chmod 2750 $(DESTDIR)$(LOGDIR)
 	$(INSTALL) -m 0755 $(BUILD)/install/luxd $(DESTDIR)$(SBINDIR)/luxd
 	$(INSTALL) -m 0644 doc/luxd.8 $(DESTDIR)$(MANDIR)/man8/luxd.8
 	$(INSTALL) -m 0644 doc/luxd.lua.5 $(DESTDIR)$(MANDIR)/man5/luxd.lua.5

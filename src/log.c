@@ -60,7 +60,7 @@ static int check_log_fd(int fd) {
 }
 
 int lx_log_open_file(const char *path) {
-    /* Logs are opened as root, in directories (LogsDirectory=, a package's
+    /* Logs are opened as root, in directories (/var/log/luxd, a package's
      * /var/log/luxd) that may belong to the user luxd serves as: a link
      * that user planted must not make root append to a file of its
      * choosing (nginx's CVE-2016-1247), so the last component is never

@@ -70,11 +70,15 @@ subtest 'make install DESTDIR= lays out the files' => sub {
     # directories for its user.
     my $conf = slurp("$d/etc/luxd/luxd.lua") // '';
     my ($rt)   = $svc =~ /^RuntimeDirectory=(\S+)$/m;
-    my ($logs) = $svc =~ /^LogsDirectory=(\S+)$/m;
+    my ($logs) = $svc =~ m{^ExecStartPre=\+.*install -d -o www-data -g adm -m 2750 /var/log/(\S+?)'?$}m;
+    unlike $svc, qr/^LogsDirectory=/m,
+      'no LogsDirectory= (systemd would chown the logs to www-data:www-data at each start)';
+    is((stat "$d/var/log/luxd")[2] & 07777, 02750, 'make install: /var/log/luxd is mode 2750')
+      if $> == 0;
     my ($pidf) = $conf =~ /^\s*pid_file\s*=\s*"([^"]+)"/m;
     is $pidf, "/run/$rt/luxd.pid", "pid_file is in the unit's RuntimeDirectory";
-    like $conf, qr{^\s*error_log\s*=\s*"/var/log/$logs/error\.log"}m, "error_log is in the unit's LogsDirectory";
-    like $conf, qr{^\s*access_log\s*=\s*"/var/log/$logs/access\.log"}m, "access_log is in the unit's LogsDirectory";
+    like $conf, qr{^\s*error_log\s*=\s*"/var/log/$logs/error\.log"}m, "error_log is in the directory the unit makes";
+    like $conf, qr{^\s*access_log\s*=\s*"/var/log/$logs/access\.log"}m, "access_log is in the directory the unit makes";
     my $site = slurp("$d/etc/luxd/conf.d/default.lua") // '';
     like $site, qr{^\s*root\s*=\s*"/var/www/html"}m, 'the default vhost (conf.d/default.lua) serves /var/www/html';
     like $site, qr{^\s*default\s*=\s*true}m, 'and answers any Host';

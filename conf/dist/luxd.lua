@@ -10,7 +10,7 @@
 server {
   listen   = { ":80" },                  -- every address, IPv6 and IPv4
   workers  = "auto",                     -- one event loop per CPU core
-  -- luxd.service's RuntimeDirectory and LogsDirectory, made for its user:
+  -- luxd.service's RuntimeDirectory and /var/log/luxd, made for its user:
   -- `luxd -s reload|reopen|stop` and `systemctl reload` find the server
   -- through this pid_file.
   pid_file   = "/run/luxd/luxd.pid",

@@ -196,9 +196,11 @@ echo "      ExecStart=$start"
 echo "      ExecReload=$reload"
 # What systemd does before ExecStart: the *Directory= of the unit, owned by
 # the user; the capabilities; the working directory.
-for d in "/run/$(key RuntimeDirectory)" "/var/log/$(key LogsDirectory)" "/var/lib/$(key StateDirectory)"; do
+for d in "/run/$(key RuntimeDirectory)" "/var/lib/$(key StateDirectory)"; do
   mkdir -p "$d" && chown "$user:$group" "$d"
 done
+# ExecStartPre=+ lines run as root (the log directory, when missing).
+sed -n "s/^ExecStartPre=+//p" $unit | while read -r cmd; do echo "# (as root) $cmd"; eval "$cmd" || fail "ExecStartPre=+"; done
 as_unit() {
   ( cd "$wd" && setpriv --reuid="$user" --regid="$group" --init-groups --no-new-privs \
       --inh-caps=-all,+$caps --ambient-caps=-all,+$caps --bounding-set=-all,+$caps -- "$@" )
