@@ -15,6 +15,7 @@ use warnings;
 use lib 't/lib';
 use Test::More;
 use Time::HiRes qw(time sleep);
+use IO::Socket::INET;
 use Luxd;
 use Luxd::Backend qw(proxy_front upstream_idle);
 
