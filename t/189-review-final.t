@@ -135,6 +135,18 @@ for my $workers (1, 2) {
 
 # ---- reloads: a response in flight, and idle pooled connections --------
 use Luxd::Backend qw(body upstream_idle);
+
+# Polls $cond until it returns true or $timeout seconds (default 10) pass;
+# returns its last value.
+sub wait_for {
+    my ($cond, $timeout) = @_;
+    my $deadline = time + ($timeout // 10);
+    while (1) {
+        my $v = $cond->();
+        return $v if $v || time >= $deadline;
+        sleep 0.05;
+    }
+}
 {
     my $be = Luxd::Backend->start;
     my $a = $be->addr;
@@ -147,9 +159,10 @@ use Luxd::Backend qw(body upstream_idle);
     my ($srvblk) = $s->{config_text} =~ /\A(.*?)\Q$a\E/s; $srvblk =~ s/upstream "b" \{ "\z//;
     { my $o = $cfg; $cfg = sub { $srvblk . $o->(@_) } }
     # A slow response (2 s) with a reload in its middle: it ends whole.
+    my $n0 = scalar $be->requests;
     my $c = $s->connect;
     $c->send("GET /slow/20000/200 HTTP/1.1\r\nHost: l\r\n\r\n");
-    sleep 0.5;
+    $be->wait_requests($n0 + 1, 10);    # at the backend: the answer has begun
     $s->write_config($cfg->(1));
     ok defined $s->reload, 'reload during a proxied response';
     my $r = $c->response(timeout => 10);
@@ -160,17 +173,17 @@ use Luxd::Backend qw(body upstream_idle);
     $s->write_config($cfg->(4));
     ok defined $s->reload, 'reload to keepalive 4';
     my @c = map { $s->connect } 1 .. 4;
-    $_->send("GET /sleep/300 HTTP/1.1\r\nHost: l\r\n\r\n") for @c;
-    is scalar(grep { my $x = $_->response(timeout => 5); $x && $x->{status} == 200 } @c), 4, '4 concurrent';
+    $_->send("GET /sleep/1000 HTTP/1.1\r\nHost: l\r\n\r\n") for @c;
+    is scalar(grep { my $x = $_->response(timeout => 10); $x && $x->{status} == 200 } @c), 4, '4 concurrent';
     $_->close for @c;
-    sleep 0.2;
-    is upstream_idle($s), 4, '4 idle';
+    ok wait_for(sub { upstream_idle($s) == 4 }), '4 idle';
     # The new generation wants 1: with no request after the reload, the
     # pool still goes by the old generation's 4 until keepalive_timeout.
     $s->write_config($cfg->(1));
     { my $m = $s->reload; note "reload: ".($m//"undef"); ok defined $m, 'reload to keepalive 1' };
-    sleep 2;
-    is upstream_idle($s), 1, 'after a reload to keepalive 1 and 2 s idle, 1 idle connection is kept'
+    # (They are a second past their puts by now, or soon: awaited, up to
+    # 10 s; the old generation's keepalive_timeout is 30 s.)
+    ok wait_for(sub { upstream_idle($s) == 1 }), 'after a reload to keepalive 1, 1 idle connection is kept'
         or diag 'the pool keeps the old generation\'s keepalive until a put';
     # keepalive = 0: pooling off in the new generation.
     $s->write_config($cfg->(0));
@@ -182,8 +195,7 @@ use Luxd::Backend qw(body upstream_idle);
     my %reused = map { $_->{conn} => 1 } grep { $_->{req} > 1 } @new;
     is scalar(keys %reused), 0, 'with keepalive = 0 no request goes on a connection pooled before the reload'
         or diag explain [map { "conn $_->{conn} req $_->{req}" } @new];
-    sleep 0.3;
-    is upstream_idle($s), 0, 'and nothing stays idle';
+    ok wait_for(sub { upstream_idle($s) == 0 }), 'and nothing stays idle';
     $s->stop;
     $be->stop;
 }
