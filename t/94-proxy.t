@@ -75,15 +75,14 @@ for my $c (@cases) {
 
 subtest 'a body cut short: client sees a short body and a close' => sub {
     for my $p ('/lie-short/1000', '/reset-mid-body/1000') {
-        my ($raw, $info) = $s->raw(Luxd::request(path => $p));
+        my ($raw, $info) = $s->raw(Luxd::request(path => $p), timeout => 10);
         like $raw, qr{\AHTTP/1\.1 200 OK\r\n}, "$p: the head went out";
         my ($body) = $raw =~ /\r\n\r\n(.*)\z/s;
         ok length($body) < 1000, "$p: fewer bytes than announced (" . length($body) . ")";
         ok $info->{closed}, "$p: and the connection closed";
         like $raw, qr/^Content-Length: 1000\r$/m, "$p: the backend's length was kept";
     }
-    sleep 0.2;
-    like $s->error_log, qr/upstream be: .*(closed|reset)/, 'logged';
+    ok $s->wait_log(qr/upstream be: .*(closed|reset)/, 10), 'logged';
 };
 
 subtest 'request fields: hop-by-hop out, X-Forwarded-*, Via' => sub {
@@ -132,9 +131,9 @@ subtest 'response fields: hop-by-hop out, Set-Cookie kept apart' => sub {
 };
 
 subtest '103 Early Hints relayed to HTTP/1.1, not to 1.0' => sub {
-    my $raw = $s->raw(Luxd::request(path => '/103', close => 1));
+    my $raw = $s->raw(Luxd::request(path => '/103', close => 1), timeout => 10);
     like $raw, qr{\AHTTP/1\.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\nHTTP/1\.1 200 OK\r\n}, 'interim then final';
-    $raw = $s->raw(Luxd::request(path => '/103', version => '1.0'));
+    $raw = $s->raw(Luxd::request(path => '/103', version => '1.0'), timeout => 10);
     like $raw, qr{\AHTTP/1\.1 200 OK\r\n}, 'HTTP/1.0: the final only';
 };
 
@@ -153,11 +152,11 @@ subtest 'Expect: 100-continue end to end' => sub {
     $c->send("POST /expect HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
     my $got = '';
     my $t0 = time;
-    while (time - $t0 < 3 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
+    while (time - $t0 < 10 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
     like $c->{buf}, qr{\AHTTP/1\.1 100 Continue\r\n\r\n}, 'the client is told to go on once the backend said so';
     $c->{buf} = '';
     $c->send("hello");
-    my $r = $c->response(timeout => 3);
+    my $r = $c->response(timeout => 10);
     is $r->{status}, 200, 'answered';
     is $r->{body}, "expect=1 sent_100=1 body=5\n", 'the backend was asked and sent 100';
     $c->close;
@@ -165,7 +164,7 @@ subtest 'Expect: 100-continue end to end' => sub {
     # The backend refuses before the body: the client never sends it.
     $c = $s->connect;
     $c->send("POST /expect/417 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
-    $r = $c->response(timeout => 3);
+    $r = $c->response(timeout => 10);
     is $r->{status}, 417, 'the backend\'s refusal reaches the client';
     unlike $r->{raw} // '', qr/100 Continue/, 'with no 100 before it';
     $c->close;
@@ -173,21 +172,21 @@ subtest 'Expect: 100-continue end to end' => sub {
 
 subtest 'read_timeout: 504' => sub {
     my $t0 = time;
-    my $r = $s->http(path => '/sleep/2500', host => 'quick', timeout => 6);
+    my $r = $s->http(path => '/sleep/10000', host => 'quick', timeout => 12);
     my $dt = time - $t0;
     is $r->{status}, 504, 'Gateway Timeout';
-    ok $dt >= 0.9 && $dt < 2.4, sprintf('after about read_timeout (%.2f s)', $dt);
+    ok $dt >= 0.9 && $dt < 6, sprintf('after about read_timeout (%.2f s), not the backend\'s 10 s', $dt);
 };
 
 subtest 'a client that goes away closes the upstream connection' => sub {
     my $c = $s->connect;
     $c->send(Luxd::request(path => '/slow/200000/50/1000'));
     my $t0 = time;
-    while (time - $t0 < 3 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
+    while (time - $t0 < 10 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
     like $c->{buf}, qr/\AHTTP\/1\.1 200/, 'the response began';
     my $conn = last_conn();
     $c->close;
-    my $rec = $be->wait_close($conn, 3);
+    my $rec = $be->wait_close($conn, 10);
     ok $rec, 'the backend saw its connection close';
     is $rec->{how}, 'peer-eof', 'luxd closed it' if $rec;
     ok $rec->{sent} < 200000, 'mid-response' if $rec;
@@ -198,7 +197,7 @@ subtest 'WebSocket: 101 makes a tunnel, both ways, closed together' => sub {
     $c->send("GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            . "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
     my $t0 = time;
-    while (time - $t0 < 3 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
+    while (time - $t0 < 10 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
     like $c->{buf}, qr{\AHTTP/1\.1 101 Switching Protocols\r\n}, '101 relayed';
     like $c->{buf}, qr{^Upgrade: websocket\r$}mi, 'with Upgrade';
     like $c->{buf}, qr{^Connection: upgrade\r$}mi, 'and Connection: upgrade';
@@ -210,11 +209,11 @@ subtest 'WebSocket: 101 makes a tunnel, both ways, closed together' => sub {
     my $data = join '', map { chr($_ % 256) } 0 .. 200_000;
     $c->send($data);
     $t0 = time;
-    while (time - $t0 < 5 && length($c->{buf}) < length $data) { $c->_fill(0.5) }
+    while (time - $t0 < 10 && length($c->{buf}) < length $data) { $c->_fill(0.5) }
     ok $c->{buf} eq $data, '200 KB echoed byte-exact through the tunnel';
     my $conn = $q->{conn};
     $c->close;
-    my $rec = $be->wait_close($conn, 3);
+    my $rec = $be->wait_close($conn, 10);
     ok $rec, 'the client\'s close closed the backend\'s side';
     # Only WebSocket is tunnelled: h2c would carry requests past luxd's
     # rules; its Upgrade stays behind and the request is an ordinary one.
