@@ -209,8 +209,14 @@ subtest 'WebSocket: 101 makes a tunnel, both ways, closed together' => sub {
     my $data = join '', map { chr($_ % 256) } 0 .. 200_000;
     $c->send($data);
     $t0 = time;
-    while (time - $t0 < 10 && length($c->{buf}) < length $data) { $c->_fill(0.5) }
-    ok $c->{buf} eq $data, '200 KB echoed byte-exact through the tunnel';
+    while (time - $t0 < 10 && !$c->{eof} && length($c->{buf}) < length $data) { $c->_fill(0.5) }
+    ok $c->{buf} eq $data, '200 KB echoed byte-exact through the tunnel' or do {
+        my ($b, $i) = ($c->{buf}, 0);
+        $i++ while $i < length $b && substr($b, $i, 1) eq substr($data, $i, 1);
+        diag sprintf('got %d of %d bytes, first difference at %d, eof %d (%s), after %.2f s',
+                     length $b, length $data, $i, $c->{eof}, $c->{read_error} // '', time - $t0);
+        diag $s->error_log;
+    };
     my $conn = $q->{conn};
     $c->close;
     my $rec = $be->wait_close($conn, 10);
