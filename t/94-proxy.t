@@ -13,7 +13,7 @@ use Luxd::Backend qw(body hdr);
 my $be = Luxd::Backend->start(name => 'be');
 my $addr = $be->addr;
 my $s = Luxd->new(config => <<"EOF");
-upstream "be" { "$addr", keepalive = 4, read_timeout = 3 }
+upstream "be" { "$addr", keepalive = 4, read_timeout = 10 }
 upstream "quick" { "$addr", read_timeout = 1 }
 vhost "localhost" { default = true, root = "\$DIR/www", location "/" { proxy = "be" } }
 vhost "quick" { root = "\$DIR/www", location "/" { proxy = "quick" } }
@@ -185,11 +185,13 @@ subtest 'a client that goes away closes the upstream connection' => sub {
     while (time - $t0 < 10 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
     like $c->{buf}, qr/\AHTTP\/1\.1 200/, 'the response began';
     my $conn = last_conn();
+    my $tc = time;
     $c->close;
-    my $rec = $be->wait_close($conn, 10);
+    my $rec = $be->wait_close($conn, 15);
     ok $rec, 'the backend saw its connection close';
     is $rec->{how}, 'peer-eof', 'luxd closed it' if $rec;
     ok $rec->{sent} < 200000, 'mid-response' if $rec;
+    cmp_ok $rec->{time} - $tc, '<', 5, 'at once, not at read_timeout (10 s)' if $rec;
 };
 
 subtest 'WebSocket: 101 makes a tunnel, both ways, closed together' => sub {
