@@ -36,7 +36,7 @@ for my $unix (0, 1) {
         $c->send(substr($req, 0, $cut));
         sleep 0.002;
         $c->send(substr($req, $cut));
-        my @r = $c->responses(2, timeout => 5);
+        my @r = $c->responses(2, timeout => 10);
         my $ok = @r == 2
           && $r[0]{status} == 200 && $r[0]{body} eq body(100) && ($r[0]{headers}{'x-backend'} // '') eq 'A'
           && $r[1]{status} == 200 && $r[1]{body} eq body(200) && ($r[1]{headers}{'x-backend'} // '') eq 'B';
@@ -82,26 +82,32 @@ for my $unix (0, 1) {
             push @good, $k;
         }
     }
-    my $gok = grep { my $x = $_->response(timeout => 5); $x && $x->{status} == 200 } @good;
+    my $gok = grep { my $x = $_->response(timeout => 10); $x && $x->{status} == 200 } @good;
     is($gok, scalar @good, 'the clients that stayed got their answers');
     ok($s->alive, 'luxd alive');
 
-    # 4. Reload with heads in flight; the reload swaps the upstreams.
+    # 4. Reload with requests in flight; the reload swaps the upstreams.
+    # The reload comes once backend A has all 30 heads (a head luxd had not
+    # parsed yet would rightly go by the new generation, to B), while their
+    # answers (2 s) are still to come.
     my @fl;
     for my $i (1 .. 30) {
         my $k = $s->connect;
-        $k->send("GET /sleep/300 HTTP/1.1\r\nHost: a.test\r\nX-R: $i\r\n\r\n");
+        $k->send("GET /sleep/2000 HTTP/1.1\r\nHost: a.test\r\nX-R: $i\r\n\r\n");
         push @fl, $k;
     }
-    sleep 0.05;
+    my $at_a = sub { scalar grep { defined hdr($_, 'X-R') } $ba->requests };
+    my $deadline = time + 10;
+    sleep 0.02 while $at_a->() < 30 && time < $deadline;
+    is($at_a->(), 30, 'backend A has the 30 heads');
     (my $srvblk = $s->{config_text}) =~ s/^(server \{.*?\n\}\n).*/$1/s;
     $s->write_config($srvblk . $cfg->($bb, $ba));
     like($s->reload // '', qr/^ok/, 'reload ok');
-    my $fok = grep { my $x = $_->response(timeout => 5); $x && $x->{status} == 200 && $x->{headers}{'x-backend'} eq 'A' } @fl;
+    my $fok = grep { my $x = $_->response(timeout => 10); $x && $x->{status} == 200 && ($x->{headers}{'x-backend'} // '') eq 'A' } @fl;
     is($fok, 30, 'requests in flight across the reload answered by the old upstream');
     # The same connections, now under the new generation: a.test -> B.
     $_->send("GET /ok/7 HTTP/1.1\r\nHost: a.test\r\n\r\n") for @fl;
-    my $nok = grep { my $x = $_->response(timeout => 5); $x && $x->{status} == 200 && ($x->{headers}{'x-backend'} // '') eq 'B' } @fl;
+    my $nok = grep { my $x = $_->response(timeout => 10); $x && $x->{status} == 200 && ($x->{headers}{'x-backend'} // '') eq 'B' } @fl;
     is($nok, 30, 'after the reload a.test goes to B (no head left on an old pooled A connection)');
     $_->close for @fl;
 
