@@ -16,7 +16,11 @@ my %files = (
 
 my $s = Luxd->new(files => \%files, server => {
     max_header_bytes => 4096, max_body_bytes => 1000,
-    header_timeout => 1, body_timeout => 1, send_timeout => 1, keepalive_timeout => 5,
+    header_timeout => 1, body_timeout => 1, send_timeout => 1,
+    # Far beyond the bounds below: a close seen within them is the timer
+    # under test, not the idle deadline.
+    keepalive_timeout => 30,
+    access_log_buffer => 0,       # the send_timeout case waits for its line
     defer_accept => \'false',    # the timers below are the server's, not the kernel's
 });
 
@@ -104,32 +108,42 @@ subtest 'header_timeout is a deadline for the whole header, not reset by each by
     my $t0 = time;
     $c->send("GET /a.txt HTTP/1.1\r\n");
     my $slow = "X-Slow: " . ('a' x 40) . "\r\nHost: localhost\r\n\r\n";
+    # One byte every 0.3 s: the whole header would take about 15 s.
+    my $sent = 0;
     for my $byte (split //, $slow) {
         last unless $c->send($byte);
+        $sent++;
         $c->fill(0.3);
         last if $c->eof;
     }
-    ok($c->wait_closed(1), 'the server closed the connection');
+    ok($c->wait_closed(10), 'the server closed the connection');
     my $dt = time - $t0;
-    ok($dt >= 0.7 && $dt <= 2.5, 'after about header_timeout = 1 s') or diag("closed after $dt s");
+    ok($dt >= 0.7 && $dt <= 8, 'after about header_timeout = 1 s, not at the end of the header')
+      or diag("closed after $dt s");
+    cmp_ok($sent, '<', length $slow, 'before the slow header was complete');
     my $buf = $c->buffered;
     ok($buf eq '' || $buf =~ m{^HTTP/1\.1 408 }, 'with no answer or a 408') or diag("got: " . substr($buf, 0, 200));
     $c->close;
 };
 
 subtest 'a header that arrives in pieces within header_timeout is served' => sub {
-    my ($raw) = $s->raw(undef, pieces => ["GET /a.txt HT", "TP/1.1\r\nHost: local", "host\r\nConnection: close\r\n\r\n"], delay => 0.2);
+    # On a server of its own with header_timeout 10: with 1 s, two sleeps
+    # of 0.2 s could outlast the deadline on a loaded machine.
+    my $p = Luxd->new(files => \%files, server => { header_timeout => 10 });
+    my ($raw) = $p->raw(undef, pieces => ["GET /a.txt HT", "TP/1.1\r\nHost: local", "host\r\nConnection: close\r\n\r\n"],
+                        delay => 0.2, timeout => 10);
     my ($r) = parse_responses($raw);
     check_response($r, { status => 200, body => "aaa\n" }, 'three pieces 0.2 s apart');
+    $p->stop;
 };
 
 subtest 'body_timeout' => sub {
     my $c = $s->connect;
     my $t0 = time;
     $c->send("POST /a.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 500\r\n\r\n" . ('z' x 10));
-    ok($c->wait_closed(5), 'a stalled body is cut off');
+    ok($c->wait_closed(10), 'a stalled body is cut off');
     my $dt = time - $t0;
-    ok($dt >= 0.7 && $dt <= 3, 'after about body_timeout = 1 s') or diag("closed after $dt s");
+    ok($dt >= 0.7 && $dt <= 8, 'after about body_timeout = 1 s') or diag("closed after $dt s");
     my $buf = $c->buffered;
     ok($buf eq '' || $buf =~ m{^HTTP/1\.1 408 }, 'with no answer or a 408') or diag("got: " . substr($buf, 0, 200));
     $c->close;
@@ -138,7 +152,18 @@ subtest 'body_timeout' => sub {
 subtest 'send_timeout: a client that stops reading is dropped' => sub {
     my $c = $s->connect(rcvbuf => 4096);
     $c->send("GET /huge.bin HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    sleep 3.5;
+    # The server gives up once send_timeout passes without a write moving
+    # on; it then logs the cut request (access_log_buffer = 0: at once).
+    # Wait for that line, not a fixed time: read
+    # before the cut, the client would let the download go on.
+    my $logged;
+    my $deadline = time + 10;
+    until (($logged) = $s->access_log =~ m{("GET /huge\.bin HTTP/1\.1" \d+ \d+)}) {
+        last if time > $deadline;
+        sleep 0.05;
+    }
+    ok($logged, 'the server gave up on the download (its request is logged)');
+    like($logged // '', qr/" 200 \d+$/, 'logged as a 200');
     my $t0 = time;
     my $data = $c->read_all(20);
     ok($c->eof, 'the server closed the connection') or diag('read ' . length($data) . ' bytes in ' . (time - $t0) . ' s');
@@ -150,9 +175,9 @@ subtest 'send_timeout: a client that stops reading is dropped' => sub {
 subtest 'a connection that sends nothing is closed after header_timeout' => sub {
     my $c = $s->connect;
     my $t0 = time;
-    ok($c->wait_closed(4), 'closed');
+    ok($c->wait_closed(10), 'closed');
     my $dt = time - $t0;
-    ok($dt <= 2.5, 'within about 1 s') or diag("closed after $dt s");
+    ok($dt <= 8, 'within about 1 s (keepalive_timeout is 30)') or diag("closed after $dt s");
     $c->close;
 };
 

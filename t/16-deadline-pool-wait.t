@@ -27,7 +27,9 @@ use constant {
     FAN_OPEN_PERM => 0x10000, FAN_ALLOW => 0x1, AT_FDCWD => -100,
 };
 
-my $HEADER_TIMEOUT = 1;
+# 2 s, and the pieces 0.1 s apart: the second piece must come within the
+# deadline the first armed, even when this process runs late.
+my $HEADER_TIMEOUT = 2;
 my $s = Luxd->new(
     files => {
         'www/slow-header.html' => "header case\n",
@@ -67,20 +69,20 @@ sub case {
     my ($name, $file, $want, @pieces) = @_;
     my $fan = hold_opens($s->dir . "/www/$file");
     my $c = $s->connect;
-    my $t0 = time;
     for my $i (0 .. $#pieces) {
-        sleep 0.3 if $i;
+        sleep 0.1 if $i;
         $c->send($pieces[$i]);
     }
-    my $efd = wait_open($fan, 5);
+    my $efd = wait_open($fan, 10);
     ok(defined $efd, "$name: the request reached the thread pool's open");
-    # Keep the open waiting until well past the deadline the request's
-    # arrival armed (the last piece came 0.3 s after the first).
-    my $until = $t0 + 0.3 + $HEADER_TIMEOUT + 1;
+    # The open began after the whole request was read, so any deadline a
+    # read armed is due by now + HEADER_TIMEOUT. Keep the open waiting
+    # until well past that.
+    my $until = time + $HEADER_TIMEOUT + 1;
     sleep $until - time if $until > time;
     answer_open($fan, $efd) if defined $efd;
-    my @r = $c->responses(2, timeout => 5);
-    my $closed = $c->wait_closed(3);
+    my @r = $c->responses(2, timeout => 10);
+    my $closed = $c->wait_closed(10);
     $c->close;
     close $fan;
     is(scalar @r, 1, "$name: one response");

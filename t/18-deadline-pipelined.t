@@ -15,8 +15,8 @@ use Luxd;
 
 my $MB = 1024 * 1024;
 my $SIZE = 8 * $MB;
-my $RATE = 3 * $MB;    # bytes per second the client reads: about 2.7 s
-my $HEADER_TIMEOUT = 1;
+my $RATE = 1.5 * $MB;    # bytes per second the client reads: about 5.3 s
+my $HEADER_TIMEOUT = 2;    # the rest of the second request comes 0.2 s after its start
 
 my $s = Luxd->new(
     files  => { 'www/big.bin' => 'b' x $SIZE, 'www/small.txt' => "small\n" },
