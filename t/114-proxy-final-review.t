@@ -15,10 +15,10 @@ $SIG{PIPE} = 'IGNORE';
 my $ba = Luxd::Backend->start(name => 'a');
 my $bb = Luxd::Backend->start(name => 'b');
 my ($aa, $ab) = ($ba->addr, $bb->addr);
-my $s = Luxd->new(workers => 2, config => <<"EOF2");
 # read_timeout is also the idle limit of a WebSocket tunnel: the tunnels
 # below sit idle while the slow client writes (2 s), the requests run and
 # the reload happens, so "a" gets a limit far above that.
+my $s = Luxd->new(workers => 2, config => <<"EOF2");
 upstream "a" { "$aa", keepalive = 4, read_timeout = 30 }
 upstream "b" { "$ab", keepalive = 4, read_timeout = 3 }
 vhost "localhost" { default = true, root = "\$DIR/www", location "/" { proxy = "a" } }
