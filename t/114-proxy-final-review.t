@@ -15,8 +15,11 @@ $SIG{PIPE} = 'IGNORE';
 my $ba = Luxd::Backend->start(name => 'a');
 my $bb = Luxd::Backend->start(name => 'b');
 my ($aa, $ab) = ($ba->addr, $bb->addr);
+# read_timeout is also the idle limit of a WebSocket tunnel: the tunnels
+# below sit idle while the slow client writes (2 s), the requests run and
+# the reload happens, so "a" gets a limit far above that.
 my $s = Luxd->new(workers => 2, config => <<"EOF2");
-upstream "a" { "$aa", keepalive = 4, read_timeout = 3 }
+upstream "a" { "$aa", keepalive = 4, read_timeout = 30 }
 upstream "b" { "$ab", keepalive = 4, read_timeout = 3 }
 vhost "localhost" { default = true, root = "\$DIR/www", location "/" { proxy = "a" } }
 vhost "other" { root = "\$DIR/www", location "/" { proxy = "b" } }
@@ -54,7 +57,7 @@ subtest 'pipelined pair split at every byte while the first is proxied' => sub {
         $c->send(substr($two, 0, $i));
         sleep 0.01;
         $c->send(substr($two, $i));
-        my @r = $c->responses(2, timeout => 5);
+        my @r = $c->responses(2, timeout => 10);
         my $okk = @r == 2 && $r[0]{status} == 200 && $r[0]{body} eq body(2000)
                && $r[1]{status} == 200 && $r[1]{body} eq body(5) && $r[1]{raw} =~ /X-Backend: b/
                && $r[0]{raw} =~ /X-Backend: a/;
@@ -93,13 +96,13 @@ subtest 'reload with two workers during requests and tunnels, slow client' => su
     sleep 0.1;
     like $s->reload // 'timeout', qr/^ok generation 2 /, 'reloaded mid-flight';
     for my $c (@reqs) {
-        my $r = $c->response(timeout => 6);
+        my $r = $c->response(timeout => 10);
         is $r && $r->{status}, 200, 'proxied request across the reload';
         is $r && length($r->{body}), 20000, '  whole body';
     }
     for my $c (@ws[1 .. 3]) {
         $c->send("ping-after-reload");
-        my $t = time; $c->_fill(0.2) while $c->{buf} !~ /ping-after-reload/ && time - $t < 3 && !$c->{eof};
+        my $t = time; $c->_fill(0.2) while $c->{buf} !~ /ping-after-reload/ && time - $t < 10 && !$c->{eof};
         like $c->{buf}, qr/ping-after-reload/, 'tunnel echoes after the reload';
     }
     # Now the slow client reads everything.

@@ -33,19 +33,30 @@ sub burst {
     my $s = proxy_front($be, 'keepalive = 64');
     my @c = map { $s->connect } 1 .. 20;
     for my $c (@c) { $c->send("GET /ok/1 HTTP/1.1\r\nHost: l\r\n\r\n"); $c->response }
+    # strace reports on stderr "Process N attached [with M threads]" once it
+    # has seized (and interrupted) every thread; from then on each syscall
+    # of the worker is traced, so the injection cannot miss the burst.
+    my $err = $s->dir . '/strace.err';
     my $sp = fork // die "fork: $!";
     if ($sp == 0) {
-        open STDERR, '>', '/dev/null';
+        open STDERR, '>', $err;
         no warnings 'exec';
-        exec "$strace/strace", '-f', '-qq', '-p', $s->pid, '-o', '/dev/null', '-e', 'trace=io_uring_enter',
+        exec "$strace/strace", '-f', '-p', $s->pid, '-o', '/dev/null', '-e', 'trace=io_uring_enter',
           '-e', "inject=io_uring_enter:$inject:when=1";
         POSIX::_exit(127);
     }
-    sleep 1;    # attached
+    my $deadline = time + 10;
+    my $attached = sub {
+        return 0 unless (Luxd::_slurp($err) // '') =~ /attached/;
+        my @tasks = glob('/proc/' . $s->pid . '/task/*');
+        return @tasks && !grep { (Luxd::_slurp("$_/status") // '') !~ /^TracerPid:\s*[1-9]/m } @tasks;
+    };
+    sleep 0.02 until $attached->() || time > $deadline;
+    ok($attached->(), 'strace attached to every thread') or diag(Luxd::_slurp($err) // '');
     # The 20 requests in one write each, at once: most in one batch.
     $_->send("GET /ok/" . (100 + $_->sock->fileno) . " HTTP/1.1\r\nHost: l\r\n\r\n") for @c;
     my $good = 0;
-    my $wait = 3;
+    my $wait = 10;
     for my $c (@c) {
         my $r = $c->response(timeout => $wait);
         $wait = 0.1 unless $r;    # one missing is enough to know
@@ -61,7 +72,7 @@ sub burst {
     my $twice = grep { $n{"$_->{conn}/$_->{req}"}++ } $be->requests;
     my $log = $s->error_log;
     $_->close for @c;
-    $s->stop(timeout => 3) if $good == 20;
+    $s->stop if $good == 20;
     if ($good != 20) { kill 'KILL', $s->pid; $s->{stopped} = 1; waitpid $s->pid, 0 }
     $be->stop;
     return ($good, $after, $twice, $log);

@@ -10,6 +10,7 @@ use strict;
 use warnings;
 use Test::More;
 use Luxd;
+use Time::HiRes qw(time);
 
 my $s = Luxd->new(server => { access_log_buffer => 0 }, files => { 'www/index.html' => "hi\n" });
 my $d  = $s->dir;
@@ -17,22 +18,27 @@ my $cf = $s->config_file;
 my $good = Luxd::_slurp($cf);
 like $good, qr/^\s*pid_file = "\Q$d\E\/luxd\.pid",$/m, 'premise: the config names its pid file as a literal';
 
-# Waits (up to 5 s) for a file to match: a request is logged once its
+# Waits (up to 10 s) for a file to match: a request is logged once its
 # response is written, which may be after the client has read it.
 sub wait_file {
     my ($path, $re) = @_;
-    for (1 .. 500) {
+    my $deadline = time + 10;
+    while (1) {
         return 1 if (Luxd::_slurp($path) // '') =~ $re;
+        return 0 if time > $deadline;
         select undef, undef, undef, 0.01;
     }
-    return 0;
 }
 
+# Each -s reopen is a SIGUSR1, and two sent before the server handled the
+# first are one: every reopen is awaited (its "logs reopened" line) before
+# the next is sent.
 my $reopens = 0;
+sub wait_reopens { my ($n) = @_; $s->wait_log(qr/(?:logs reopened.*?){$n}/s, 10) }
 sub reopened {
     my ($what) = @_;
     $reopens++;
-    ok $s->wait_log(qr/(?:logs reopened.*?){$reopens}/s), "$what: the server reopened its logs";
+    ok wait_reopens($reopens), "$what: the server reopened its logs";
 }
 
 subtest 'logrotate with a broken config on disk: the lines land in the new file' => sub {
@@ -131,13 +137,15 @@ EOF
         my ($rc, $out) = Luxd::run_luxd('-c', $cf, '-s', 'reopen');
         my $want = $n >= length $start ? 0 : 1;
         push @bad, "cut at $n: exit $rc, want $want: $out" if $rc != $want || $out =~ /nonexistent/;
-        $found++ if $rc == 0;
+        if ($rc == 0) {
+            $found++;
+            $reopens++;
+            push @bad, "cut at $n: exit 0, but no \"logs reopened\" line followed" unless wait_reopens($reopens);
+        }
     }
     is scalar(@bad), 0, 'every cut: found exactly when the literal is whole, no decoy, no crash'
       or diag join '', @bad[0 .. ($#bad < 4 ? $#bad : 4)];
     ok $found, 'found at the cuts past the literal';
-    $reopens += $found - 1;
-    reopened('the cuts');
 };
 
 $s->write_config($good);

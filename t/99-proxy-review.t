@@ -8,6 +8,8 @@ use warnings;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use IO::Socket::INET;
+use IO::Select;
+use File::Temp ();
 use POSIX ();
 use Socket qw(SOL_SOCKET SO_LINGER MSG_PEEK);
 use lib 't/lib';
@@ -43,6 +45,7 @@ subtest 'a stop with upstream connections open: clean exit (TERM and QUIT)' => s
         for my $what (qw(pooled in-flight)) {
             my $s = Luxd->new(config => proxy_config($a), server => { workers => 2, drain_timeout => 2 });
             my @c;
+            my $seen = () = $be->requests;
             if ($what eq 'pooled') {
                 is $s->get('/ok/1')->{status}, 200, "$sig $what: a request leaves a pooled connection" for 1 .. 4;
             } else {
@@ -51,10 +54,12 @@ subtest 'a stop with upstream connections open: clean exit (TERM and QUIT)' => s
                     $c->send(Luxd::request(path => $p));
                     push @c, $c;
                 }
-                sleep 0.3;
+                # Both requests are at the backend (in flight) before the signal.
+                $be->wait_requests($seen + 2, 10);
             }
             $s->signal($sig);
-            my $st = $s->wait_exit(6);
+            # drain_timeout is 2 s; a luxd that hangs never exits.
+            my $st = $s->wait_exit(15);
             is $st, 0, "$sig with upstream connections $what: luxd exits 0";
             $s->stop(signal => 'KILL');
             $_->close for @c;
@@ -104,9 +109,13 @@ subtest 'more than 64 servers, none up, max_fails = 0: one 502 after trying each
     my $t0 = time;
     my $r = $s->http(path => '/x', timeout => 5);
     is $r->{status}, 502, 'Bad Gateway';
-    cmp_ok time - $t0, '<', 2, 'at once';
-    sleep 0.2;
-    my $n = () = $s->error_log =~ /connect to 127\.0\.0\.1:\d+: connection refused/g;
+    # 66 refused connects take milliseconds; one per try timeout (or a
+    # retry back-off) would take far longer than this.
+    cmp_ok time - $t0, '<', 5, 'at once';
+    my $refused = sub { my $k = () = $s->error_log =~ /connect to 127\.0\.0\.1:\d+: connection refused/g; $k };
+    my $deadline = time + 10;
+    sleep 0.05 while $refused->() < 66 && time < $deadline;
+    my $n = $refused->();
     is $n, 66, 'each server tried once';
     $s->stop;
 };
@@ -122,7 +131,7 @@ subtest 'a slow client is not the backend timing out' => sub {
     $c->send("POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n12345");
     sleep 2;
     $c->send("67890");
-    my $r = $c->response(timeout => 5);
+    my $r = $c->response(timeout => 10);
     is $r && $r->{status}, 200, 'an upload paused longer than send_timeout: answered';
     is $r && $r->{body}, '1234567890', 'with the whole body';
     $c->close;
@@ -133,8 +142,10 @@ subtest 'a slow client is not the backend timing out' => sub {
     $c = $s->connect(rcvbuf => 4096);
     $c->send(Luxd::request(path => "/ok/$n", close => 1));
     sleep 2.5;
-    my ($len, $t0) = (0, time);
-    while (time - $t0 < 20) {
+    # Read to the end; give up only after 10 s without a byte.
+    my $len = 0;
+    my $sel = IO::Select->new($c->sock);
+    while ($sel->can_read(10)) {
         my $k = sysread($c->sock, my $buf, 1 << 20);
         last unless $k;
         $len += $k;
@@ -279,38 +290,52 @@ my @body_fails = (
     ['a body that stops coming (body_timeout)', "Content-Length: 10\r\n\r\nhello", undef, 408],
 );
 subtest 'a request body that fails while it streams to the backend' => sub {
-    # The backend answers 0.6 s after the head, whatever the body does: an
-    # answer that must not reach a request already answered.
-    my $b = raw_backend(sub {
-        my ($c) = @_;
-        read_head($c);
-        sleep 0.6;
-        syswrite $c, "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nBACKEND-BYTES";
-        sleep 3;
-    });
-    my $s = Luxd->new(config => proxy_config($b->[1], 'read_timeout = 1'),
-        server => { body_timeout => 0.3, max_body_bytes => 1000 });
     my $gen = 1;
     for my $c (@body_fails) {
         my ($name, $start, $then, $status) = @$c;
+        # The backend answers once told to (a file appears), which is after
+        # the client has had luxd's own answer: an answer that must not
+        # reach a request already answered.
+        my $dir = File::Temp::tempdir(CLEANUP => 1);
+        my $b = raw_backend(sub {
+            my ($c) = @_;
+            read_head($c);
+            Luxd::_write_file("$dir/head", '');
+            my $deadline = time + 30;
+            sleep 0.01 until -e "$dir/go" || time > $deadline;
+            syswrite $c, "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nBACKEND-BYTES";
+            Luxd::_write_file("$dir/answered", '');
+            sleep 3;
+        });
+        # body_timeout: 1 s where it is the failure (well after the reload),
+        # else 10 s, so that a slow reload cannot turn the 400 or 413 into 408.
+        my $s = Luxd->new(config => proxy_config($b->[1], 'read_timeout = 20'),
+            server => { body_timeout => ($status == 408 ? 1 : 10), max_body_bytes => 1000 });
         my $conn = $s->connect;
         $conn->send("POST /x HTTP/1.1\r\nHost: localhost\r\n$start");
-        sleep 0.1;
+        my $deadline = time + 10;
+        sleep 0.01 until -e "$dir/head" || time > $deadline;
+        ok(-e "$dir/head", "$name: the request reached the backend");
         # A reload now: the request's generation is retired, and freed when
         # the request ends. What the proxy touches after that is freed memory.
-        $gen++;
-        like $s->reload // 'timeout', qr/^ok generation $gen /, "$name: reloaded meanwhile";
+        like $s->reload // 'timeout', qr/^ok generation 2 /, "$name: reloaded meanwhile";
         $conn->send($then) if defined $then;
-        # Kept open past the backend's answer: luxd lingers on it.
         my $t0 = time;
-        while (time - $t0 < 1.2) { $conn->{eof} ? sleep 0.1 : $conn->_fill(0.1) }
+        $conn->_fill(0.1) while $conn->{buf} !~ /\r\n\r\n/ && !$conn->{eof} && time - $t0 < 10;
         like $conn->{buf}, qr/\AHTTP\/1\.1 $status /, "$name: $status";
+        # Now the backend answers; the connection is kept open past that
+        # (luxd lingers on it) until luxd closes it, 3 s at most.
+        Luxd::_write_file("$dir/go", '');
+        $t0 = time;
+        sleep 0.01 until -e "$dir/answered" || time - $t0 > 10;
+        $t0 = time;
+        $conn->_fill(0.1) while !$conn->{eof} && time - $t0 < 3;
         unlike $conn->{buf}, qr/BACKEND-BYTES/, "$name: and nothing of the backend's later answer";
         $conn->close;
+        ok $s->alive, "$name: luxd is alive";
+        $s->stop;
+        kill_backend($b);
     }
-    ok $s->alive, 'luxd is alive';
-    $s->stop;
-    kill_backend($b);
 };
 
 # Under `make tsan` (this file runs several workers): the first proxied
@@ -320,7 +345,7 @@ subtest 'two workers proxy their first requests at once' => sub {
     my $s = Luxd->new(config => proxy_config($be->addr), server => { workers => 2 });
     my @c = map { $s->connect } 1 .. 40;
     $_->send(Luxd::request(path => '/ok/10')) for @c;
-    my $ok = grep { my $r = $_->response(timeout => 5); $r && $r->{status} == 200 } @c;
+    my $ok = grep { my $r = $_->response(timeout => 10); $r && $r->{status} == 200 } @c;
     is $ok, 40, 'all 40 answered';
     $_->close for @c;
     $s->stop;
@@ -345,7 +370,7 @@ subtest '100 Continue and the answer in one piece' => sub {
     my $c = $s->connect;
     $c->send("POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n$big\r\nhello");
     my $t0 = time;
-    $c->_fill(0.3) while time - $t0 < 4 && $c->{buf} !~ /BACKEND-BYTES/ && !$c->{eof};
+    $c->_fill(0.3) while time - $t0 < 10 && $c->{buf} !~ /BACKEND-BYTES/ && !$c->{eof};
     like $c->{buf}, qr/\AHTTP\/1\.1 200 OK\r\n.*\r\n\r\nBACKEND-BYTES\z/s, 'a 100 before the head is out: the answer, not 502';
     $c->close;
     # The body is broken (a malformed chunk, already buffered): starting it
@@ -353,8 +378,10 @@ subtest '100 Continue and the answer in one piece' => sub {
     $c = $s->connect;
     $c->send("POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
            . "5\r\nhello\r\nzz\r\n");
+    # The backend's 100 and 200 come at once, before luxd has the body;
+    # read until luxd closes (10 s at most).
     $t0 = time;
-    while (time - $t0 < 1.5) { $c->{eof} ? sleep 0.1 : $c->_fill(0.1) }
+    $c->_fill(0.1) while !$c->{eof} && time - $t0 < 10;
     like $c->{buf}, qr/\AHTTP\/1\.1 400 /, 'a body that breaks when the 100 starts it: 400';
     unlike $c->{buf}, qr/BACKEND-BYTES|200 OK/, 'and nothing of the answer that followed the 100';
     $c->close;
