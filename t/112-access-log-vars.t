@@ -123,8 +123,9 @@ subtest '$request_time counts from the first byte of the request' => sub {
     my ($slow) = ($l[0] // '') =~ /^(\d+\.\d{3}) 200$/;
     my ($fast) = ($l[1] // '') =~ /^(\d+\.\d{3}) 200$/;
     # 1 s apart, so that a loaded machine's stalls (a few tenths) cannot
-    # make the one look like the other.
-    ok defined $slow && $slow >= 0.99 && $slow < 5, "a head sent in two pieces 1 s apart: $l[0]";
+    # make the one look like the other: luxd times the first byte when its
+    # loop reads it, which may be a while after it was sent (0.980 seen).
+    ok defined $slow && $slow >= 0.5 && $slow < 5, "a head sent in two pieces 1 s apart: $l[0]";
     ok defined $fast && $fast < 0.5, "a request sent at once: $l[1]";
     $s->stop;
 };
