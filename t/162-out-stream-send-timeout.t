@@ -43,24 +43,26 @@ for my $path ('/ok/50000000', '/chunked/50000000/4000') {
 # A slow but steady reader of a chunked stream gets all of it. On a server
 # with send_timeout = 3: this test process may not be scheduled for a
 # second on a loaded machine (then a cut after 1 s would be right). The
-# reader takes about 1 MB a second (no faster), so the download outlasts
+# reader takes about 2 MB a second (no faster), so the download outlasts
 # 1.5 send_timeouts; each write moves the output on and the clock restarts.
 # Not much slower either: luxd's socket becomes writable again only when a
-# third or so of its send buffer (MBs on loopback) has drained, and at
-# 0.2 MB/s that took longer than 3 s (a cut that is right).
+# third or so of its send buffer (grown to MBs on loopback) has drained,
+# and at 0.3 MB/s that took longer than 3 s (a cut that is right). So the
+# reader has a 64 KiB buffer, not 4 KiB: a few reads a second keep the
+# pace on a loaded machine, where 4 KiB reads fell to 0.36 MB/s.
 my $s3 = Luxd->new(
     server => { send_timeout => 3 },
     config => qq{upstream "s" { "$addr", read_timeout = 30 }
 vhost "l" { default = true, location "/" { proxy = "s" } }
 });
 {
-    my $N = 6_000_000;
-    my $RATE = 1_000_000;
-    my $c = $s3->connect(rcvbuf => 4096);
+    my $N = 12_000_000;
+    my $RATE = 2_000_000;
+    my $c = $s3->connect(rcvbuf => 65536);
     $c->send(Luxd::request(path => "/chunked/$N/1000", close => 1));
     my $t0 = time;
     while (!$c->{eof} && time - $t0 < 60) {
-        my $k = sysread($c->{sock}, my $chunk, 65536);
+        my $k = sysread($c->{sock}, my $chunk, 1 << 20);
         if (!$k) { $c->{eof} = 1; last }
         $c->{buf} .= $chunk;
         my $ahead = length($c->{buf}) / $RATE - (time - $t0);
