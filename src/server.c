@@ -763,8 +763,10 @@ int lx_server_reload(void) {
     if (r < 0) {
         lx_log_error("reload failed, still serving generation %llu: %s",
                      (unsigned long long)srv.gen->id, err);
-        write_status(0, err);
+        /* Counted before the status is written: whoever the status file
+         * wakes (luxd -s reload, a test) may scrape the count at once. */
         lx_st_add(&lx_stats_server.reloads_failed, 1);
+        write_status(0, err);
         lx_notify("READY=1\nSTATUS=reload failed: %s", err);
         return r;
     }
@@ -825,8 +827,9 @@ int lx_server_reload(void) {
                 g->nvhosts);
     char msg[128];
     snprintf(msg, sizeof(msg), "generation %llu in %.1f ms", (unsigned long long)g->id, ms);
-    write_status(1, msg);
+    /* Counted before the status is written, as above. */
     lx_st_add(&lx_stats_server.reloads_ok, 1);
+    write_status(1, msg);
     lx_notify("READY=1\nSTATUS=serving generation %llu", (unsigned long long)g->id);
     return 0;
 }

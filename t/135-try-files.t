@@ -8,6 +8,7 @@
 use strict;
 use warnings;
 use Test::More;
+use Time::HiRes qw(time sleep);
 use Luxd;
 
 my %files = (
@@ -130,15 +131,20 @@ $r = got('/to-denied/x');
 is $r->{status}, 403, "the redirect's location applies its access rules";
 $r = got('/cycle/x');
 is $r->{status}, 500, 'a cycle of redirects stops with 500';
-like $s->error_log, qr/try_files: more than 10 internal redirects/, '... and says why in the error log';
+ok $s->wait_log(qr/try_files: more than 10 internal redirects/, 10), '... and says why in the error log';
 
 # The query: kept when the last entry has none, replaced when it has one.
 # (the log is appended to; the lines below are looked for among all)
 got('/route?a=1&b=2');
 got('/q/x?c=3');
 got('/app.js?v=9');
-sleep 0.3;
-my $log = $s->access_log;
+# Each line is written as its request ends, which may be just after the
+# answer went out: wait (10 s) for the last one; one loop writes them in turn.
+my $log = '';
+for (my $end = time + 10; ; sleep 0.05) {
+    $log = $s->access_log;
+    last if $log =~ m{^/app\.js\?v=9 }m || time > $end;
+}
 like $log, qr{^/route\?a=1&b=2 /index\.html a=1&b=2 200$}m, 'the client query stays on the redirect; $uri is the new path';
 like $log, qr{^/q/x\?c=3 /index\.html from=spa&c=3 200$}m, '"/index.html?from=spa&$args" sets the query';
 like $log, qr{^/app\.js\?v=9 /app\.js v=9 200$}m, 'a hit keeps $uri';

@@ -40,19 +40,23 @@ is($s->get('/x?q=1', Host => 'a.test')->{status}, 404, 'a 404 for a.test');
 my $bad = $s->raw("GET / HTTP/1.1\r\nHost: a.test\r\nBad Header\r\n\r\n");
 like($bad, qr{^HTTP/1\.1 400}, 'a malformed request is refused with 400');
 
-my $t = time + 5;
+my $t = time + 10;
 # Lines are written just after their responses went out: wait for them.
+# With two loops, a line may land after the next request's (each loop
+# writes its own): lines are compared in sorted order.
 sleep 0.05 while (lines('access.log') < 2 || lines('a.log') < 2 || lines('shared.log') < 2) && time < $t;
 
 my $a = slurp('a.log');
-is($a, "A a.test 200 /\nA a.test 404 /x?q=1\n", "a.test's own log, in its own template, has exactly its two requests");
+is(join('', sort map { "$_\n" } split /\n/, $a), "A a.test 200 /\nA a.test 404 /x?q=1\n",
+   "a.test's own log, in its own template, has exactly its two requests") or diag($a);
+like($a, qr/\n\z/, '... each line ended');
 my @shared = split /\n/, slurp('shared.log');
 is(scalar @shared, 2, 'b.test and c.test share shared.log: two lines');
 like($shared[0], qr{^127\.0\.0\.1 - - \[[^]]+\] "GET / HTTP/1\.1" 200 3 }, 'combined format by default');
 my @srv = split /\n/, slurp('access.log');
 is(scalar @srv, 2, "the server's log: the vhost without access_log and the refused request") or diag(slurp('access.log'));
-like($srv[0], qr{"GET / HTTP/1\.1" 200 }, 'plain.test logs to the server log');
-like($srv[1], qr{ 400 }, 'the 400 refused before a vhost was chosen is in the server log');
+is(scalar(grep { m{"GET / HTTP/1\.1" 200 } } @srv), 1, 'plain.test logs to the server log');
+is(scalar(grep { m{" 400 } } @srv), 1, 'the 400 refused before a vhost was chosen is in the server log');
 unlike(slurp('access.log') . slurp('shared.log') . slurp('a.log'), qr/off\.test/, 'off.test (false) is logged nowhere');
 
 # One open file for a path, whoever names it.

@@ -46,5 +46,24 @@ is $rc, 0, 'luxd -s reload of the fixed config exits 0' or diag $out;
 like $out, qr/^luxd: reload ok generation 2 in [\d.]+ ms$/m, 'and prints the server\'s verdict';
 is_deeply reloads(), { ok => 1, failed => 1 }, 'counted as a reload that worked';
 
+# The server counts a reload before it writes the verdict that lets -s (or
+# reload()) return, so a scrape right after the verdict sees the new count
+# (the count used to come after the status file was written: a scrape that
+# came in between saw the old one). Many reloads, each scraped the moment
+# its verdict is there, to give that window a chance to show.
+my ($ok, $failed, @wrong) = (1, 1);
+for my $i (1 .. 40) {
+    my $bad = $i % 2;
+    $s->write_config($bad ? $good . qq{vhost "broken.test" { no_such_key = 1 }\n} : $good);
+    my $v = $s->reload(poll => 0.001) // 'timeout';
+    $bad ? $failed++ : $ok++;
+    push @wrong, "reload $i: verdict $v" unless $v =~ ($bad ? qr/^failed / : qr/^ok /);
+    my $n = reloads();
+    push @wrong, "reload $i: scraped ok $n->{ok}, failed $n->{failed}; want $ok, $failed"
+      unless ($n->{ok} // -1) == $ok && ($n->{failed} // -1) == $failed;
+}
+ok !@wrong, 'each of 40 reloads is counted by the time its verdict is written' or diag join "\n", @wrong;
+$s->write_config($good);
+
 $s->stop;
 done_testing;

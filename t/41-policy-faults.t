@@ -68,7 +68,7 @@ sub timed_get {
     my $t0 = time;
     my $c = $s->connect;
     $c->send(Luxd::request(host => 'faulty.test', path => $path, close => 1));
-    my $r = $c->response(timeout => $timeout // 5);
+    my $r = $c->response(timeout => $timeout // 10);
     $c->close;
     return ($r // { status => undef, headers => {}, body => undef }, time - $t0);
 }
@@ -88,14 +88,14 @@ subtest 'a Lua error answers 500 and logs file:line: message with the vhost' => 
         is($r->{status}, 500, "$path: 500");
         unlike($r->{body} // '', qr/boom|attempt|\.lua/, "$path: the 500 does not show the error to the client");
         my $line = line_of($s, $tag);
-        ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \Q$path\E: \Q$file\E:$line: $msg/, 3, poll => 0.02),
+        ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \Q$path\E: \Q$file\E:$line: $msg/, 10, poll => 0.02),
            "$path: logged as: policy of vhost \"faulty.test\" failed for $path: $file:$line: ...")
           or diag($s->error_log);
     }
     my $r = get_($s, '/loc/f?fail');
     is($r->{status}, 500, "a location's policy fails: 500");
     my $line = line_of($s, 'loc');
-    ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \/loc\/f: \Q$file\E:$line: location boom/, 3, poll => 0.02),
+    ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \/loc\/f: \Q$file\E:$line: location boom/, 10, poll => 0.02),
        "logged with the vhost's name and the location policy's line") or diag($s->error_log);
     $r = get_($s, '/loc/f');
     is($r->{status}, 200, 'the same location serves the next request');
@@ -108,12 +108,15 @@ subtest 'a runaway loop is stopped by the default budget within a second' => sub
     for my $i (1 .. 3) {
         my ($r, $dt) = timed_get($s, '/loop', 10);
         is($r->{status}, 500, "while true do end (#$i): 500");
-        cmp_ok($dt, '<', 1, sprintf("#%d: answered in %.3f s (< 1 s)", $i, $dt));
+        # The budget takes well under a second; the bounds are 5 s for a
+        # loaded machine's stalls: a loop not stopped holds the worker for
+        # good (the response times out at 10 s).
+        cmp_ok($dt, '<', 5, sprintf("#%d: answered in %.3f s (< 5 s)", $i, $dt));
         my ($r2, $dt2) = timed_get($s, '/index.html');
         is($r2->{status}, 200, "#$i: the next request is served");
-        cmp_ok($dt2, '<', 0.5, sprintf("#%d: promptly (%.3f s)", $i, $dt2));
+        cmp_ok($dt2, '<', 5, sprintf("#%d: promptly (%.3f s)", $i, $dt2));
     }
-    ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \/loop: policy stopped: it ran more than \d+ instructions/, 3, poll => 0.02),
+    ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \/loop: policy stopped: it ran more than \d+ instructions/, 10, poll => 0.02),
        'logged: policy stopped: it ran more than N instructions') or diag($s->error_log);
     # The budget is per call, not per worker: calls that stay under it pass.
     for my $i (1 .. 5) {
@@ -126,7 +129,7 @@ subtest 'a memory bomb is stopped by policy_memory = 4 MiB' => sub {
     for my $path ('/mem', '/memstr', '/mem') {
         my ($r, $dt) = timed_get($s, $path, 10);
         is($r->{status}, 500, "$path: 500");
-        ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \Q$path\E: out of memory \(policy_memory\)/, 3, poll => 0.02),
+        ok($s->wait_log(qr/\[error\] policy of vhost "faulty\.test" failed for \Q$path\E: out of memory \(policy_memory\)/, 10, poll => 0.02),
            "$path: logged as out of memory (policy_memory)") or diag($s->error_log);
         my $r2 = get_($s, '/alloc-ok');
         is($r2->{status}, 200, "$path: the worker still runs policies that allocate");
@@ -153,7 +156,7 @@ subtest 'blocking and loading functions are refused while serving' => sub {
         my $r = get_($s, $path);
         is($r->{status}, 500, "$path: 500");
         my $line = line_of($s, substr($path, 1));
-        ok($s->wait_log(qr/failed for \Q$path\E: \Q$file\E:$line: \Q$what\E is not available while serving requests/, 3, poll => 0.02),
+        ok($s->wait_log(qr/failed for \Q$path\E: \Q$file\E:$line: \Q$what\E is not available while serving requests/, 10, poll => 0.02),
            "$path: logged: $file:$line: $what is not available while serving requests")
           or diag(join "\n", grep { /\Q$path\E/ } split /\n/, $s->error_log);
     }
@@ -163,7 +166,7 @@ subtest 'blocking and loading functions are refused while serving' => sub {
         my $r = get_($s, $path);
         is($r->{status}, 500, "$path: 500");
         my $line = line_of($s, substr($path, 1));
-        ok($s->wait_log(qr/failed for \Q$path\E: \Q$file\E:$line: /, 3, poll => 0.02), "$path: logged with $file:$line")
+        ok($s->wait_log(qr/failed for \Q$path\E: \Q$file\E:$line: /, 10, poll => 0.02), "$path: logged with $file:$line")
           or diag(join "\n", grep { /\Q$path\E/ } split /\n/, $s->error_log);
     }
     ok(-e $s->dir . '/www/index.html', 'os.remove removed nothing');
@@ -200,10 +203,10 @@ subtest 'the worker survives 50 faults in a row' => sub {
     for my $i (0 .. 49) {
         my $path = $kinds[$i % @kinds];
         my ($r, $dt) = timed_get($s, $path, 10);
-        $fails++ unless ($r->{status} // 0) == 500 && $dt < 1;
+        $fails++ unless ($r->{status} // 0) == 500 && $dt < 5;    # not held until the 10 s timeout
     }
-    is($fails, 0, '50 faults: each a 500 within a second');
-    my $deadline = time + 3;
+    is($fails, 0, '50 faults: each a 500 within 5 s');
+    my $deadline = time + 10;
     my $after;
     while (1) {
         $after = () = $s->error_log =~ /policy of vhost "faulty\.test" (?:failed|returned)/g;
@@ -261,12 +264,14 @@ $body
   end,
 }
 LUA
-        my ($r, $dt) = timed_get($t, '/bad', 3);
+        # An escape spins for good: the answer never comes (10 s timeout);
+        # 5 s leaves room for a loaded machine's stalls.
+        my ($r, $dt) = timed_get($t, '/bad', 10);
         is($r->{status}, 500, 'answers 500');
-        cmp_ok($dt, '<', 1, sprintf('within a second (%.3f s)', $dt));
-        my ($r2) = timed_get($t, '/index.html', 2);
+        cmp_ok($dt, '<', 5, sprintf('within 5 s (%.3f s)', $dt));
+        my ($r2) = timed_get($t, '/index.html', 10);
         is($r2->{status}, 200, 'the next request is served');
-        $t->stop(timeout => 3);
+        $t->stop(timeout => 10);
     };
 }
 
