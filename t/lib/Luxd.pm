@@ -209,7 +209,7 @@ sub _retry_on_new_port {
 # What start() waits for once luxd accepts: luxd listens before it writes
 # its pid file, drops to user = and starts its workers. When the config
 # names a pid_file (an absolute literal path), until it holds this pid;
-# when luxd logs at info to the harness's error.log, until it logged
+# when luxd logs at info to one file (_started_log), until that file has
 # "started: generation" once more than before this start ($started_before).
 sub _ready {
     my ($self, $pid, $started_before) = @_;
@@ -219,18 +219,22 @@ sub _ready {
         return 0 unless defined $c && $c eq "$pid\n";
     }
     if (defined $started_before) {
-        my $n = () = $self->error_log =~ /\bstarted: generation \d+/g;
+        my $n = () = (_slurp($self->_started_log) // '') =~ /\bstarted: generation \d+/g;
         return 0 unless $n > $started_before;
     }
     return 1;
 }
 
-sub _logs_started_line {
+# The error log file luxd says "started" in: the config's one error_log,
+# an absolute literal path, at level info or debug; else undef.
+sub _started_log {
     my ($self) = @_;
     my $t = $self->{config_text} // '';
-    return 0 unless $t =~ /\berror_log\s*=\s*"\Q$self->{dir}\E\/error\.log"/;
-    if ($t =~ /\berror_log_level\s*=\s*"(\w+)"/) { return 0 unless $1 eq 'info' || $1 eq 'debug' }
-    return 1;
+    my @logs = $t =~ /\berror_log\s*=\s*"(\/[^"]+)"/g;
+    return undef unless @logs == 1 && $t !~ /\berror_log\s*=\s*[^"\s]/;
+    my @lv = $t =~ /\berror_log_level\s*=\s*"(\w+)"/g;
+    return undef if @lv > 1 || (@lv && $lv[0] ne 'info' && $lv[0] ne 'debug');
+    return $logs[0];
 }
 
 sub start {
@@ -249,8 +253,8 @@ sub start {
     my $logs_before = $retries ? $self->_top_logs : undef;
   ATTEMPT: while (1) {
     my $started_before;
-    if ($self->_logs_started_line) {
-        $started_before = () = $self->error_log =~ /\bstarted: generation \d+/g;
+    if (defined(my $f = $self->_started_log)) {
+        $started_before = () = (_slurp($f) // '') =~ /\bstarted: generation \d+/g;
     }
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
