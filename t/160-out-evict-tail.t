@@ -137,7 +137,10 @@ sub case {
             next;
         }
         my $left = $size - $pos;
-        ok($left > 64 * $KB && $left <= $rest, "$name: luxd stalled with $left of $size bytes unsent");
+        # What the kernel holds varies by a few KiB between two stalls (2 KiB
+        # more left seen under load): 16 KiB of slack, which keeps the tail
+        # case's rest well inside the last 512 KiB chunk.
+        ok($left > 64 * $KB && $left <= $rest + 16 * $KB, "$name: luxd stalled with $left of $size bytes unsent");
         my $log_at = length $s->error_log;
         my $io0 = loop_io($task);
         my $got = $c->read_all(30);
