@@ -19,7 +19,8 @@ use Luxd;
 my $SPIN = 2;    # seconds the policy keeps the loop busy
 # (os.clock: CPU seconds of the whole process. On a loaded machine the loop
 # gets a fraction of a core, so the spin lasts several times $SPIN of wall
-# time: the waits for its answer allow for a minute.)
+# time: the waits for its answer allow for three minutes; a lost
+# connection shows at once, as a reset.)
 
 my $s = Luxd->new(files => { 'www/index.html' => "index\n" }, no_start => 1);
 my ($dir, $port) = ($s->dir, $s->port);
@@ -148,7 +149,7 @@ for my $cycle (1 .. 2) {
     ok(!IO::Select->new($spin->sock)->can_read(0),
        "cycle $cycle: premise: both reloads were published while the loop was busy");
 
-    my $r = $spin->response(timeout => $SPIN + 60);
+    my $r = $spin->response(timeout => $SPIN + 180);
     is($r && $r->{status}, 200, "cycle $cycle: the busy request finished");
     $spin->close;
 
@@ -179,7 +180,7 @@ for my $cycle (1 .. 2) {
     like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /,
          "re-add: reload adding :$again again while the loop still holds it");
     ok(!IO::Select->new($spin->sock)->can_read(0), 're-add: premise: the loop was busy throughout');
-    my $r = $spin->response(timeout => $SPIN + 60);
+    my $r = $spin->response(timeout => $SPIN + 180);
     is($r && $r->{status}, 200, 're-add: the busy request finished');
     $spin->close;
     is(get_on($again), 200, "re-add: :$again answers after the loop woke");
@@ -209,10 +210,12 @@ for my $cycle (1 .. 2) {
     my $c = $s->connect(port => $late);
     $c->send(Luxd::request(path => '/', close => 1));
     ok(!IO::Select->new($spin->sock)->can_read(0), 'queued: premise: the loop was busy throughout');
-    my $r = $c->response(timeout => $SPIN + 60);
-    is($r && $r->{status}, 200, 'queued: the client that connected before the drop is answered');
+    my $t0 = time;
+    my $r = $c->response(timeout => $SPIN + 180);
+    is($r && $r->{status}, 200, 'queued: the client that connected before the drop is answered')
+      or diag(sprintf 'after %.1f s: %s', time - $t0, $c->eof ? ($c->{reset} ? 'reset' : 'closed') : 'no answer yet');
     $c->close;
-    $r = $spin->response(timeout => $SPIN + 60);
+    $r = $spin->response(timeout => $SPIN + 180);
     is($r && $r->{status}, 200, 'queued: the busy request finished');
     $spin->close;
     ok(refused($late, 10), "queued: :$late is not bound once dropped");
