@@ -120,7 +120,9 @@ sub round {
     $_->blocking(0) for @$c;
     my %st = map { (fileno $_ => { s => $_, buf => '' }) } @$c;
     my $ok = 0;
-    my $deadline = time + 20;
+    # 60 s: 256 x 250 kB read by this script while the machine is loaded
+    # (193 of 256 were in after 20 s once).
+    my $deadline = time + 60;
     while (%st && time < $deadline) {
         my $p = IO::Poll->new;
         $p->mask($_->{s} => POLLIN) for values %st;
