@@ -65,7 +65,7 @@ sub who { my ($from, %o) = @_; my ($st, $b) = ask($from, '/who', %o); $st == 200
 # The access log's last line, split: (remote_addr, realip_remote_addr, status, host+uri).
 sub last_log {
     my $want = shift;
-    my $t = time + 3;
+    my $t = time + 10;
     my @l;
     while (time < $t) {
         @l = split /\n/, $s->access_log;

@@ -32,7 +32,7 @@ sub slurp { Luxd::_slurp("$d/$_[0]") // '' }
 sub count { my @l = split /\n/, slurp($_[0]); scalar @l }
 # A line is written just after its response went out: wait a little for
 # the count expected, then say what there is.
-sub nlines { my ($f, $want) = @_; my $t = time + 3; sleep 0.02 while defined $want && count($f) < $want && time < $t; count($f) }
+sub nlines { my ($f, $want) = @_; my $t = time + 10; sleep 0.02 while defined $want && count($f) < $want && time < $t; count($f) }
 sub hit { my ($h, $p) = @_; $s->get($p // '/', Host => $h)->{status} }
 sub open_paths {
     my %o;
@@ -46,7 +46,7 @@ is(nlines($_, 1), 1, "$_ has its line") for qw(a.log b.log access.log);
 # logrotate: move every file away, then reopen.
 rename "$d/$_", "$d/$_.1" or die "rename $_: $!" for qw(a.log b.log access.log);
 ok($s->signal('USR1'), 'SIGUSR1');
-ok($s->wait_log(qr/logs reopened/), 'logs reopened');
+ok($s->wait_log(qr/logs reopened/, 10), 'logs reopened');
 is(hit($_), 200, "GET / for $_ after the reopen") for qw(a.test b.test plain.test);
 for my $f (qw(a.log b.log access.log)) {
     ok(-e "$d/$f", "$f made again by the reopen");
@@ -86,8 +86,9 @@ ok(!open_paths()->{"$d/b.log"}, 'and the failed reload left no file open');
 rename "$d/a2.log", "$d/a2.log.1" or die;
 my ($rc, $msg) = Luxd::run_luxd('-s', 'reopen', '-c', $s->config_file);
 is($rc, 0, 'luxd -s reopen') or diag($msg);
-$t = time + 5;
-sleep 0.05 until -e "$d/a2.log" || time > $t;
+# a2.log appears when the reopen opens it, before it takes the place of
+# the old fd: wait for the reopen's second "logs reopened" line instead.
+ok($s->wait_log(qr/logs reopened.*\n(?s:.*)logs reopened/, 10), 'logs reopened again');
 is(hit('a.test'), 200, 'a.test after the second reopen');
 is(nlines('a2.log', 1), 1, 'a2.log made again and written');
 $s->stop;

@@ -142,7 +142,9 @@ sub chromium {
     # Every process of this run names its temp dir: the browser's processes
     # the profile, the crash handlers (which leave the process group) their
     # database under HOME.
-    for (1 .. 100) { @left = procs_with($tmp); last unless @left; sleep 0.05 }
+    # Up to 20 s: on a loaded machine Chromium's helpers take seconds to go.
+    my $deadline = time + 20;
+    while (1) { @left = procs_with($tmp); last if !@left || time > $deadline; sleep 0.05 }
     ok(!@left, "$what left no process behind") or do { diag("left: @left"); kill 'KILL', @left };
     return slurp("$tmp/stdout") // '';
 }

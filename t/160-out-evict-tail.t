@@ -137,7 +137,10 @@ sub case {
             next;
         }
         my $left = $size - $pos;
-        ok($left > 64 * $KB && $left <= $rest, "$name: luxd stalled with $left of $size bytes unsent");
+        # What the kernel holds varies by a few KiB between two stalls (2 KiB
+        # more left seen under load): 16 KiB of slack, which keeps the tail
+        # case's rest well inside the last 512 KiB chunk.
+        ok($left > 64 * $KB && $left <= $rest + 16 * $KB, "$name: luxd stalled with $left of $size bytes unsent");
         my $log_at = length $s->error_log;
         my $io0 = loop_io($task);
         my $got = $c->read_all(30);
@@ -171,9 +174,21 @@ my $big = $s->dir . '/www/big.bin';
 open my $bf, '>:raw', $big or die;
 print $bf "\0" x (16 * 1024 * $KB);
 close $bf;
-my $c0;
-($c0, $cap) = stall('/big.bin');
-$c0->close;
+# The same premise as case()'s: a "stall" seen by ss may be luxd not yet
+# run for a writable socket, and then $cap is short and every case's rest
+# too long. Measured again (up to three times) unless the loop sleeps in
+# epoll_wait with the queue unchanged across a pause.
+for my $try (1 .. 3) {
+    my $c0;
+    ($c0, $cap) = stall('/big.bin');
+    my $task = loop_task();
+    my $still = idle($task);
+    sleep 0.05;
+    $still &&= idle($task) && queued($c0->{sock}->sockport) == $cap;
+    $c0->close;
+    last if $still;
+    diag "measuring: try $try: luxd was not still; again";
+}
 cmp_ok($cap, '>', 256 * $KB, "the kernel holds $cap bytes for a stalled client");
 
 case('tail.bin', 256 * $KB);    # the limit: the rest is inside the last chunk

@@ -24,7 +24,8 @@ use Time::HiRes qw(sleep time);
 
 my @pw = getpwnam('nobody') or BAIL_OUT('no user nobody');
 my ($uid, $gid) = @pw[2, 3];
-local $Luxd::RUN_TIMEOUT = 5;
+# A hang is for good: 15 s tells it from a slow run on a loaded machine.
+local $Luxd::RUN_TIMEOUT = 15;
 
 subtest 'control: kill -9 leaves a stale pid file; the next start is not blocked' => sub {
     my $s = Luxd->new;
@@ -86,13 +87,11 @@ subtest 'the serving user makes the .reload status file a FIFO: luxd -s reload d
     my $d = $s->dir;
     ok(Luxd::as_user('nobody', sub { unlink "$d/urun/luxd.pid.reload"; POSIX::mkfifo("$d/urun/luxd.pid.reload", 0644) }),
        'nobody replaces urun/luxd.pid.reload with a FIFO');
-    my $t0 = time;
     my ($rc, $out) = Luxd::run_luxd('-c', $s->config_file, '-s', 'reload');
     isnt($rc, -1, 'luxd -s reload returns (run_luxd gives -1 when it had to be killed)') or diag($out);
-    cmp_ok(time - $t0, '<', 4, 'at once');
     is($rc, 1, 'exit 1: the outcome cannot be read');
     like($out, qr/luxd\.pid\.reload is not the regular file luxd writes/, 'saying why') or diag($out);
-    ok($s->wait_log(qr/reload: generation 2/, 2), 'and the reload was sent');
+    ok($s->wait_log(qr/reload: generation 2/, 10), 'and the reload was sent');
     $s->stop;
 };
 

@@ -17,6 +17,10 @@ use lib 't/lib';
 use Luxd;
 
 my $SPIN = 2;    # seconds the policy keeps the loop busy
+# (os.clock: CPU seconds of the whole process. On a loaded machine the loop
+# gets a fraction of a core, so the spin lasts several times $SPIN of wall
+# time: the waits for its answer allow for three minutes; a lost
+# connection shows at once, as a reset.)
 
 my $s = Luxd->new(files => { 'www/index.html' => "index\n" }, no_start => 1);
 my ($dir, $port) = ($s->dir, $s->port);
@@ -50,31 +54,83 @@ EOF
 
 sub fd_count { my @f = glob('/proc/' . $s->pid . '/fd/*'); scalar @f }
 
+# The status of a GET / on port $p; in list context also the client's
+# local port of that connection.
 sub get_on {
     my ($p) = @_;
     my $c = $s->connect(port => $p);
+    my $cport = $c->sock->sockport;
     $c->send(Luxd::request(path => '/', close => 1));
-    my $r = $c->response(timeout => 5);
+    my $r = $c->response(timeout => 10);
     $c->close;
-    return $r ? $r->{status} : 0;
+    my $st = $r ? $r->{status} : 0;
+    return wantarray ? ($st, $cport) : $st;
 }
 
-# Waits until the fd count is $want (fds of closed connections go a moment
-# later); returns the last count seen.
+# Whether a process still holds an fd on the server side of the
+# connection 127.0.0.1:$cport -> 127.0.0.1:$p (a socket the fd of which is
+# closed is an orphan: inode 0 in /proc/net/tcp).
+sub server_holds {
+    my ($p, $cport) = @_;
+    open my $fh, '<', '/proc/net/tcp' or die "/proc/net/tcp: $!";
+    my $want = sprintf '0100007F:%04X 0100007F:%04X', $p, $cport;
+    while (<$fh>) {
+        my @f = split;
+        return 1 if @f > 9 && "$f[1] $f[2]" eq $want && $f[9] ne '0';
+    }
+    return 0;
+}
+
+# Waits (up to 10 s) until the fd count is $want (fds of closed connections
+# go a moment later); returns the last count seen.
 sub settle_fds {
     my ($want) = @_;
     my $n;
-    for (1 .. 60) { $n = fd_count(); last if $n == $want; sleep 0.05 }
+    my $deadline = time + 10;
+    while (1) { $n = fd_count(); last if $n == $want || time > $deadline; sleep 0.05 }
     return $n;
+}
+
+# CPU time (clock ticks) used by all threads of luxd.
+sub cpu_ticks {
+    my $t = 0;
+    for my $f (glob('/proc/' . $s->pid . '/task/*/stat')) {
+        open my $fh, '<', $f or next;
+        my $l = <$fh> // next;
+        $l =~ s/^.*\)\s+//;    # past "pid (comm)"
+        my @f = split ' ', $l;
+        $t += $f[11] + $f[12];  # utime, stime
+    }
+    return $t;
+}
+
+# Sends GET /spin and waits until luxd burns CPU on it (0.2 s of CPU time:
+# only the policy's loop spins, the rest is idle): the loop is busy from
+# then on, for about $SPIN s of CPU time. A fixed sleep could pass before
+# a slow loop took the request up, and then the reloads would not land in
+# a busy loop at all.
+sub start_spin {
+    my $t0 = cpu_ticks();
+    my $spin = $s->connect;
+    $spin->send(Luxd::request(path => '/spin', close => 1));
+    my $deadline = time + 10;
+    sleep 0.02 while cpu_ticks() < $t0 + 20 && time < $deadline;
+    return $spin;
 }
 
 $s->write_config(config($port));
 $s->start;
-is(get_on($port), 200, 'serving on the first address');
+my ($st0, $cport0) = get_on($port);
+is($st0, 200, 'serving on the first address');
 # The baseline, once the connection of that request is gone on the server's
 # side too (it closes a moment after the response).
+{
+    my $deadline = time + 10;
+    sleep 0.02 while server_holds($port, $cport0) && time < $deadline;
+}
+ok(!server_holds($port, $cport0), 'the first connection is closed on the server side');
 my $fds = fd_count();
-for (1 .. 20) { sleep 0.05; my $n = fd_count(); $fds = $n if $n < $fds }
+for (1 .. 10) { sleep 0.02; my $n = fd_count(); $fds = $n if $n < $fds }
 my $g = 1;    # the generation serving
 
 for my $cycle (1 .. 2) {
@@ -82,9 +138,7 @@ for my $cycle (1 .. 2) {
     my $extra = Luxd::free_port();
 
     # Keep the loop busy in the policy.
-    my $spin = $s->connect;
-    $spin->send(Luxd::request(path => '/spin', close => 1));
-    sleep 0.3;
+    my $spin = start_spin();
 
     # Reload 1 adds an address, reload 2 drops it again and adds another.
     $s->write_config(config($port, $added));
@@ -95,18 +149,18 @@ for my $cycle (1 .. 2) {
     ok(!IO::Select->new($spin->sock)->can_read(0),
        "cycle $cycle: premise: both reloads were published while the loop was busy");
 
-    my $r = $spin->response(timeout => $SPIN + 10);
+    my $r = $spin->response(timeout => $SPIN + 180);
     is($r && $r->{status}, 200, "cycle $cycle: the busy request finished");
     $spin->close;
 
-    ok(refused($removed, 3), "cycle $cycle: the address added and dropped is not bound");
+    ok(refused($removed, 10), "cycle $cycle: the address added and dropped is not bound");
     is(get_on($port), 200, "cycle $cycle: the kept address answers");
     is(get_on($extra), 200, "cycle $cycle: the added address answers");
 
     # Back to the first address alone, for the next cycle.
     $s->write_config(config($port));
     like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "cycle $cycle: reload back");
-    ok(refused($extra, 3), "cycle $cycle: the address dropped by the last reload is not bound");
+    ok(refused($extra, 10), "cycle $cycle: the address dropped by the last reload is not bound");
     is(settle_fds($fds), $fds, "cycle $cycle: no fd leaked ($fds open)");
 }
 
@@ -119,23 +173,21 @@ for my $cycle (1 .. 2) {
     $s->write_config(config($port, $again));
     like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "re-add: reload adding :$again");
     is(get_on($again), 200, "re-add: :$again answers");
-    my $spin = $s->connect;
-    $spin->send(Luxd::request(path => '/spin', close => 1));
-    sleep 0.3;
+    my $spin = start_spin();
     $s->write_config(config($port));
     like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "re-add: reload dropping :$again");
     $s->write_config(config($port, $again));
     like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /,
          "re-add: reload adding :$again again while the loop still holds it");
     ok(!IO::Select->new($spin->sock)->can_read(0), 're-add: premise: the loop was busy throughout');
-    my $r = $spin->response(timeout => $SPIN + 10);
+    my $r = $spin->response(timeout => $SPIN + 180);
     is($r && $r->{status}, 200, 're-add: the busy request finished');
     $spin->close;
     is(get_on($again), 200, "re-add: :$again answers after the loop woke");
     is(get_on($port), 200, 're-add: the kept address answers');
     $s->write_config(config($port));
     like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, 're-add: reload back');
-    ok(refused($again, 3), "re-add: :$again is not bound once dropped");
+    ok(refused($again, 10), "re-add: :$again is not bound once dropped");
     is(settle_fds($fds), $fds, "re-add: no fd leaked ($fds open)");
 }
 
@@ -150,9 +202,7 @@ for my $cycle (1 .. 2) {
     $s->write_config(config($port, $late));
     like($s->reload // $s->reload_error, qr/^ok generation @{[++$g]} /, "queued: reload adding :$late");
     is(get_on($late), 200, "queued: :$late answers");
-    my $spin = $s->connect;
-    $spin->send(Luxd::request(path => '/spin', close => 1));
-    sleep 0.3;
+    my $spin = start_spin();
     # The reload first: its wake-up is then ready before the connection,
     # and the loop adopts (and closes the socket) before it would accept.
     $s->write_config(config($port));
@@ -160,13 +210,15 @@ for my $cycle (1 .. 2) {
     my $c = $s->connect(port => $late);
     $c->send(Luxd::request(path => '/', close => 1));
     ok(!IO::Select->new($spin->sock)->can_read(0), 'queued: premise: the loop was busy throughout');
-    my $r = $c->response(timeout => $SPIN + 10);
-    is($r && $r->{status}, 200, 'queued: the client that connected before the drop is answered');
+    my $t0 = time;
+    my $r = $c->response(timeout => $SPIN + 180);
+    is($r && $r->{status}, 200, 'queued: the client that connected before the drop is answered')
+      or diag(sprintf 'after %.1f s: %s', time - $t0, $c->eof ? ($c->{reset} ? 'reset' : 'closed') : 'no answer yet');
     $c->close;
-    $r = $spin->response(timeout => $SPIN + 10);
+    $r = $spin->response(timeout => $SPIN + 180);
     is($r && $r->{status}, 200, 'queued: the busy request finished');
     $spin->close;
-    ok(refused($late, 3), "queued: :$late is not bound once dropped");
+    ok(refused($late, 10), "queued: :$late is not bound once dropped");
     is(settle_fds($fds), $fds, "queued: no fd leaked ($fds open)");
 }
 

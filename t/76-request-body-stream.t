@@ -184,19 +184,19 @@ subtest 'Expect: 100-continue to a handler that reads the body' => sub {
         my ($framing, $reqbody) = @$t;
         my $c = $s->connect;
         $c->send(post('', "$framing\r\nExpect: 100-continue\r\n"));
-        my $r = $c->response(timeout => 5);
+        my $r = $c->response(timeout => 10);
         is($r && $r->{status}, 100, "$framing: 100 Continue, before the body is sent");
         ok(!defined $c->fill(0.3), 'then nothing until the body comes') or diag(Luxd::_short($c->buffered));
         $c->send($reqbody . "GET /a.txt HTTP/1.1\r\n$H\r\n");
-        check_response($c->response(timeout => 5), { status => 200, body => answer_of('hello') }, 'the body is read');
-        check_response($c->response(timeout => 5), { status => 200, body => "aaa\n" }, 'the next request');
+        check_response($c->response(timeout => 10), { status => 200, body => answer_of('hello') }, 'the body is read');
+        check_response($c->response(timeout => 10), { status => 200, body => "aaa\n" }, 'the next request');
         $c->close;
     }
     # A large body, sent only after the 100.
     my $b = body_bytes(2_000_000, 5);
     my $c = $s->connect;
     $c->send(post('?delay_ms=1', "Content-Length: 2000000\r\nExpect: 100-continue\r\n"));
-    my $r = $c->response(timeout => 5);
+    my $r = $c->response(timeout => 10);
     is($r && $r->{status}, 100, '2 MB body: 100 first');
     $c->send($b);
     check_response($c->response(timeout => 30), { status => 200, body => answer_of($b) }, '2 MB body: counted');
@@ -209,7 +209,7 @@ subtest 'Expect: 100-continue where nothing reads the body: the final answer, no
         my ($path, $want) = @$t;
         my $c = $s->connect;
         $c->send("POST $path HTTP/1.1\r\n${H}Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
-        my $r = $c->response(timeout => 5);
+        my $r = $c->response(timeout => 10);
         is($r && $r->{status}, $want, "$path: $want first, not 100");
         $c->fill(0.3);
         unlike($c->buffered, qr/^HTTP\/1\.1 100/m, 'and no 100 after it');
@@ -219,7 +219,7 @@ subtest 'Expect: 100-continue where nothing reads the body: the final answer, no
     # status and no 100.
     my $c = $s->connect;
     $c->send("POST /a.txt HTTP/1.1\r\n${H}Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
-    my $r = $c->response(timeout => 5);
+    my $r = $c->response(timeout => 10);
     is($r && $r->{status}, 405, 'static POST: 405 first (today)');
     $c->fill(0.3);
     unlike($c->buffered, qr/100 Continue/, 'no 100 (today)');
@@ -233,11 +233,11 @@ subtest 'Expect: 100-continue where nothing reads the body: the final answer, no
 subtest 'static locations: bodies discarded up to max_body_bytes (today)' => sub {
     my $c = $s->connect;
     $c->send("GET /a.txt HTTP/1.1\r\n${H}Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
-    my $r = $c->response(timeout => 5);
-    $r = $c->response(timeout => 5) if $r && ($r->{status} // 0) == 100;
+    my $r = $c->response(timeout => 10);
+    $r = $c->response(timeout => 10) if $r && ($r->{status} // 0) == 100;
     check_response($r, { status => 200, body => "aaa\n" }, 'Expect to a static file: the answer without the body');
     $c->send("hello" . "GET /index.html HTTP/1.1\r\n$H\r\n");
-    check_response($c->response(timeout => 5), { status => 200, body => "home\n" }, 'the body dropped, the next request served');
+    check_response($c->response(timeout => 10), { status => 200, body => "home\n" }, 'the body dropped, the next request served');
     $c->close;
 
     my $b = 'x' x 3_000_000;    # over the default 1 MiB, within this max_body_bytes

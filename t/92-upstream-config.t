@@ -25,6 +25,10 @@ unless ($ENV{LUXD_FAKE_HOSTS}) {
     my $d = tempdir('luxd-hosts-XXXXXX', TMPDIR => 1); # removed by the run below
     open my $h, '>', "$d/hosts" or die "hosts: $!";
     print $h "localhost 127.0.0.1 ::1\n";
+    # The name that must not resolve ($NOHOST below), listed without
+    # addresses: the shim answers EAI_NONAME at once instead of asking the
+    # real resolver, which may wait for a DNS server that does not answer.
+    print $h "luxd-no-such-host.invalid\n";
     close $h;
     system('cc', '-shared', '-fPIC', '-O1', '-o', "$d/fakehosts.so", 't/lib/fakehosts.c', '-ldl') == 0
       or die "cc t/lib/fakehosts.c failed";
@@ -38,7 +42,8 @@ END { require File::Path; File::Path::remove_tree($1) if ($ENV{LUXD_FAKE_HOSTS} 
 require Luxd;
 no warnings "once"; # $Luxd::ROOT, set by the module required at run time
 
-# A name that must not resolve: .invalid is reserved for that (RFC 6761).
+# A name that must not resolve: .invalid is reserved for that (RFC 6761),
+# and the hosts file of the shim lists it with no address (EAI_NONAME).
 # Checked here first, so a failure below is luxd's, not the resolver's.
 my $NOHOST = 'luxd-no-such-host.invalid';
 my $t0 = time;

@@ -9,7 +9,17 @@ use Time::HiRes qw(time sleep);
 use lib 't/lib';
 use Luxd;
 use Luxd::Backend qw(body body_piece);
-use Luxd::Stream qw(rss_kb);
+
+# luxd's anonymous resident memory (RssAnon) in kB, undef once it is gone:
+# where its buffers live. VmRSS also counts file-backed pages (the binary,
+# libraries), which page-cache reclaim (DAMON on the CI machine) evicts and
+# a later fault brings back, so it moves by megabytes for no fault of luxd.
+sub rss_kb {
+    my ($pid) = @_;
+    open my $fh, '<', "/proc/$pid/status" or return undef;
+    while (<$fh>) { return $1 if /^RssAnon:\s+(\d+)\s+kB/ }
+    return undef;
+}
 
 my $be = Luxd::Backend->start(name => 's');
 my $addr = $be->addr;
@@ -21,12 +31,12 @@ subtest '1 GB to a client that stalls, then drains' => sub {
     my $c = $s->connect(rcvbuf => 65536);
     $c->send(Luxd::request(path => "/ok/$n", close => 1));
     my $t0 = time;
-    while (time - $t0 < 3 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
+    while (time - $t0 < 10 && $c->{buf} !~ /\r\n\r\n/) { $c->_fill(0.5) }
     like $c->{buf}, qr/\AHTTP\/1\.1 200 OK\r\n.*^Content-Length: $n\r$/ms, 'head with the length';
     sleep 1.5; # the client reads nothing
     my $rss1 = rss_kb($s->pid);
     my $grew = $rss1 - $rss0;
-    ok $grew < 4096, "luxd RSS grew $grew kB while the client stalled (bounded)";
+    ok $grew < 4096, "luxd RssAnon grew $grew kB while the client stalled (bounded)";
     # Read it all, comparing as it comes.
     my ($head_end) = index($c->{buf}, "\r\n\r\n") + 4;
     my $pending = substr($c->{buf}, $head_end);
@@ -42,7 +52,7 @@ subtest '1 GB to a client that stalls, then drains' => sub {
     };
     $t0 = time;
     my $peak = $rss1;
-    while ($got + length($pending) < $n && time - $t0 < 120) {
+    while ($got + length($pending) < $n && time - $t0 < 240) {
         $c->_fill(1);
         $pending .= $c->{buf};
         $c->{buf} = '';
@@ -54,7 +64,7 @@ subtest '1 GB to a client that stalls, then drains' => sub {
     $check->();
     is $got, $n, 'all of it';
     ok !defined $bad, 'byte-exact' or diag "first difference near $bad";
-    ok $peak - $rss0 < 8192, 'peak RSS growth ' . ($peak - $rss0) . ' kB while draining';
+    ok $peak - $rss0 < 8192, 'peak RssAnon growth ' . ($peak - $rss0) . ' kB while draining';
     $c->close;
 };
 
@@ -81,7 +91,7 @@ subtest 'a request body to a backend that reads slowly' => sub {
     is $r && $r->{body}, "got $n\n", 'the backend got every byte';
     my $q = ($be->requests)[-1];
     ok $q->{body} eq $data, 'byte-exact';
-    ok $peak - $rss0 < 4096, 'luxd RSS grew ' . ($peak - $rss0) . ' kB (the client was held back)';
+    ok $peak - $rss0 < 4096, 'luxd RssAnon grew ' . ($peak - $rss0) . ' kB (the client was held back)';
     $c->close;
 };
 

@@ -168,12 +168,73 @@ sub new {
     } elsif ($o{server}) {
         croak "Luxd->new: both a server {} block in the config and server => {...}";
     }
+    $self->{config_raw} = $config;
     $self->{config_text} = _subst($config, $self->{port}, $dir);
     $self->{config_file} = "$dir/luxd.lua";
     _write_file($self->{config_file}, $self->{config_text});
 
-    $self->start unless $o{no_start};
+    unless ($o{no_start}) {
+        # free_port() closes its socket before luxd binds, so another
+        # process may take the port meanwhile. When the harness picked the
+        # port and no one has seen it yet (start from new), a start that
+        # fails with "Address already in use" is retried on a new port.
+        $self->{_port_retries} = 2 unless defined $o{port};
+        $self->start;
+    }
     return $self;
+}
+
+# The *.log files directly in the temp dir, name => content.
+sub _top_logs {
+    my ($self) = @_;
+    my %l;
+    for my $f (glob("$self->{dir}/*.log")) { $l{$f} = _slurp($f) // '' }
+    return \%l;
+}
+
+# After a start that failed on a taken port: the logs as they were before
+# it (its [emerg] would fail the test at stop), a new port, the config
+# written again for it.
+sub _retry_on_new_port {
+    my ($self, $before) = @_;
+    my $now = $self->_top_logs;
+    for my $f (keys %$now) {
+        if (exists $before->{$f}) { _write_file($f, $before->{$f}) } else { unlink $f }
+    }
+    $self->{port} = free_port();
+    $self->{config_text} = _subst($self->{config_raw}, $self->{port}, $self->{dir});
+    _write_file($self->{config_file}, $self->{config_text});
+}
+
+# What start() waits for once luxd accepts: luxd listens before it writes
+# its pid file, drops to user = and starts its workers. When the config
+# names a pid_file (an absolute literal path), until it holds this pid;
+# when luxd logs at info to one file (_started_log), until that file has
+# "started: generation" once more than before this start ($started_before).
+sub _ready {
+    my ($self, $pid, $started_before) = @_;
+    my $t = $self->{config_text} // '';
+    if ($t =~ /\bpid_file\s*=\s*"(\/[^"]+)"/) {
+        my $c = _slurp($1);
+        return 0 unless defined $c && $c eq "$pid\n";
+    }
+    if (defined $started_before) {
+        my $n = () = (_slurp($self->_started_log) // '') =~ /\bstarted: generation \d+/g;
+        return 0 unless $n > $started_before;
+    }
+    return 1;
+}
+
+# The error log file luxd says "started" in: the config's one error_log,
+# an absolute literal path, at level info or debug; else undef.
+sub _started_log {
+    my ($self) = @_;
+    my $t = $self->{config_text} // '';
+    my @logs = $t =~ /\berror_log\s*=\s*"(\/[^"]+)"/g;
+    return undef unless @logs == 1 && $t !~ /\berror_log\s*=\s*[^"\s]/;
+    my @lv = $t =~ /\berror_log_level\s*=\s*"(\w+)"/g;
+    return undef if @lv > 1 || (@lv && $lv[0] ne 'info' && $lv[0] ne 'debug');
+    return $logs[0];
 }
 
 sub start {
@@ -188,6 +249,13 @@ sub start {
     }
     my $log = "$self->{dir}/stderr.log";
     $ENV{UBSAN_OPTIONS} //= 'print_stacktrace=1';
+    my $retries = delete $self->{_port_retries} // 0;
+    my $logs_before = $retries ? $self->_top_logs : undef;
+  ATTEMPT: while (1) {
+    my $started_before;
+    if (defined(my $f = $self->_started_log)) {
+        $started_before = () = (_slurp($f) // '') =~ /\bstarted: generation \d+/g;
+    }
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
         open STDIN, '<', '/dev/null';
@@ -206,27 +274,38 @@ sub start {
     weaken($LIVE{$pid});
 
     my $deadline = time + $self->{timeout};
+    my $accepted = 0;
     while (time < $deadline) {
         my $r = waitpid($pid, WNOHANG);
         if ($r == $pid) {
             $self->{status} = $?;
             delete $LIVE{$pid};
             $self->{stopped} = 1;
+            if ($retries > 0 && $self->stderr_log =~ /Address already in use/) {
+                $retries--;
+                $self->_retry_on_new_port($logs_before);
+                next ATTEMPT;
+            }
             Test::More::ok(0, "luxd starts") or Test::More::diag(
                 "luxd exited during start-up (" . _describe_status($?) . ")\n" . $self->_logs_for_diag);
             die "luxd did not start\n";
         }
-        my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $self->{port}, Proto => 'tcp', Timeout => 1);
-        if ($c) { close $c; return $self }
-        sleep 0.05;
+        if (!$accepted) {
+            my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $self->{port}, Proto => 'tcp', Timeout => 1);
+            if ($c) { close $c; $accepted = 1 }
+        }
+        return $self if $accepted && $self->_ready($pid, $started_before);
+        sleep($accepted ? 0.01 : 0.05);
     }
     Test::More::ok(0, "luxd starts") or Test::More::diag(
-        "luxd did not accept on port $self->{port} within $self->{timeout} s\n" . $self->_logs_for_diag);
+        ($accepted ? "luxd accepted on port $self->{port} but did not write its pid file / log \"started\" within $self->{timeout} s\n"
+                   : "luxd did not accept on port $self->{port} within $self->{timeout} s\n") . $self->_logs_for_diag);
     kill 'KILL', $pid;
     waitpid($pid, 0);
     $self->{stopped} = 1;
     delete $LIVE{$pid};
     die "luxd did not start\n";
+  }
 }
 
 sub port       { $_[0]{port} }
