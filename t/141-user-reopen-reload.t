@@ -37,7 +37,7 @@ $s->start;
 my $pid = $s->pid;
 sub slurp { Luxd::_slurp($_[0]) // '' }
 sub nlines { my @l = split /\n/, slurp($_[0]); scalar @l }
-sub wait_for { my ($f, $re) = @_; my $t = time + 5; sleep 0.05 until slurp($f) =~ $re || time > $t; slurp($f) =~ $re }
+sub file_has { my ($f, $re) = @_; my $t = time + 5; sleep 0.05 until slurp($f) =~ $re || time > $t; slurp($f) =~ $re }
 
 is($s->get('/')->{status}, 200, 'serving as nobody');
 is((stat "$d/logs/access.log")[4], $uid, 'access.log, created at start, is nobody\'s');
@@ -45,14 +45,14 @@ is((stat "$d/logs/access.log")[4], $uid, 'access.log, created at start, is nobod
 # 1. logrotate without `create`: the files moved, nobody cannot make new ones.
 rename "$d/logs/$_.log", "$d/logs/$_.log.1" or die for qw(access error);
 ok($s->signal('USR1'), 'SIGUSR1 after the move');
-ok(wait_for("$d/logs/error.log.1", qr/logs reopened/), 'the reopen ran (logged to the old error log)');
+ok(file_has("$d/logs/error.log.1", qr/logs reopened/), 'the reopen ran (logged to the old error log)');
 my $el = slurp("$d/logs/error.log.1");
 like($el, qr{\[error\] reopen: error log \Q$d\E/logs/error\.log: Permission denied: luxd runs as user "nobody" \(it dropped root at start\) and that user cannot create files in \Q$d\E/logs; make the directory writable by nobody, or have the file created for nobody \(logrotate: create 0640 nobody adm\); still writing to the file open before},
      'the error log: path, errno text, user, what to change') or diag($el);
 like($el, qr{\[error\] reopen: access log \Q$d\E/logs/access\.log: Permission denied: luxd runs as user "nobody" .*cannot create files in \Q$d\E/logs;}, 'the access log too');
 ok(!-e "$d/logs/access.log", 'no new access.log');
 is($s->get('/')->{status}, 200, 'still serving');
-ok(wait_for("$d/logs/access.log.1", qr/GET[^\n]*\n[^\n]*GET/), 'and logging to the file it had');
+ok(file_has("$d/logs/access.log.1", qr/GET[^\n]*\n[^\n]*GET/), 'and logging to the file it had');
 
 # 2. logrotate with `create 0640 nobody adm`: the new files are nobody's.
 for my $f (qw(access error)) {
@@ -62,10 +62,10 @@ for my $f (qw(access error)) {
 }
 my ($rc, $out) = Luxd::run_luxd('-s', 'reopen', '-c', $s->config_file);
 is($rc, 0, 'luxd -s reopen') or diag($out);
-ok(wait_for("$d/logs/error.log", qr/logs reopened/), 'the new error log is written');
+ok(file_has("$d/logs/error.log", qr/logs reopened/), 'the new error log is written');
 unlike(slurp("$d/logs/error.log"), qr/\[error\]/, 'no error this time');
 is($s->get('/')->{status}, 200, 'a request');
-ok(wait_for("$d/logs/access.log", qr/GET/), 'logged to the new access.log');
+ok(file_has("$d/logs/access.log", qr/GET/), 'logged to the new access.log');
 is(nlines("$d/logs/access.log.1"), 2, 'and not to the moved one');
 
 # 3. A reload that needs root for a new port is refused, naming it.
@@ -100,6 +100,6 @@ chown $uid, $gid, "$d/rootlogs/new.log";
 ($rc, $out) = Luxd::run_luxd('-s', 'reload', '-c', $s->config_file);
 is($rc, 0, 'then the reload works') or diag($out);
 is($s->get('/')->{status}, 200, 'a request');
-ok(wait_for("$d/rootlogs/new.log", qr/GET/), 'logged to the new file');
+ok(file_has("$d/rootlogs/new.log", qr/GET/), 'logged to the new file');
 $s->stop;
 done_testing;

@@ -18,15 +18,6 @@ use Luxd::Backend qw(proxy_front);
 
 # Polls $cond until it returns true or $timeout seconds (default 10) pass;
 # returns its last value.
-sub wait_for {
-    my ($cond, $timeout) = @_;
-    my $deadline = time + ($timeout // 10);
-    while (1) {
-        my $v = $cond->();
-        return $v if $v || time >= $deadline;
-        sleep 0.05;
-    }
-}
 
 # conn => the time of the last request record on it (the backend's clock).
 sub last_request_times {

@@ -18,15 +18,6 @@ use Luxd::Backend qw(proxy_front upstream_idle);
 
 # Polls $cond until it returns true or $timeout seconds (default 10) pass;
 # returns its last value.
-sub wait_for {
-    my ($cond, $timeout) = @_;
-    my $deadline = time + ($timeout // 10);
-    while (1) {
-        my $v = $cond->();
-        return $v if $v || time >= $deadline;
-        sleep 0.05;
-    }
-}
 
 # A backend whose connections the test can close when it wants (a timer in
 # the backend, as Luxd::Backend's /close-after, races the pool's own second

@@ -140,15 +140,6 @@ use Luxd::Backend qw(body upstream_idle);
 
 # Polls $cond until it returns true or $timeout seconds (default 10) pass;
 # returns its last value.
-sub wait_for {
-    my ($cond, $timeout) = @_;
-    my $deadline = time + ($timeout // 10);
-    while (1) {
-        my $v = $cond->();
-        return $v if $v || time >= $deadline;
-        sleep 0.05;
-    }
-}
 {
     my $be = Luxd::Backend->start;
     my $a = $be->addr;

@@ -58,7 +58,7 @@ use Test::More ();
 use Time::HiRes qw(time sleep);
 
 use Exporter 'import';
-our @EXPORT = qw(parse_responses check_response refused);
+our @EXPORT = qw(parse_responses check_response refused wait_for);
 our @EXPORT_OK = qw(request parse_one lua_value);
 
 $SIG{PIPE} = 'IGNORE';
@@ -415,6 +415,18 @@ sub as_user {
 
 # Waits up to $timeout seconds (default 5) for error.log to match $re, reading
 # it every poll => seconds (default 0.05). Returns 1 when it matched, else 0.
+# Polls COND every 0.05 s until it returns true or TIMEOUT seconds (10 by
+# default) pass; returns its last value. What a test awaits instead of a sleep.
+sub wait_for {
+    my ($cond, $timeout) = @_;
+    my $deadline = Time::HiRes::time() + ($timeout // 10);
+    while (1) {
+        my $v = $cond->();
+        return $v if $v || Time::HiRes::time() >= $deadline;
+        Time::HiRes::sleep(0.05);
+    }
+}
+
 sub wait_log {
     my ($self, $re, $timeout, %o) = @_;
     my $deadline = time + ($timeout // 5);
