@@ -413,8 +413,6 @@ sub as_user {
     return $? == 0;
 }
 
-# Waits up to $timeout seconds (default 5) for error.log to match $re, reading
-# it every poll => seconds (default 0.05). Returns 1 when it matched, else 0.
 # Polls COND every 0.05 s until it returns true or TIMEOUT seconds (10 by
 # default) pass; returns its last value. What a test awaits instead of a sleep.
 sub wait_for {
@@ -427,6 +425,8 @@ sub wait_for {
     }
 }
 
+# Waits up to $timeout seconds (default 5) for error.log to match $re, reading
+# it every poll => seconds (default 0.05). Returns 1 when it matched, else 0.
 sub wait_log {
     my ($self, $re, $timeout, %o) = @_;
     my $deadline = time + ($timeout // 5);
