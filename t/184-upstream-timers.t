@@ -16,9 +16,6 @@ use Time::HiRes qw(time sleep);
 use Luxd;
 use Luxd::Backend qw(proxy_front);
 
-# Polls $cond until it returns true or $timeout seconds (default 10) pass;
-# returns its last value.
-
 # conn => the time of the last request record on it (the backend's clock).
 sub last_request_times {
     my ($be) = @_;

@@ -59,9 +59,6 @@ sub spoiled {
     return @cl && !grep { $_->{time} - ($last->{ $_->{conn} } // 0) < 1.0 } @cl;
 }
 
-# Polls $cond until it returns true or $timeout seconds (default 10) pass;
-# returns its last value.
-
 # conn => the time of the last request record on it (the backend's clock).
 sub last_request_times {
     my ($be) = @_;

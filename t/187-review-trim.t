@@ -16,9 +16,6 @@ use POSIX ();
 use Luxd;
 use Luxd::Backend qw(proxy_front upstream_idle);
 
-# Polls $cond until it returns true or $timeout seconds (default 10) pass;
-# returns its last value.
-
 # A backend whose connections the test can close when it wants (a timer in
 # the backend, as Luxd::Backend's /close-after, races the pool's own second
 # on a loaded machine).

@@ -138,8 +138,6 @@ for my $workers (1, 2) {
 # ---- reloads: a response in flight, and idle pooled connections --------
 use Luxd::Backend qw(body upstream_idle);
 
-# Polls $cond until it returns true or $timeout seconds (default 10) pass;
-# returns its last value.
 {
     my $be = Luxd::Backend->start;
     my $a = $be->addr;

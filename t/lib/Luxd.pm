@@ -208,13 +208,14 @@ sub _retry_on_new_port {
 
 # What start() waits for once luxd accepts: luxd listens before it writes
 # its pid file, drops to user = and starts its workers. When the config
-# names a pid_file (an absolute literal path), until it holds this pid;
-# when luxd logs at info to one file (_started_log), until that file has
-# "started: generation" once more than before this start ($started_before).
+# names a pid_file (an absolute literal path to a regular file), until it
+# holds this pid; when luxd logs at info to one such file (_started_log),
+# until that file has "started: generation" once more than before this
+# start ($started_before).
 sub _ready {
     my ($self, $pid, $started_before) = @_;
-    my $t = $self->{config_text} // '';
-    if ($t =~ /\bpid_file\s*=\s*"(\/[^"]+)"/) {
+    my $t = _lua_code($self->{config_text} // '');
+    if ($t =~ /\bpid_file\s*=\s*"(\/[^"]+)"/ && _plain_file($1)) {
         my $c = _slurp($1);
         return 0 unless defined $c && $c eq "$pid\n";
     }
@@ -226,15 +227,37 @@ sub _ready {
 }
 
 # The error log file luxd says "started" in: the config's one error_log,
-# an absolute literal path, at level info or debug; else undef.
+# an absolute literal path to a regular file, at level info or debug; else
+# undef.
 sub _started_log {
     my ($self) = @_;
-    my $t = $self->{config_text} // '';
+    my $t = _lua_code($self->{config_text} // '');
     my @logs = $t =~ /\berror_log\s*=\s*"(\/[^"]+)"/g;
     return undef unless @logs == 1 && $t !~ /\berror_log\s*=\s*[^"\s]/;
+    return undef unless _plain_file($logs[0]);
     my @lv = $t =~ /\berror_log_level\s*=\s*"(\w+)"/g;
     return undef if @lv > 1 || (@lv && $lv[0] ne 'info' && $lv[0] ne 'debug');
     return $logs[0];
+}
+
+# A path the harness may read without blocking or reading its own fds: a
+# regular file, or one not made yet outside /dev and /proc. /dev/stderr
+# as error_log is luxd's stderr; read here it is the test's own.
+sub _plain_file {
+    my ($f) = @_;
+    return 0 if $f =~ m{^/(?:dev|proc)/};
+    return !-e $f || -f $f;
+}
+
+# Config text with Lua comments and long-bracket strings blanked out, so
+# a key named in a comment ("-- pid_file = ...") or inside a [[...]] body
+# is not taken for the key itself. Quoted strings stay: the keys' values
+# are read from them.
+sub _lua_code {
+    my ($t) = @_;
+    $t =~ s{("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')|--\[(=*)\[.*?\]\2\]|\[(=*)\[.*?\]\3\]|--[^\n]*}
+           {defined $1 ? $1 : ' '}gse;
+    return $t;
 }
 
 sub start {
