@@ -58,17 +58,19 @@ subtest 'ab with keep-alive' => sub {
 };
 
 subtest 'wrk' => sub {
-    my ($rc, $out) = run('wrk', '-t', '2', '-c', '20', '-d', '2s', $s->url('/1k.html'));
+    my ($rc, $out) = run('wrk', '-t', '2', '-c', '20', '-d', '2s', '--timeout', '10s', $s->url('/1k.html'));
     is($rc, 0, 'wrk exit 0') or diag($out);
     unlike($out, qr/Socket errors/, 'no socket errors') or diag($out);
     unlike($out, qr/Non-2xx or 3xx responses/, 'no non-2xx responses') or diag($out);
-    my ($rps) = $out =~ /^Requests\/sec:\s+([\d.]+)/m;
-    ok(defined $rps && $rps >= 1000, 'at least 1000 requests/s') or diag($out);
-    note("wrk: " . ($rps // '?') . " requests/s");
+    # No speed floor: on a loaded CI machine any rate is possible. Speed
+    # is bench/'s business; here wrk must complete requests without error.
+    my ($n) = $out =~ /^\s*(\d+) requests in /m;
+    ok(defined $n && $n > 0, 'wrk completed requests') or diag($out);
+    note("wrk: " . ($out =~ /^Requests\/sec:\s+([\d.]+)/m ? $1 : '?') . " requests/s");
 };
 
 subtest 'wrk without keep-alive' => sub {
-    my ($rc, $out) = run('wrk', '-t', '2', '-c', '20', '-d', '2s', '-H', 'Connection: close', $s->url('/1k.html'));
+    my ($rc, $out) = run('wrk', '-t', '2', '-c', '20', '-d', '2s', '--timeout', '10s', '-H', 'Connection: close', $s->url('/1k.html'));
     is($rc, 0, 'wrk exit 0') or diag($out);
     unlike($out, qr/Socket errors: connect \d+, read \d+, write \d+, timeout [1-9]/, 'no timeouts') or diag($out);
     unlike($out, qr/Socket errors: connect [1-9]/, 'no connect errors') or diag($out);
