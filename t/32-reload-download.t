@@ -88,8 +88,14 @@ my $deadline = $t0 + 60;
 while (grep { !$_->{done} } @dl) {
     last if time > $deadline;
     for my $d (grep { !$_->{done} } @dl) {
-        # Read at most what the rate allows so far.
-        my $allowed = ($d->{head} ? 0 : 4096) + $RATE * (time - $t0) - $d->{got};
+        # Read at most what the rate allows so far, and until the 8th
+        # reload has returned no more than (reloads done + 1) tenths of
+        # the file: however slow the reloads on a loaded machine, both
+        # downloads are still in flight at each of them.
+        my $cap = $reloads < 8 ? $SIZE * ($reloads + 1) / 10 : $SIZE;
+        my $allowed = ($d->{head} ? 0 : 4096) + $RATE * (time - $t0);
+        $allowed = $cap if $allowed > $cap;
+        $allowed -= $d->{got};
         next if $allowed < 4096;
         my $n = sysread($d->{sock}, my $chunk, $allowed > 65536 ? 65536 : $allowed);
         if (!defined $n) { next if $!{EAGAIN} || $!{EINTR}; $d->{error} = "read: $!"; $d->{done} = 1; next }
