@@ -103,7 +103,7 @@ while (grep { !$_->{done} } @dl) {
             $allowed = $cap if $allowed > $cap;
         }
         $allowed -= $d->{got};
-        next if $allowed < 4096;
+        next if $allowed < 4096 && $allowed < $SIZE - $d->{got};    # the last bytes may be fewer
         my $n = sysread($d->{sock}, my $chunk, $allowed > 65536 ? 65536 : $allowed);
         if (!defined $n) { next if $!{EAGAIN} || $!{EINTR}; $d->{error} = "read: $!"; $d->{done} = 1; next }
         if ($n == 0) { $d->{eof} = 1; $d->{done} = 1; next }
