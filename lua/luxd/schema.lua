@@ -653,6 +653,8 @@ local function header_names(ctx, key, v, what, example)
   return names, {}, {}
 end
 
+local HEADER_VALUE = T.string({ line = true, empty = true, max = V.MAX_VALUE })
+
 local function check_headers(ctx, key, v, what)
   local names, list, seen = header_names(ctx, key, v, what, '{ ["X-Frame-Options"] = "DENY" }')
   for _, name in ipairs(names) do
@@ -667,8 +669,10 @@ local function check_headers(ctx, key, v, what)
                             what, V.q(name)))
     end
     if type(value) == "number" then value = V.show(value) end
-    T.string({ line = true, empty = true, max = V.MAX_VALUE })(ctx, name, value,
-                                                               fmt("%s[%s]", what, V.q(name)))
+    -- The message's name for the value is only built for a message.
+    if type(value) ~= "string" or value:find("[%z\r\n]") or #value > V.MAX_VALUE then
+      HEADER_VALUE(ctx, name, value, fmt("%s[%s]", what, V.q(name)))
+    end
     list[#list + 1] = { name, value }
   end
   return list
