@@ -293,14 +293,17 @@ end
 -- identity, so a config cannot forge one or confuse it with its own tables.
 -- One metatable for all of them (tostring names the object from its info):
 -- a closure and a metatable per rule were a good part of a 10,000-vhost load.
+local function object_mt(objs)
+  return { __tostring = function(o)
+    local i = objs[o]
+    return i.kind == "location" and ("location " .. V.q(i.prefix)) or (i.action .. " { ... }")
+  end }
+end
+
 function St:object(info)
   local mt = self.obj_mt
   if not mt then
-    local objs = self.objs
-    mt = { __tostring = function(o)
-      local i = objs[o]
-      return i.kind == "location" and ("location " .. V.q(i.prefix)) or (i.action .. " { ... }")
-    end }
+    mt = object_mt(self.objs)
     self.obj_mt = mt
   end
   local obj = setmetatable({}, mt)
