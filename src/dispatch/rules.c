@@ -153,6 +153,9 @@ int lx_ruleset_index(lx_ruleset_t *rs) {
         char lit[256];
         size_t n = 0;
         int rc;
+        uint32_t opts = 0;
+        if (r->re && pcre2_pattern_info(r->re, PCRE2_INFO_ALLOPTIONS, &opts) == 0)
+            r->re_utf = (opts & PCRE2_UTF) != 0;
         if (r->prefix_len) {
             memcpy(lit, r->prefix, n = r->prefix_len < sizeof(lit) ? r->prefix_len : sizeof(lit));
         } else if (r->re) {
@@ -199,7 +202,12 @@ static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
     if (r->has_from && !lx_cidrset_has(&r->from, c->addr_of ? c->addr_of(c->ud) : c->addr))
         return 0;
     if (r->re) {
-        int m = pcre2_jit_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
+        /* pcre2_jit_match skips the subject checks, and a UTF pattern
+         * run on a path that is not UTF-8 (a client's %FF) is read past
+         * its end: those go through pcre2_match, which checks and then
+         * runs the same JIT code (an invalid path matches nothing). */
+        int m = r->re_utf ? PCRE2_ERROR_JIT_BADOPTION
+                          : pcre2_jit_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
         if (m == PCRE2_ERROR_JIT_BADOPTION)
             m = pcre2_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
         if (m < 0) return 0;

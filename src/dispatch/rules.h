@@ -25,6 +25,7 @@ typedef struct {
     size_t *suffix_len;  /**< their lengths */
     size_t nsuffix;      /**< entries in suffix; 0: no condition */
     pcre2_code *re;      /**< path must match, or NULL */
+    int re_utf;          /**< re is a UTF pattern ((*UTF)): see rule_matches */
     const char *regex;   /**< its source, for -T */
     lx_cidrset_t from;   /**< client address must be in it */
     int has_from;        /**< from applies */
