@@ -11,12 +11,6 @@
 LLHTTP_SRC ?= /usr/share/llhttp
 LLHTTP_INC ?= /usr/share/include/llhttp
 PKGS       := libuv luajit libpcre2-8 liburing
-# vectorscan (or hyperscan): the multi-regex prefilter of rule sets, built
-# in where the library is (deps/ installs it where Debian has it); without
-# it, literal-free regex rules are each run per request, as before.
-HS_PKG     := $(shell pkg-config --exists libhs 2>/dev/null && echo libhs)
-PKGS       += $(HS_PKG)
-HS_DEFS    := $(if $(HS_PKG),-DLX_HAVE_HS)
 BUILD      ?= build
 
 CC        ?= cc
@@ -27,7 +21,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
-CPPFLAGS_ALL = -D_GNU_SOURCE $(HS_DEFS) -Isrc -I$(BUILD)/gen -I$(LLHTTP_INC) $(PKG_CFLAGS)
+CPPFLAGS_ALL = -D_GNU_SOURCE -Isrc -I$(BUILD)/gen -I$(LLHTTP_INC) $(PKG_CFLAGS)
 LDFLAGS_ALL  = -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 
 SRCS    := $(sort $(wildcard src/*.c src/*/*.c))
@@ -207,10 +201,6 @@ $(BUILD)/unit/test_precond: t/unit/test_precond.c src/http/precond.c src/http/pr
 	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_precond.c src/http/precond.c src/http/date.c
 
 # The rule tables need PCRE2 and llhttp's method names.
-$(BUILD)/unit/test_multire: t/unit/test_multire.c t/fuzz/common/multire_diff.h $(wildcard src/dispatch/*.c) $(LL_OBJS) t/unit/tap.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -It/fuzz/common -o $@ t/unit/test_multire.c $(wildcard src/dispatch/*.c) $(LL_OBJS) $(PKG_LIBS)
-
 $(BUILD)/unit/test_dispatch: t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) t/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) $(PKG_LIBS)

@@ -281,21 +281,6 @@ static void swap_listeners(lx_worker_t *w, const lx_gen_t *gen, const int *fds, 
 }
 
 /* Switches the loop to the generation and listeners one reload handed it. */
-/* Grows the loop's prefilter scratch to serve g's rule sets too (it still
- * serves the generations before, whose requests may be running). Without
- * memory for it, a set it does not fit tests all its regex rules. */
-static void fit_rule_scratch(lx_worker_t *w, const lx_gen_t *g) {
-    lx_multire_scratch_t *scratch = w->rule_scratch;
-    for (size_t i = 0; i < g->nrulesets; i++) {
-        if (g->rulesets[i]->multi && lx_multire_scratch_fit(g->rulesets[i]->multi, &scratch) < 0) {
-            lx_log_error("worker %d: out of memory for the rules' prefilter; testing each regex",
-                         w->index);
-            break;
-        }
-    }
-    w->rule_scratch = scratch;
-}
-
 static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
     /* The limit first: swap_listeners accepts what is queued on a dropped
      * socket, and those accepts happen under the new generation, so they
@@ -323,7 +308,6 @@ static void adopt_one(lx_worker_t *w, lx_mailbox_t *m) {
         lx_access_log_flush(w); /* as in lx_worker_gen_release */
         lx_gen_unref(w->gen);
     }
-    fit_rule_scratch(w, m->gen);
     w->gen = m->gen;
     w->gen_users = 0;
     lx_handlers_loop_adopt(w, w->gen);
@@ -466,7 +450,6 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     w->cache = lx_filecache_new(&w->loop);
     w->match_data = pcre2_match_data_create(10, NULL); /* $0..$9 */
     if (w->match_data == NULL) return -ENOMEM;
-    fit_rule_scratch(w, gen);
     w->listeners = calloc(nfds ? nfds : 1, sizeof(*w->listeners));
     if (w->cache == NULL || w->listeners == NULL) return -ENOMEM;
     if ((r = lx_worker_init_conns(w)) < 0) return r;
@@ -503,7 +486,6 @@ void lx_worker_join(lx_worker_t *w) {
         free(w->alogs[i].buf);
     free(w->alogs);
     pcre2_match_data_free(w->match_data);
-    lx_multire_scratch_free(w->rule_scratch);
     for (size_t i = 0; i < w->nretired; i++)
         lx_gen_unref(w->retired[i].gen);
     free(w->retired);

@@ -74,7 +74,6 @@ typedef struct lx_worker_s {
     lx_filecache_t *cache;           /**< this loop's file cache */
     struct lx_stats_s *stats;        /**< this loop's counters (stats.h) */
     void *match_data;                /**< pcre2_match_data for this loop's regex matches */
-    void *rule_scratch;              /**< lx_multire_scratch_t: rule sets' prefilter scratch */
     struct lx_alog_buf_s *alogs;     /**< access log buffers, by file slot (io/logfiles.c) */
     size_t nalogs;                   /**< entries in alogs */
     size_t alog_cap;                 /**< bytes in each buffer */

@@ -147,39 +147,12 @@ static int add_suffix(lx_ruleset_t *rs, const char *s, size_t len, uint32_t id) 
     return lx_trie_add(rs->by_suffix, rev, len, id);
 }
 
-static int cmp_id(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The regex rules with no literal to index go to one prefilter, scanned
- * once per request: without it each is run on every path, and a thousand
- * of them cost a thousand PCRE2 matches. What the prefilter cannot take
- * joins the always-tested list. */
-static int index_literal_free(lx_ruleset_t *rs, const uint32_t *ids, uint32_t n) {
-    if (n == 0) return 0;
-    const char **pats = malloc(n * sizeof(*pats));
-    uint32_t *left = malloc(n * sizeof(*left)), nleft = 0;
-    int rc = pats && left ? 0 : -ENOMEM;
-    for (uint32_t i = 0; rc == 0 && i < n; i++)
-        pats[i] = rs->rules[ids[i]].regex;
-    if (rc == 0) rc = lx_multire_build(pats, ids, n, &rs->multi, left, &nleft);
-    for (uint32_t i = 0; rc == 0 && i < nleft; i++)
-        rc = add_always(rs, left[i]);
-    /* Merged lists must each be in rule order. */
-    if (rc == 0 && nleft) qsort(rs->always, rs->nalways, sizeof(*rs->always), cmp_id);
-    free(pats);
-    free(left);
-    return rc;
-}
-
 int lx_ruleset_index(lx_ruleset_t *rs) {
-    uint32_t *free_re = NULL, nfree = 0;
-    int rc = 0;
-    for (uint32_t id = 0; rc == 0 && id < rs->n; id++) {
+    for (uint32_t id = 0; id < rs->n; id++) {
         lx_rule_t *r = &rs->rules[id];
         char lit[256];
         size_t n = 0;
+        int rc;
         uint32_t opts = 0;
         if (r->re && pcre2_pattern_info(r->re, PCRE2_INFO_ALLOPTIONS, &opts) == 0)
             r->re_utf = (opts & PCRE2_UTF) != 0;
@@ -189,33 +162,21 @@ int lx_ruleset_index(lx_ruleset_t *rs) {
             n = lx_regex_literal(r->regex, 0, lit, sizeof(lit));
         }
         if (n) {
-            if (rs->by_prefix == NULL && (rs->by_prefix = lx_trie_new()) == NULL)
-                rc = -ENOMEM;
-            else
-                rc = lx_trie_add(rs->by_prefix, lit, n, id);
+            if (rs->by_prefix == NULL && (rs->by_prefix = lx_trie_new()) == NULL) return -ENOMEM;
+            rc = lx_trie_add(rs->by_prefix, lit, n, id);
         } else if (r->nsuffix) {
+            rc = 0;
             for (size_t i = 0; rc == 0 && i < r->nsuffix; i++)
                 rc = r->suffix_len[i] ? add_suffix(rs, r->suffix[i], r->suffix_len[i], id)
                                       : add_always(rs, id);
         } else if (r->re && (n = lx_regex_literal(r->regex, 1, lit, sizeof(lit))) > 0) {
             rc = add_suffix(rs, lit, n, id);
-        } else if (r->re && !r->re_utf && lx_multire_available()) {
-            /* (A UTF pattern stays out: the engine's UTF mode may not be
-             * given a path that is not UTF-8, and a client chooses it.) */
-            uint32_t *f = realloc(free_re, (nfree + 1) * sizeof(*f));
-            if (f == NULL) {
-                rc = -ENOMEM;
-            } else {
-                free_re = f;
-                free_re[nfree++] = id;
-            }
         } else {
             rc = add_always(rs, id);
         }
+        if (rc < 0) return rc;
     }
-    if (rc == 0) rc = index_literal_free(rs, free_re, nfree);
-    free(free_re);
-    return rc;
+    return 0;
 }
 
 void lx_ruleset_free(lx_ruleset_t *rs) {
@@ -224,7 +185,6 @@ void lx_ruleset_free(lx_ruleset_t *rs) {
     lx_trie_free(rs->by_prefix);
     lx_trie_free(rs->by_suffix);
     free(rs->always);
-    lx_multire_free(rs->multi);
 }
 
 static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
@@ -261,8 +221,6 @@ static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
 
 /* Candidate lists found by the tries, merged in rule order. */
 #define MAX_LISTS 64
-/* Prefilter candidates kept per request; more, and all its rules are. */
-#define MAX_CANDIDATES 256
 typedef struct {
     const uint32_t *ids[MAX_LISTS];
     uint32_t n[MAX_LISTS];
@@ -292,18 +250,6 @@ int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx) {
     l.count = 0;
     l.overflow = 0;
     if (rs->nalways) collect(&l, rs->always, rs->nalways, 0);
-    /* The prefilter's candidates; when it cannot say, all of its rules. */
-    uint32_t cand[MAX_CANDIDATES];
-    if (rs->multi) {
-        int nc =
-            lx_multire_scan(rs->multi, ctx->scratch, ctx->path, ctx->len, cand, MAX_CANDIDATES);
-        uint32_t nall;
-        const uint32_t *all = lx_multire_ids(rs->multi, &nall);
-        if (nc < 0)
-            collect(&l, all, nall, 0);
-        else if (nc > 0)
-            collect(&l, cand, (uint32_t)nc, 0);
-    }
     lx_trie_walk(rs->by_prefix, ctx->path, ctx->len, 0, collect, &l);
     lx_trie_walk(rs->by_suffix, ctx->path, ctx->len, 1, collect, &l);
     if (l.overflow) {

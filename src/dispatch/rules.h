@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "cidr.h"
-#include "multire.h"
 #include "trie.h"
 
 enum { LX_RULE_ALLOW, LX_RULE_DENY, LX_RULE_REWRITE, LX_RULE_REDIRECT };
@@ -42,7 +41,6 @@ typedef struct {
     lx_trie_t *by_suffix; /**< rule ids by reversed literal suffix */
     uint32_t *always;     /**< rules with no literal to index: always tested */
     uint32_t nalways;     /**< entries in always */
-    lx_multire_t *multi;  /**< literal-free regex rules, as one prefilter; NULL: none */
 } lx_ruleset_t;
 
 /* What a rule is matched against. */
@@ -57,9 +55,6 @@ typedef struct {
      * asks the kernel once, and only for a rule that has `from`). */
     lx_addr_t (*addr_of)(void *ud);
     void *ud; /**< for addr_of */
-    /* The loop's scratch for rule sets' prefilters (lx_multire_scratch_fit
-     * at adopt); NULL: their regex rules are all tested, as without one. */
-    lx_multire_scratch_t *scratch;
 } lx_match_ctx_t;
 
 /* Builds the index after rules[] is filled. Returns 0 or -ENOMEM. */
