@@ -296,6 +296,8 @@ end
 local function object_mt(objs)
   return { __tostring = function(o)
     local i = objs[o]
+    -- A table a config gave this metatable itself is no DSL object.
+    if not i then return "a table" end
     return i.kind == "location" and ("location " .. V.q(i.prefix)) or (i.action .. " { ... }")
   end }
 end
