@@ -135,18 +135,23 @@ end
 
 -- The line at or after `start` where `key` is written as a table key
 -- (`key =`, `["key"] =`, `[404] =`), or `start` when there is none.
+-- The patterns per key, made once: every vhost asks for its root's line.
+local key_pats = {}    -- one lua_State per load: it lives as long as the load
 function V.key_line(lines, start, key)
   if not lines or key == nil then return start end
-  local pats
-  if type(key) == "number" then
-    pats = { "%[%s*" .. fmt("%.14g", key) .. "%s*%]%s*=" }
-  else
-    key = tostring(key)
-    local esc = key:gsub("%W", "%%%0")
-    pats = { "%[%s*[\"']" .. esc .. "[\"']%s*%]%s*=" }
-    if key:match("^[%a_][%w_]*$") then
-      pats[2] = "%f[%w_]" .. esc .. "%s*="
+  local pats = key_pats[key]
+  if not pats then
+    if type(key) == "number" then
+      pats = { "%[%s*" .. fmt("%.14g", key) .. "%s*%]%s*=" }
+    else
+      local k = tostring(key)
+      local esc = k:gsub("%W", "%%%0")
+      pats = { "%[%s*[\"']" .. esc .. "[\"']%s*%]%s*=" }
+      if k:match("^[%a_][%w_]*$") then
+        pats[2] = "%f[%w_]" .. esc .. "%s*="
+      end
     end
+    key_pats[key] = pats
   end
   for i = (start > 0 and start or 1), #lines do
     local line = lines[i]

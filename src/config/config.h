@@ -277,6 +277,7 @@ typedef struct lx_gen_s {
     void (*fini)(struct lx_gen_s *g); /**< what the handlers built for it, freed last */
     lx_ruleset_t **rulesets;          /**< every rule set, to free them */
     size_t nrulesets;                 /**< entries in rulesets */
+    size_t rulesets_cap;              /**< room in rulesets (grows by doubling) */
     /* Access log files this generation holds open (io/logfiles.c slots),
      * given back when it is freed: the server sets both. */
     int *log_slots;

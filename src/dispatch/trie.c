@@ -22,7 +22,7 @@ struct lx_trie_s {
 
 static int new_node(lx_trie_t *t, uint32_t *out) {
     if (t->n == t->cap) {
-        uint32_t cap = t->cap ? t->cap * 2 : 64;
+        uint32_t cap = t->cap ? t->cap * 2 : 16; /* a prefix rule set is often one short path */
         node_t *nodes = realloc(t->nodes, cap * sizeof(*nodes));
         if (nodes == NULL) return -ENOMEM;
         t->nodes = nodes;
