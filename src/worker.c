@@ -424,6 +424,7 @@ int lx_worker_init_conns(lx_worker_t *w) {
     lx_dlq_init(&w->dlq, &w->loop, lx_conn_on_deadline);
     lx_pool_init(&w->rbufs, RBUF_SIZE(&w->gen->srv), 256);
     lx_pool_init(&w->obufs, LX_OUT_BUF, 64);
+    if (w->copybuf == NULL && (w->copybuf = malloc(LX_OUT_BUF)) == NULL) return -ENOMEM;
     lx_sess_pool_init(w);
     return lx_handlers_loop_init(w);
 }
@@ -433,6 +434,8 @@ void lx_worker_free_conns(lx_worker_t *w) {
     lx_sess_pool_trim(w, 1);
     lx_pool_free(&w->rbufs);
     lx_pool_free(&w->obufs);
+    free(w->copybuf);
+    w->copybuf = NULL;
     lx_stats_loop_release(w->stats);
     w->stats = NULL;
 }

@@ -67,6 +67,7 @@ typedef struct lx_worker_s {
     lx_dlq_t dlq;                    /**< the connections' deadlines */
     lx_pool_t rbufs;                 /**< read buffers, max_header_bytes + slack */
     lx_pool_t obufs;                 /**< output buffers of LX_OUT_BUF bytes */
+    char *copybuf;                   /**< LX_OUT_BUF bytes: out.c's scratch within one flush */
     long inblock;                    /**< the loop thread's block reads, last seen (out.c) */
     lx_spares_t sess_spares;         /**< sessions kept for reuse (conn.c) */
     void *hstate[8];                 /**< handlers' per-loop state (handlers/chain.c) */
