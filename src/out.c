@@ -376,8 +376,8 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
          * bytes are copied twice (pread, write) where sendfile's are not.
          * A small one does that as well as a whole buffer. */
         ssize_t r = read_cached(s->w, p->file, buf, n < WAIT_PIECE ? n : WAIT_PIECE, p->off);
-        if (r > 0 && !room_in_front(o, (uint64_t)r)) r = -ENOBUFS; /* as push: no response has
-                                                                      that many pieces */
+        /* As push: no response has that many pieces. */
+        if (r > 0 && !room_in_front(o, (uint64_t)r)) r = -ENOBUFS;
         if (r > 0) {
             consume(s, (uint64_t)r);
             head_prev(o);
