@@ -165,6 +165,7 @@ static void finish(lx_worker_t *w) {
     lx_access_log_flush(w);
     if (!uv_is_closing((uv_handle_t *)&w->tick)) {
         uv_close((uv_handle_t *)&w->tick, NULL);
+        uv_close((uv_handle_t *)&w->turn, NULL);
         lx_dlq_close(&w->dlq);
         /* The main thread may still ask this loop to stop (a second SIGTERM
          * just as the drain ended) or hand it a reload; uv_async_send on a
@@ -402,9 +403,23 @@ static void on_tick(uv_timer_t *t) {
     if (!w->stop && !w->listening && w->nconns < w->max_conns) listen_start(w); /* after EMFILE */
 }
 
+/* Before each poll: the time the loop's last turn ran, its wait for events
+ * (libuv's idle time) left out. The longest turn is the longest any event
+ * of the loop waited behind others: what a read from a cold disk in the
+ * loop would show (bench/cold.sh). Two clock reads a turn, not a request. */
+static void on_turn(uv_prepare_t *h) {
+    lx_worker_t *w = container_of(h, lx_worker_t, turn);
+    uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&w->loop);
+    lx_stats_turn(w->stats, (now - w->turn_at) - (idle - w->idle_at));
+    w->turn_at = now;
+    w->idle_at = idle;
+}
+
 static void thread_main(void *arg) {
     lx_worker_t *w = arg;
     lx_out_thread_init(w);
+    w->turn_at = uv_hrtime();
+    w->idle_at = uv_metrics_idle_time(&w->loop);
     uv_run(&w->loop, UV_RUN_DEFAULT);
     lx_filecache_free(w->cache);
     w->cache = NULL;
@@ -444,6 +459,7 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     const lx_server_conf_t *s = &gen->srv;
     int r = uv_loop_init(&w->loop);
     if (r < 0) return r;
+    if ((r = uv_loop_configure(&w->loop, UV_METRICS_IDLE_TIME)) < 0) return r;
     w->index = index;
     w->gen = gen;
     lx_gen_ref(gen);
@@ -469,6 +485,9 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     uv_timer_init(&w->loop, &w->tick);
     w->tick.data = w;
     uv_timer_start(&w->tick, on_tick, 1000, 1000);
+    uv_prepare_init(&w->loop, &w->turn);
+    uv_prepare_start(&w->turn, on_turn);
+    uv_unref((uv_handle_t *)&w->turn);
     lx_worker_set_time(w, time(NULL));
     listen_start(w);
     return uv_thread_create(&w->thread, thread_main, w);
