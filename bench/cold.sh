@@ -4,10 +4,10 @@
 # first alone, then while DOWNLOADS clients each fetch a 1 GiB file whose
 # pages were dropped from the page cache (posix_fadvise DONTNEED, checked
 # with fincore). Reported per server: the hot traffic's p50/p99/max latency
-# alone and beside the cold downloads, their MB/s, and for luxd the longest
-# turn of its loop in each phase (luxd_worker_turn_max_seconds: the longest
-# an event waited behind others). One worker each, on SERVER_CPU; the
-# clients on CLIENT_CPU.
+# alone and beside the cold downloads, their MB/s, and for luxd its loop's
+# largest lag so far (luxd_worker_lag_max_seconds: how late a 10 ms timer
+# fired, which a loop stalled on a disk would raise by the stall). One
+# worker each, on SERVER_CPU; the clients on CLIENT_CPU.
 #
 # Usage: bash bench/cold.sh [SERVER...]   SERVER: luxd nginx (default: both)
 # Environment: DURATION=10, CONNS=20, DOWNLOADS=2, FILE_MB=1024,
@@ -56,13 +56,13 @@ lat() {
     END { printf "%.2f %.2f %.2f", p50, p99, max }' "$1"
 }
 
-# turn_max PORT — luxd's longest loop turn so far, in ms.
-turn_max() {
+# lag_max PORT — luxd's largest loop lag so far, in ms.
+lag_max() {
   curl -s --max-time 5 "http://127.0.0.1:$1/status" |
-    awk '/^luxd_worker_turn_max_seconds/ { if ($2 > m) m = $2 } END { printf "%.2f", m * 1000 }'
+    awk '/^luxd_worker_lag_max_seconds/ { if ($2 > m) m = $2 } END { printf "%.2f", m * 1000 }'
 }
 
-printf 'server\tphase\thot_p50_ms\thot_p99_ms\thot_max_ms\thot_req_s\tcold_MB_s\tturn_max_ms\n' >"$RESULTS/summary.tsv"
+printf 'server\tphase\thot_p50_ms\thot_p99_ms\thot_max_ms\thot_req_s\tcold_MB_s\tlag_max_ms\n' >"$RESULTS/summary.tsv"
 for srv in "${SERVERS[@]}"; do
   port=$(free_port)
   case $srv in
@@ -94,7 +94,7 @@ EOF
   pid=$BENCH_LAST_PID
   wait_ready "http://127.0.0.1:$port/1k.html" "$pid" 15 || die "$srv did not answer"
   url=http://127.0.0.1:$port/1k.html
-  turn=-
+  lag=-
   for phase in alone cold; do
     cold_mb=-
     if [[ $phase == cold ]]; then
@@ -111,14 +111,14 @@ EOF
       wait "${dl_pids[@]}" || true
       cold_mb=$(cat "$TMP/$srv"-dl*.txt | awk '{ b += $1; if ($2 > t) t = $2 } END { if (t > 0) printf "%.0f", b / t / 1e6; else print "-" }')
     fi
-    [[ $srv == luxd ]] && turn=$(turn_max "$port")
+    [[ $srv == luxd ]] && lag=$(lag_max "$port")
     read -r p50 p99 max <<<"$(lat "$TMP/$srv-$phase.wrk")"
     rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$TMP/$srv-$phase.wrk")
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$srv" "$phase" "$p50" "$p99" "$max" "$rps" "$cold_mb" "$turn" >>"$RESULTS/summary.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$srv" "$phase" "$p50" "$p99" "$max" "$rps" "$cold_mb" "$lag" >>"$RESULTS/summary.tsv"
   done
   stop_tree "$pid"
 done
 ((KEEP_TMP == 1)) || rm -f "$TMP/www/big.bin"
 column -t -s $'\t' "$RESULTS/summary.tsv" | tee "$RESULTS/table.txt"
-say "turn_max_ms: luxd's longest loop turn since it started, read after each phase (-: not luxd)"
+say "lag_max_ms: luxd's largest loop lag (a 10 ms timer's lateness) since it started, read after each phase (-: not luxd)"
 say "raw results: $RESULTS"

@@ -32,11 +32,11 @@
 /* Connection states counted (lx_conn_state_t: IDLE .. CLOSED). */
 #define LX_ST_CONN_STATES 8
 
-/* Loop turns are counted by how long they ran: up to 1 ms, 10 ms, 100 ms,
- * 1 s, and longer (the upper bounds in ns, lx_st_turn_le). */
-#define LX_ST_TURN_BUCKETS 5
-static const uint64_t lx_st_turn_le[LX_ST_TURN_BUCKETS - 1] = {1000000, 10000000, 100000000,
-                                                               1000000000};
+/* The loop's lag (worker.c on_lag) is counted by how large it was: up to
+ * 1 ms, 10 ms, 100 ms, 1 s, and more (the upper bounds in ns, lx_st_lag_le). */
+#define LX_ST_LAG_BUCKETS 5
+static const uint64_t lx_st_lag_le[LX_ST_LAG_BUCKETS - 1] = {1000000, 10000000, 100000000,
+                                                             1000000000};
 
 /* Policy faults, by kind. */
 enum {
@@ -92,9 +92,9 @@ typedef struct lx_stats_s {
     uint64_t policy_faults[LX_PF_KINDS]; /**< failed ones, by kind */
     uint64_t generation;                 /**< gauge: the generation the loop serves */
     uint64_t draining;                   /**< gauge: older generations it still runs requests of */
-    uint64_t turns[LX_ST_TURN_BUCKETS];  /**< loop turns by how long they ran (lx_st_turn_le) */
-    uint64_t turn_ns;                    /**< the time they ran, in all */
-    uint64_t turn_max_ns;                /**< gauge: the longest one */
+    uint64_t lags[LX_ST_LAG_BUCKETS];    /**< the loop's lag, sampled, by size (lx_st_lag_le) */
+    uint64_t lag_ns;                     /**< the samples' sum */
+    uint64_t lag_max_ns;                 /**< gauge: the largest */
     void *chunks[LX_ST_FAMILIES][LX_ST_CHUNKS]; /**< slot chunks (release-stored by the owner) */
 } __attribute__((aligned(64))) lx_stats_t;
 
@@ -128,15 +128,15 @@ static inline uint64_t lx_st_get(const uint64_t *p) {
     return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-/* One turn of the loop ran ns (worker.c on_turn). */
-static inline void lx_stats_turn(lx_stats_t *st, uint64_t ns) {
+/* The loop's lag was ns (worker.c on_lag). */
+static inline void lx_stats_lag(lx_stats_t *st, uint64_t ns) {
     if (!LX_STATS_ON) return;
     unsigned b = 0;
-    while (b < LX_ST_TURN_BUCKETS - 1 && ns > lx_st_turn_le[b])
+    while (b < LX_ST_LAG_BUCKETS - 1 && ns > lx_st_lag_le[b])
         b++;
-    LX_ST_INC(&st->turns[b]);
-    lx_st_add(&st->turn_ns, ns);
-    if (ns > lx_st_get(&st->turn_max_ns)) lx_st_set(&st->turn_max_ns, ns);
+    LX_ST_INC(&st->lags[b]);
+    lx_st_add(&st->lag_ns, ns);
+    if (ns > lx_st_get(&st->lag_max_ns)) lx_st_set(&st->lag_max_ns, ns);
 }
 
 /* Makes the chunk of a slot (the owner loop, on first use); NULL: out of memory. */

@@ -60,8 +60,8 @@ typedef struct lx_worker_s {
     lx_mailbox_t **mailbox_tail;     /**< where the next reload is linked in */
     uv_async_t wakeup;               /**< main thread -> loop: stop requested */
     uv_timer_t tick;                 /**< once a second: log flush, spares' trim, drain deadline */
-    uv_prepare_t turn;               /**< before each poll: how long the loop's last turn ran */
-    uint64_t turn_at, idle_at;       /**< uv_hrtime and libuv's idle time at the last turn */
+    uv_timer_t lag;                  /**< every LX_LAG_MS: how late it fires (stats' lag) */
+    uint64_t lag_due;                /**< uv_hrtime when it is due next */
     lx_listener_t **listeners;       /**< one per listen address (uv handles do not move) */
     size_t nlisteners;               /**< entries in listeners */
     int listening;                   /**< listeners are being polled */
