@@ -57,7 +57,7 @@ void lx_out_init(lx_out_t *o) {
 static void piece_release(lx_piece_t *p, lx_sess_t *s) {
     if (p->kind == LX_PIECE_FILE) { /* the next is checked anew */
         s->out.warm_to = s->out.cold = 0;
-        s->out.missed = 0;
+        s->out.missed = s->out.stalled = 0;
     }
     if (p->file) lx_file_unref(p->file);
     if (p->kind == LX_PIECE_BUF) lx_pool_put(&s->w->obufs, p->buf, LX_OUT_BUF);
@@ -77,6 +77,7 @@ void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
     o->full = 0;
     o->burst = 0;
     o->warm_to = 0;
+    o->stalled = 0;
 }
 
 void lx_out_free(lx_out_t *o) {
@@ -518,7 +519,7 @@ static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
 
 /* Whether the head file piece p goes out copied (LX_OUT_COPY_MAX). */
 static int copied(const lx_out_t *o, const lx_piece_t *p) {
-    return p->len <= LX_OUT_COPY_MAX && p->file->probe != LX_PROBE_NONE && !o->full;
+    return p->len <= LX_OUT_COPY_MAX && p->file->probe != LX_PROBE_NONE && !o->full && !o->stalled;
 }
 
 int lx_out_flush(lx_sess_t *s) {
@@ -537,7 +538,6 @@ int lx_out_flush(lx_sess_t *s) {
             if (cold || !in_page_cache(s, p, n)) {
                 int r = file_to_buffer(s, 0);
                 if (r < 0) return r;
-                cold = 0;
                 continue;
             }
             off_t off = (off_t)p->off;
@@ -550,7 +550,7 @@ int lx_out_flush(lx_sess_t *s) {
             if (errno != EAGAIN) return -errno;
             /* The socket is full. libuv waits for writability only for a
              * uv_write, so the next piece of the file goes as one. */
-            o->full = 1;
+            o->full = o->stalled = 1;
             if ((r = file_to_buffer(s, 1)) < 0) return (int)r;
             continue;
         }
@@ -586,13 +586,13 @@ int lx_out_flush(lx_sess_t *s) {
             continue;
         }
         size_t copy = 0; /* bytes of the file piece read into the loop's scratch */
-        if (file && nb < MAX_IOV && copied(o, file)) {
+        if (file && nb < MAX_IOV && total < LX_OUT_BUF && copied(o, file)) {
             /* One write of at most LX_OUT_BUF (one segment of 64 KiB at
              * most, on loopback) at a time, read just before it goes: a
              * 100 KiB write at once made two segments back to back, and
              * BBR's pacing held the second for a timer (the congestion
              * control here; bench/README.md, "Large files"). */
-            size_t want = total < LX_OUT_BUF / 2 ? LX_OUT_BUF - total : LX_OUT_BUF;
+            size_t want = LX_OUT_BUF - total;
             if (want > file->len) want = (size_t)file->len;
             ssize_t c = read_cached(s->w, file->file, s->w->copybuf, want, file->off);
             if (c == -EAGAIN) {
@@ -624,6 +624,7 @@ int lx_out_flush(lx_sess_t *s) {
         o->burst += (uint32_t)r;
         if ((size_t)r < total) {
             o->full = 1;
+            o->stalled |= copy != 0;
             /* The scratch is the loop's: what it held and the socket did
              * not take is read again from the file piece, a small part for
              * uv_write to wait with (as when sendfile finds it full). */

@@ -76,6 +76,8 @@ typedef struct {
     unsigned failed : 1;  /**< out of queue entries or memory: the response is short */
     unsigned full : 1;    /**< the socket refused bytes and no uv_write has finished since */
     unsigned missed : 1;  /**< the head file piece was found not cached once: it is counted */
+    unsigned stalled : 1; /**< the head file piece met a full socket: its rest goes by sendfile
+                             (a slow client would have its copied bytes read again each time) */
     uint32_t burst;       /**< bytes written at once since the loop last ran this connection */
 } lx_out_t;
 

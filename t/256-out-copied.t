@@ -17,7 +17,8 @@ use strict;
 use warnings;
 use Test::More;
 use Digest::MD5 qw(md5_hex);
-use Time::HiRes qw(sleep);
+use Time::HiRes qw(sleep time);
+use IO::Select;
 use lib 't/lib';
 use Luxd;
 use Luxd::PageCache;
@@ -156,6 +157,49 @@ for my $size (100 * $KB, 128 * $KB) {
     }
     ok(@bodies == $N && (grep { $_ eq $data{$size} } @bodies) == $N && pos($got) == length $got,
         "slow reader, $size bytes x $N: byte-exact") or diag scalar(@bodies) . " responses in " . length($got) . ' bytes';
+}
+
+# Four slow readers on the one loop, each of a different file, read in
+# turn: the scratch is the loop's, so a uv_write left pointing into it
+# would send another connection's bytes (a break review's test: the server
+# kept a uv_write on the scratch and this caught it, 38 of 40 byte-exact).
+{
+    my %d;
+    for my $i (1 .. 4) {
+        my $size = (90 + 9 * $i) * $KB + $i;
+        $d{$i} = make("g$i.bin", $size);
+    }
+    my $n = 40;
+    my @c;
+    for my $i (1 .. 4) {
+        my $c = $s->connect(rcvbuf => 4096);
+        $c->send(join '', (map { Luxd::request(path => "/g$i.bin") } 1 .. $n - 1), Luxd::request(path => "/g$i.bin", close => 1));
+        push @c, [$i, $c, ''];
+    }
+    my $sel = IO::Select->new(map { $_->[1]{sock} } @c);
+    my $until = time + 120;
+    my $open = @c;
+    while ($open && time < $until) {
+        for my $e (@c) {
+            next unless $e->[1] && $sel->exists($e->[1]{sock}) && IO::Select->new($e->[1]{sock})->can_read(0.01);
+            my $k = sysread($e->[1]{sock}, my $buf, 3000);
+            if (!$k) { $sel->remove($e->[1]{sock}); $e->[1]->close; $e->[1] = undef; $open--; next }
+            $e->[2] .= $buf;
+        }
+    }
+    for my $e (@c) {
+        my ($i, undef, $got) = @$e;
+        my ($k, $good) = (0, 0);
+        pos($got) = 0;
+        while ($got =~ /\G HTTP\/1\.1\ 200[^\r]*\r\n (.*?) \r\n\r\n/gcxs) {
+            my ($len) = $1 =~ /content-length: (\d+)/i or last;
+            $k++;
+            $good++ if substr($got, pos($got), $len) eq $d{$i};
+            pos($got) += $len;
+        }
+        ok($k == $n && $good == $n, "four slow readers on one loop: g$i: $n responses byte-exact")
+          or diag "$k responses, $good byte-exact, " . length($got) . ' bytes';
+    }
 }
 
 $s->stop;

@@ -47,7 +47,7 @@ sub lags {
     return \%w;
 }
 
-my @LE = ('0.001', '0.01', '0.1', '1', '+Inf');
+my @LE = ('0.002', '0.01', '0.1', '1', '+Inf');
 my $t0 = lags();
 is_deeply([sort keys %$t0], [0, 1], 'a histogram for each of the two workers');
 for my $i (sort keys %$t0) {
