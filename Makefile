@@ -231,6 +231,12 @@ $(BUILD)/unit/test_out: t/unit/test_out.c src/out.c src/out.h src/conn.h t/unit/
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_out.c src/out.c
 
+# The same writer, four sessions of one loop sharing its scratch buffer, in
+# a random run (the copied path's fakes are per session).
+$(BUILD)/unit/test_out_shared: t/unit/test_out_shared.c src/out.c src/out.h src/conn.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_out_shared.c src/out.c
+
 unit: $(UNITS)
 
 # The reference is the man pages (mdoc): doc/luxd.lua.5 and doc/luxd.8,

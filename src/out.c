@@ -57,7 +57,7 @@ void lx_out_init(lx_out_t *o) {
 static void piece_release(lx_piece_t *p, lx_sess_t *s) {
     if (p->kind == LX_PIECE_FILE) { /* the next is checked anew */
         s->out.warm_to = s->out.cold = 0;
-        s->out.missed = 0;
+        s->out.missed = s->out.stalled = 0;
     }
     if (p->file) lx_file_unref(p->file);
     if (p->kind == LX_PIECE_BUF) lx_pool_put(&s->w->obufs, p->buf, LX_OUT_BUF);
@@ -77,6 +77,7 @@ void lx_out_reset(lx_out_t *o, lx_sess_t *s) {
     o->full = 0;
     o->burst = 0;
     o->warm_to = 0;
+    o->stalled = 0;
 }
 
 void lx_out_free(lx_out_t *o) {
@@ -328,6 +329,38 @@ static int refused(lx_file_t *f, int err) {
     return 1;
 }
 
+/* Whether the loop thread's block reads are where they were at the last
+ * look (and from now on, they are). */
+static int loop_read_nothing(lx_worker_t *w) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0) return 1;
+    int same = ru.ru_inblock == w->inblock;
+    w->inblock = ru.ru_inblock;
+    return same;
+}
+
+/* Reads up to n bytes at off from the page cache alone: preadv2 with
+ * RWF_NOWAIT never waits on the disk (a file in memory, on tmpfs, is read
+ * plainly). Returns the bytes read; -EAGAIN when none are cached, or the
+ * file cannot be asked (refused(): the thread pool reads it); -EIO at the
+ * end of the file (it shrank under us: the announced length is a lie now);
+ * another negative errno on failure. */
+static ssize_t read_cached(lx_worker_t *w, lx_file_t *f, char *buf, size_t n, uint64_t off) {
+    if (f->probe == LX_PROBE_NONE) return -EAGAIN;
+    struct iovec iov = {buf, n};
+    int how = f->probe == LX_PROBE_RAM ? 0 : RWF_NOWAIT;
+    ssize_t r = preadv2(f->fd, &iov, 1, (off_t)off, how);
+    if (r < 0 && how && refused(f, errno) && f->probe == LX_PROBE_RAM)
+        r = preadv2(f->fd, &iov, 1, (off_t)off, 0);
+    /* A read that stopped at a page not cached started that page's read
+     * from this thread: counted now, it does not make the next look at the
+     * page cache (probe_ends, any connection's) a miss (t/181). */
+    if (how && (r < 0 ? errno == EAGAIN : (size_t)r < n)) loop_read_nothing(w);
+    if (r > 0) return r;
+    if (r == 0) return -EIO;
+    return errno == EAGAIN || f->probe == LX_PROBE_NONE ? -EAGAIN : -errno;
+}
+
 /* Reads up to LX_OUT_BUF bytes of the head file piece into a pooled buffer:
  * at once when the page cache has them (cached: 1), else on the thread
  * pool. Returns 0 when a buffer piece now heads the queue, -EAGAIN when the
@@ -338,20 +371,14 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
     size_t n = p->len < LX_OUT_BUF ? (size_t)p->len : LX_OUT_BUF;
     char *buf = lx_pool_get(&s->w->obufs);
     if (buf == NULL) return -ENOMEM;
-    if (cached && p->file->probe != LX_PROBE_NONE) {
+    if (cached) {
         /* The socket is full: this piece only waits, in libuv's uv_write,
          * for it to take bytes again (sendfile goes on after it), and its
          * bytes are copied twice (pread, write) where sendfile's are not.
          * A small one does that as well as a whole buffer. */
-        struct iovec iov = {buf, n < WAIT_PIECE ? n : WAIT_PIECE};
-        int how = p->file->probe == LX_PROBE_RAM ? 0 : RWF_NOWAIT;
-        ssize_t r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, how);
-        if (r < 0 && how && refused(p->file, errno) && p->file->probe == LX_PROBE_RAM)
-            r = preadv2(p->file->fd, &iov, 1, (off_t)p->off, 0);
-        if (r > 0 && !room_in_front(o, (uint64_t)r)) {
-            lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
-            return -ENOBUFS; /* as push: no response has that many pieces */
-        }
+        ssize_t r = read_cached(s->w, p->file, buf, n < WAIT_PIECE ? n : WAIT_PIECE, p->off);
+        /* As push: no response has that many pieces. */
+        if (r > 0 && !room_in_front(o, (uint64_t)r)) r = -ENOBUFS;
         if (r > 0) {
             consume(s, (uint64_t)r);
             head_prev(o);
@@ -364,14 +391,9 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
             o->queued += (uint64_t)r;
             return 0;
         }
-        if (r == 0) {
+        if (r != -EAGAIN) {
             lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
-            return -EIO; /* the file shrank under us: the length is a lie now */
-        }
-        if (errno != EAGAIN && p->file->probe != LX_PROBE_NONE) {
-            int e = -errno;
-            lx_pool_put(&s->w->obufs, buf, LX_OUT_BUF);
-            return e;
+            return (int)r;
         }
     }
     o->work_file = p->file;
@@ -429,16 +451,6 @@ static int cachestat_covers(lx_file_t *f, uint64_t off, uint64_t end) {
     }
     uint64_t pg = (uint64_t)getpagesize();
     return cs.nr_cache >= (end - 1) / pg - off / pg + 1; /* the pages the range touches */
-}
-
-/* Whether the loop thread's block reads are where they were at the last
- * look (and from now on, they are). */
-static int loop_read_nothing(lx_worker_t *w) {
-    struct rusage ru;
-    if (getrusage(RUSAGE_THREAD, &ru) != 0) return 1;
-    int same = ru.ru_inblock == w->inblock;
-    w->inblock = ru.ru_inblock;
-    return same;
 }
 
 /* preadv2(RWF_NOWAIT) of the byte at: 1 cached, 0 not (or an error the
@@ -505,6 +517,11 @@ static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
     return 1;
 }
 
+/* Whether the head file piece p goes out copied (LX_OUT_COPY_MAX). */
+static int copied(const lx_out_t *o, const lx_piece_t *p) {
+    return p->len <= LX_OUT_COPY_MAX && p->file->probe != LX_PROBE_NONE && !o->full && !o->stalled;
+}
+
 int lx_out_flush(lx_sess_t *s) {
     lx_out_t *o = &s->out;
     if (o->writing || o->file_io) return -EAGAIN; /* its callback flushes again */
@@ -513,11 +530,12 @@ int lx_out_flush(lx_sess_t *s) {
     o->warm_to = 0;
     uv_stream_t *st = stream_of(s);
     int fd = st->io_watcher.fd;
+    int cold = 0; /* the head file piece's next bytes are not in the page cache */
     while (o->n) {
         lx_piece_t *p = &o->q[o->head];
-        if (p->kind == LX_PIECE_FILE) {
+        if (p->kind == LX_PIECE_FILE && (cold || !copied(o, p))) {
             size_t n = p->len < SENDFILE_CHUNK ? (size_t)p->len : SENDFILE_CHUNK;
-            if (!in_page_cache(s, p, n)) {
+            if (cold || !in_page_cache(s, p, n)) {
                 int r = file_to_buffer(s, 0);
                 if (r < 0) return r;
                 continue;
@@ -532,24 +550,25 @@ int lx_out_flush(lx_sess_t *s) {
             if (errno != EAGAIN) return -errno;
             /* The socket is full. libuv waits for writability only for a
              * uv_write, so the next piece of the file goes as one. */
-            o->full = 1;
+            o->full = o->stalled = 1;
             if ((r = file_to_buffer(s, 1)) < 0) return (int)r;
             continue;
         }
-        /* Buffers up to the next file piece, in one writev. Streamed
-         * pieces too: uv_write for what the socket takes at once would
-         * cost an epoll_ctl each time (libuv arms and disarms POLLOUT
-         * around it), so it is kept for what the socket refuses; the
-         * producer's proceed runs from conn_flush, which does not re-enter
-         * it. */
+        /* Buffers up to the next file piece, in one writev, and that piece
+         * too when it goes out copied. Streamed pieces too: uv_write for
+         * what the socket takes at once would cost an epoll_ctl each time
+         * (libuv arms and disarms POLLOUT around it), so it is kept for what
+         * the socket refuses; the producer's proceed runs from conn_flush,
+         * which does not re-enter it. */
         uv_buf_t bufs[MAX_IOV];
         int nb = 0;
         size_t total = 0;
-        int before_file = 0, has_buf = 0;
+        lx_piece_t *file = NULL;
+        int has_buf = 0;
         for (unsigned i = 0; i < o->n && nb < MAX_IOV; i++) {
             lx_piece_t *q = at(o, i);
             if (q->kind == LX_PIECE_FILE) {
-                before_file = 1;
+                file = q;
                 break;
             }
             has_buf |= q->kind == LX_PIECE_BUF;
@@ -560,9 +579,36 @@ int lx_out_flush(lx_sess_t *s) {
         }
         /* A socket just found full would refuse a try as well: libuv
          * waits for it (its uv_write tries once more first). */
-        if (o->full || o->burst > LX_OUT_BURST) return write_rest(s, bufs, nb, 0);
+        if (o->full || o->burst > LX_OUT_BURST) {
+            if (nb) return write_rest(s, bufs, nb, 0);
+            int r = file_to_buffer(s, 1); /* a copied piece at the head */
+            if (r < 0) return r;
+            continue;
+        }
+        size_t copy = 0; /* bytes of the file piece read into the loop's scratch */
+        if (file && nb < MAX_IOV && total < LX_OUT_BUF && copied(o, file)) {
+            /* One write of at most LX_OUT_BUF (one segment of 64 KiB at
+             * most, on loopback) at a time, read just before it goes: a
+             * 100 KiB write at once made two segments back to back, and
+             * BBR's pacing held the second for a timer (the congestion
+             * control here; bench/README.md, "Large files"). */
+            size_t want = LX_OUT_BUF - total;
+            if (want > file->len) want = (size_t)file->len;
+            ssize_t c = read_cached(s->w, file->file, s->w->copybuf, want, file->off);
+            if (c == -EAGAIN) {
+                cold = 1; /* the thread pool reads it, after the buffers before it */
+            } else if (c < 0) {
+                return (int)c;
+            } else {
+                copy = (size_t)c;
+                bufs[nb].base = s->w->copybuf;
+                bufs[nb++].len = copy;
+                total += copy;
+            }
+        }
+        if (nb == 0) continue; /* a cold piece at the head */
         ssize_t r;
-        if (before_file && !has_buf && uv_stream_get_write_queue_size(st) == 0) {
+        if (file && !copy && !has_buf && uv_stream_get_write_queue_size(st) == 0) {
             /* Headers before a file: what uv_try_write does (a writev while
              * libuv's queue is empty), with MSG_MORE so that they leave in
              * one segment with the file's first bytes. (A file's bytes read
@@ -578,12 +624,25 @@ int lx_out_flush(lx_sess_t *s) {
         o->burst += (uint32_t)r;
         if ((size_t)r < total) {
             o->full = 1;
-            int e = write_rest(s, bufs, nb, (size_t)r);
+            o->stalled |= copy != 0;
+            /* The scratch is the loop's: what it held and the socket did
+             * not take is read again from the file piece, a small part for
+             * uv_write to wait with (as when sendfile finds it full). */
+            if ((size_t)r >= total - copy) {
+                consume(s, (uint64_t)r);
+                int e = file_to_buffer(s, 1);
+                if (e < 0) return e;
+                continue;
+            }
+            int e = write_rest(s, bufs, nb - (copy != 0), (size_t)r);
             /* What the socket took is out; the rest is in flight. */
             consume(s, (uint64_t)r);
             return e;
         }
-        drop(s, (unsigned)nb, total);
+        if (copy)
+            consume(s, total);
+        else
+            drop(s, (unsigned)nb, total);
     }
     return 0;
 }

@@ -1,11 +1,13 @@
 /* The output queue of a connection and its writer: memory pieces go out by
  * uv_try_write, and what the socket does not take at once by uv_write (libuv
- * waits for writability); file pieces by sendfile(2) on the stream's fd while
- * libuv's write queue is empty. When sendfile cannot go on (the socket is
- * full, or the data is not in the page cache), a piece of the file is read
- * into a pooled buffer, on the loop if RWF_NOWAIT finds it cached, else on
- * the thread pool, and that buffer is written with uv_write; the next piece
- * is sendfile again. A loop never waits on a disk. */
+ * waits for writability). File pieces up to LX_OUT_COPY_MAX are read from
+ * the page cache (RWF_NOWAIT) into the loop's scratch and written with what
+ * precedes them; larger ones go by sendfile(2) on the stream's fd while
+ * libuv's write queue is empty. When neither can go on (the socket is full,
+ * or the data is not in the page cache), a piece of the file is read into a
+ * pooled buffer, on the loop if RWF_NOWAIT finds it cached, else on the
+ * thread pool, and that buffer is written with uv_write; the next piece goes
+ * as before. A loop never waits on a disk. */
 #ifndef LX_OUT_H
 #define LX_OUT_H
 
@@ -41,6 +43,14 @@ typedef struct {
  * producer that sends as long as the socket takes (a fast client of a long
  * stream) leaves the loop's other connections their turn (t/163). */
 #define LX_OUT_BURST (256 * 1024)
+/* A file piece up to this size goes out copied, not by sendfile: read from
+ * the page cache (preadv2 RWF_NOWAIT, which never waits on the disk) into
+ * the loop's scratch buffer, LX_OUT_BUF at a time, the first with the
+ * headers in one writev. On this machine (BBR, which paces) a 100 KiB
+ * response costs a third less CPU that way than by sendfile after probes
+ * of the page cache; at 256 KiB they cost the same, past it sendfile wins
+ * (bench/README.md, "Large files"). */
+#define LX_OUT_COPY_MAX (128 * 1024)
 
 typedef struct {
     lx_piece_t q[LX_OUT_MAX];    /**< queued output, a ring */
@@ -66,6 +76,8 @@ typedef struct {
     unsigned failed : 1;  /**< out of queue entries or memory: the response is short */
     unsigned full : 1;    /**< the socket refused bytes and no uv_write has finished since */
     unsigned missed : 1;  /**< the head file piece was found not cached once: it is counted */
+    unsigned stalled : 1; /**< the head file piece met a full socket: its rest goes by sendfile
+                             (a slow client would have its copied bytes read again each time) */
     uint32_t burst;       /**< bytes written at once since the loop last ran this connection */
 } lx_out_t;
 

@@ -32,6 +32,13 @@
 /* Connection states counted (lx_conn_state_t: IDLE .. CLOSED). */
 #define LX_ST_CONN_STATES 8
 
+/* The loop's lag (worker.c on_lag) is counted by how large it was: up to
+ * 2 ms (libuv's millisecond timers make up to about 1 ms of it in an idle
+ * loop), 10 ms, 100 ms, 1 s, and more (the upper bounds in ns, lx_st_lag_le). */
+#define LX_ST_LAG_BUCKETS 5
+static const uint64_t lx_st_lag_le[LX_ST_LAG_BUCKETS - 1] = {2000000, 10000000, 100000000,
+                                                             1000000000};
+
 /* Policy faults, by kind. */
 enum {
     LX_PF_ERROR,  /**< a Lua error (the policy raised one, or a call it made did) */
@@ -86,6 +93,9 @@ typedef struct lx_stats_s {
     uint64_t policy_faults[LX_PF_KINDS]; /**< failed ones, by kind */
     uint64_t generation;                 /**< gauge: the generation the loop serves */
     uint64_t draining;                   /**< gauge: older generations it still runs requests of */
+    uint64_t lags[LX_ST_LAG_BUCKETS];    /**< the loop's lag, sampled, by size (lx_st_lag_le) */
+    uint64_t lag_ns;                     /**< the samples' sum */
+    uint64_t lag_max_ns;                 /**< gauge: the largest */
     void *chunks[LX_ST_FAMILIES][LX_ST_CHUNKS]; /**< slot chunks (release-stored by the owner) */
 } __attribute__((aligned(64))) lx_stats_t;
 
@@ -117,6 +127,17 @@ static inline void lx_st_set(uint64_t *p, uint64_t v) {
 
 static inline uint64_t lx_st_get(const uint64_t *p) {
     return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* The loop's lag was ns (worker.c on_lag). */
+static inline void lx_stats_lag(lx_stats_t *st, uint64_t ns) {
+    if (!LX_STATS_ON) return;
+    unsigned b = 0;
+    while (b < LX_ST_LAG_BUCKETS - 1 && ns > lx_st_lag_le[b])
+        b++;
+    LX_ST_INC(&st->lags[b]);
+    lx_st_add(&st->lag_ns, ns);
+    if (ns > lx_st_get(&st->lag_max_ns)) lx_st_set(&st->lag_max_ns, ns);
 }
 
 /* Makes the chunk of a slot (the owner loop, on first use); NULL: out of memory. */

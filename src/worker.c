@@ -165,6 +165,7 @@ static void finish(lx_worker_t *w) {
     lx_access_log_flush(w);
     if (!uv_is_closing((uv_handle_t *)&w->tick)) {
         uv_close((uv_handle_t *)&w->tick, NULL);
+        uv_close((uv_handle_t *)&w->lag, NULL);
         lx_dlq_close(&w->dlq);
         /* The main thread may still ask this loop to stop (a second SIGTERM
          * just as the drain ended) or hand it a reload; uv_async_send on a
@@ -402,9 +403,28 @@ static void on_tick(uv_timer_t *t) {
     if (!w->stop && !w->listening && w->nconns < w->max_conns) listen_start(w); /* after EMFILE */
 }
 
+/* The loop's lag: how late a timer due every LX_LAG_MS fires. A turn of
+ * the loop that runs long (a slow policy; a read from a cold disk, were
+ * one made in the loop) delays it by about that much less up to LX_LAG_MS,
+ * so the largest lag is the longest stall to within LX_LAG_MS
+ * (bench/cold.sh). A timer, not a clock read per turn: nothing on the
+ * request path (libuv's UV_METRICS_IDLE_TIME, which would give each turn's
+ * length, costs an epoll_wait more each time the loop goes idle). */
+#define LX_LAG_MS 10
+
+static void on_lag(uv_timer_t *t) {
+    lx_worker_t *w = container_of(t, lx_worker_t, lag);
+    uint64_t now = uv_hrtime();
+    lx_stats_lag(w->stats, now > w->lag_due ? now - w->lag_due : 0);
+    w->lag_due = now + LX_LAG_MS * 1000000ull;
+}
+
 static void thread_main(void *arg) {
     lx_worker_t *w = arg;
     lx_out_thread_init(w);
+    w->lag_due = uv_hrtime() + LX_LAG_MS * 1000000ull;
+    uv_update_time(&w->loop); /* the timer counts from now, not from lx_worker_start */
+    uv_timer_start(&w->lag, on_lag, LX_LAG_MS, LX_LAG_MS);
     uv_run(&w->loop, UV_RUN_DEFAULT);
     lx_filecache_free(w->cache);
     w->cache = NULL;
@@ -424,6 +444,7 @@ int lx_worker_init_conns(lx_worker_t *w) {
     lx_dlq_init(&w->dlq, &w->loop, lx_conn_on_deadline);
     lx_pool_init(&w->rbufs, RBUF_SIZE(&w->gen->srv), 256);
     lx_pool_init(&w->obufs, LX_OUT_BUF, 64);
+    if (w->copybuf == NULL && (w->copybuf = malloc(LX_OUT_BUF)) == NULL) return -ENOMEM;
     lx_sess_pool_init(w);
     return lx_handlers_loop_init(w);
 }
@@ -433,6 +454,8 @@ void lx_worker_free_conns(lx_worker_t *w) {
     lx_sess_pool_trim(w, 1);
     lx_pool_free(&w->rbufs);
     lx_pool_free(&w->obufs);
+    free(w->copybuf);
+    w->copybuf = NULL;
     lx_stats_loop_release(w->stats);
     w->stats = NULL;
 }
@@ -466,6 +489,8 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     uv_timer_init(&w->loop, &w->tick);
     w->tick.data = w;
     uv_timer_start(&w->tick, on_tick, 1000, 1000);
+    uv_timer_init(&w->loop, &w->lag);
+    uv_unref((uv_handle_t *)&w->lag);
     lx_worker_set_time(w, time(NULL));
     listen_start(w);
     return uv_thread_create(&w->thread, thread_main, w);

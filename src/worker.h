@@ -60,6 +60,8 @@ typedef struct lx_worker_s {
     lx_mailbox_t **mailbox_tail;     /**< where the next reload is linked in */
     uv_async_t wakeup;               /**< main thread -> loop: stop requested */
     uv_timer_t tick;                 /**< once a second: log flush, spares' trim, drain deadline */
+    uv_timer_t lag;                  /**< every LX_LAG_MS: how late it fires (stats' lag) */
+    uint64_t lag_due;                /**< uv_hrtime when it is due next */
     lx_listener_t **listeners;       /**< one per listen address (uv handles do not move) */
     size_t nlisteners;               /**< entries in listeners */
     int listening;                   /**< listeners are being polled */
@@ -67,6 +69,7 @@ typedef struct lx_worker_s {
     lx_dlq_t dlq;                    /**< the connections' deadlines */
     lx_pool_t rbufs;                 /**< read buffers, max_header_bytes + slack */
     lx_pool_t obufs;                 /**< output buffers of LX_OUT_BUF bytes */
+    char *copybuf;                   /**< LX_OUT_BUF bytes: out.c's scratch within one flush */
     long inblock;                    /**< the loop thread's block reads, last seen (out.c) */
     lx_spares_t sess_spares;         /**< sessions kept for reuse (conn.c) */
     void *hstate[8];                 /**< handlers' per-loop state (handlers/chain.c) */

@@ -49,17 +49,21 @@ my $LABEL = qr/[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"/;
 # { "name{labels}" => value } or fails.
 sub parse_prom {
     my ($text, $what) = @_;
-    my (%v, %type, @bad);
+    my (%v, %type, %hist, @bad);
     for my $l (split /\n/, $text) {
         if ($l =~ /^# HELP ($NAME) \S.*$/) { next }
-        if ($l =~ /^# TYPE ($NAME) (counter|gauge)$/) {
+        if ($l =~ /^# TYPE ($NAME) (counter|gauge|histogram)$/) {
             push @bad, "TYPE twice: $l" if $type{$1}++;
+            $hist{$1} = 1 if $2 eq 'histogram';
             next;
         }
-        if ($l =~ /^($NAME)(\{$LABEL(?:,$LABEL)*\})? (\d+)$/) {
-            push @bad, "sample before its TYPE: $l" unless $type{$1};
-            push @bad, "twice: $l" if exists $v{ $1 . ($2 // '') };
-            $v{ $1 . ($2 // '') } = $3;
+        # Counts are integers; seconds (a histogram's sum, a max) decimals.
+        if ($l =~ /^($NAME)(\{$LABEL(?:,$LABEL)*\})? (\d+(?:\.\d+)?)$/) {
+            my ($name, $labels, $value) = ($1, $2 // '', $3);
+            my ($fam) = $name =~ /^(.*)_(?:bucket|sum|count)$/;
+            push @bad, "sample before its TYPE: $l" unless $type{$name} || ($fam && $hist{$fam});
+            push @bad, "twice: $l" if exists $v{ $name . $labels };
+            $v{ $name . $labels } = $value;
             next;
         }
         push @bad, "not a metric line: $l";

@@ -80,7 +80,7 @@ sub adopted {
     my $r = $s->get('/luxd-status?format=json');
     return 0 unless $r->{status} == 200;
     my ($w) = $r->{body} =~ /"workers":\[(.*?)\]/s or return 0;
-    my @g = $w =~ /\{"generation":(\d+),"generations_draining":(\d+)\}/g;
+    my @g = $w =~ /\{"generation":(\d+),"generations_draining":(\d+)[,}]/g;
     return 0 unless @g == 4;    # workers = 2
     return $g[0] == $gen && $g[2] == $gen && $g[1] == 0 && $g[3] == 0
         && $r->{body} =~ /"generations_draining":0,/;

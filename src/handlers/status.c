@@ -277,6 +277,31 @@ static void render_prom(lx_buf_t *o, const lx_req_t *r, const loops_t *l, const 
     for (int i = 0; i < l->n; i++)
         lx_buf_printf(o, "luxd_worker_generations_draining{worker=\"%d\"} %llu\n", i,
                       (unsigned long long)lx_st_get(&l->loops[i]->draining));
+    prom_head(o, "luxd_worker_lag_seconds", "histogram",
+              "Each loop's lag: how late a timer due every 10 ms fired, sampled at each firing. "
+              "A loop kept busy (a slow policy) lags by about as long, less up to 10 ms.");
+    for (int i = 0; i < l->n; i++) {
+        const lx_stats_t *st = l->loops[i];
+        uint64_t n = 0;
+        for (int b = 0; b < LX_ST_LAG_BUCKETS; b++) {
+            n += lx_st_get(&st->lags[b]);
+            if (b < LX_ST_LAG_BUCKETS - 1)
+                lx_buf_printf(o, "luxd_worker_lag_seconds_bucket{worker=\"%d\",le=\"%g\"} %llu\n",
+                              i, (double)lx_st_lag_le[b] / 1e9, (unsigned long long)n);
+            else
+                lx_buf_printf(o, "luxd_worker_lag_seconds_bucket{worker=\"%d\",le=\"+Inf\"} %llu\n",
+                              i, (unsigned long long)n);
+        }
+        lx_buf_printf(o, "luxd_worker_lag_seconds_sum{worker=\"%d\"} %.6f\n", i,
+                      (double)lx_st_get(&st->lag_ns) / 1e9);
+        lx_buf_printf(o, "luxd_worker_lag_seconds_count{worker=\"%d\"} %llu\n", i,
+                      (unsigned long long)n);
+    }
+    prom_head(o, "luxd_worker_lag_max_seconds", "gauge",
+              "The largest lag of each loop since luxd started.");
+    for (int i = 0; i < l->n; i++)
+        lx_buf_printf(o, "luxd_worker_lag_max_seconds{worker=\"%d\"} %.6f\n", i,
+                      (double)lx_st_get(&l->loops[i]->lag_max_ns) / 1e9);
 
     uint32_t nu = lx_stats_nslots(LX_ST_UPSTREAM);
     live = live_slots(r->gen, LX_ST_UPSTREAM, nu);
@@ -384,9 +409,12 @@ static void render_json(lx_buf_t *o, const lx_req_t *r, const loops_t *l, const 
                       (unsigned long long)t->policy_faults[i]);
     lx_buf_printf(o, "}},\n\"workers\":[");
     for (int i = 0; i < l->n; i++)
-        lx_buf_printf(o, "%s{\"generation\":%llu,\"generations_draining\":%llu}", i ? "," : "",
-                      (unsigned long long)lx_st_get(&l->loops[i]->generation),
-                      (unsigned long long)lx_st_get(&l->loops[i]->draining));
+        lx_buf_printf(o,
+                      "%s{\"generation\":%llu,\"generations_draining\":%llu,\"lag_max_seconds\":"
+                      "%.6f}",
+                      i ? "," : "", (unsigned long long)lx_st_get(&l->loops[i]->generation),
+                      (unsigned long long)lx_st_get(&l->loops[i]->draining),
+                      (double)lx_st_get(&l->loops[i]->lag_max_ns) / 1e9);
     lx_buf_printf(o, "],\n\"upstreams\":{");
     uint32_t nu = lx_stats_nslots(LX_ST_UPSTREAM);
     live = live_slots(r->gen, LX_ST_UPSTREAM, nu);

@@ -69,6 +69,17 @@ int uv_try_write(uv_stream_t *h, const uv_buf_t bufs[], unsigned int nbufs) {
     return took ? (int)took : UV_EAGAIN;
 }
 
+/* Headers before a file piece go by sendmsg(MSG_MORE), as uv_try_write. */
+ssize_t sendmsg(int fd, const struct msghdr *mh, int flags) {
+    (void)fd, (void)flags;
+    int r = uv_try_write(NULL, (const uv_buf_t *)mh->msg_iov, (unsigned)mh->msg_iovlen);
+    if (r == UV_EAGAIN) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return r;
+}
+
 int uv_write(uv_write_t *req, uv_stream_t *h, const uv_buf_t bufs[], unsigned int nbufs,
              uv_write_cb cb) {
     (void)h;
@@ -254,6 +265,7 @@ static lx_sess_t *new_sess(void) {
     s->c = calloc(1, sizeof(*s->c));
     s->w = calloc(1, sizeof(*s->w));
     s->w->stats = aligned_alloc(64, sizeof(lx_stats_t)); /* out.c counts its file-I/O jobs */
+    s->w->copybuf = malloc(LX_OUT_BUF);
     memset(s->w->stats, 0, sizeof(lx_stats_t));
     lx_out_init(&s->out);
     /* A connection's first output is a header block, in obuf: obuf exists
@@ -267,6 +279,7 @@ static void free_sess(lx_sess_t *s) {
     lx_out_free(&s->out);
     free(s->c);
     free(s->w->stats);
+    free(s->w->copybuf);
     free(s->w);
     free(s);
 }
@@ -331,12 +344,11 @@ static void full_ring(unsigned start) {
  * from it need an entry in front of it. Either they go out in order, or
  * the flush fails (the connection closes); never a 81st entry, which would
  * be the last piece's. */
-static void file_in_front(unsigned behind, int in_cache) {
+static void file_in_front(unsigned behind, int in_cache, uint64_t flen) {
     lx_sess_t *s = new_sess();
     lx_out_t *o = &s->out;
     lx_file_t *f = calloc(1, sizeof(*f));
     restart();
-    uint64_t flen = 100000;
     /* The real file, for the thread pool's pread. */
     char path[] = "/tmp/test_out-XXXXXX";
     f->fd = mkstemp(path);
@@ -439,6 +451,83 @@ static void soak(unsigned steps) {
     free_sess(s);
 }
 
+/* A file piece that goes out copied (LX_OUT_COPY_MAX), with headers in obuf
+ * before it and a memory piece after it (a multipart boundary), through a
+ * socket that takes `first` bytes at the first try and `step` at each one
+ * after (a uv_write's completion takes all it holds): every cut inside the
+ * headers, at their end, inside each 64 KiB write of the file and past it.
+ * What the socket did not take of the scratch must be read again from the
+ * file; what it did not take of the headers waits in a uv_write. The file
+ * is at the limit, one byte under it, and the first size past the memory
+ * cache. */
+static void copied_cut(int in_cache) {
+    static const uint64_t lens[] = {LX_OUT_COPY_MAX, LX_OUT_COPY_MAX - 1, LX_SMALL_FILE + 1};
+    static const size_t steps[] = {SIZE_MAX, 4096, 65535, 65536, 65537};
+    const size_t hdr = 300;
+    /* Every cut in the headers and at their end, the socket then taking
+     * all; and some in and past the file's first write, with every step. */
+    static const size_t more[] = {302,
+                                  1000,
+                                  LX_OUT_BUF - 301,
+                                  LX_OUT_BUF - 300,
+                                  LX_OUT_BUF - 299,
+                                  LX_OUT_BUF,
+                                  LX_OUT_BUF + 1,
+                                  2 * LX_OUT_BUF - 300,
+                                  100000};
+    int bad = 0, runs = 0;
+    char path[] = "/tmp/test_out-XXXXXX";
+    int fd = mkstemp(path);
+    assert(fd >= 0);
+    unlink(path);
+    for (uint64_t x = 0; x < LX_OUT_COPY_MAX; x++) {
+        unsigned char b = file_byte(x);
+        assert(write(fd, &b, 1) == 1);
+    }
+    for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+        for (size_t fi = 0; fi < hdr + 2 + sizeof(more) / sizeof(more[0]); fi++)
+            for (size_t si = 0; si < (fi < hdr + 2 ? 1 : sizeof(steps) / sizeof(steps[0])); si++) {
+                size_t first = fi < hdr + 2 ? fi : more[fi - hdr - 2];
+                lx_sess_t *s = new_sess();
+                lx_out_t *o = &s->out;
+                lx_file_t *f = calloc(1, sizeof(*f));
+                f->fd = fd;
+                restart();
+                cached = in_cache;
+                push_obuf(o, hdr);
+                lx_out_file(o, f, 0, lens[li]);
+                for (uint64_t x = 0; x < lens[li]; x++) {
+                    char b = (char)file_byte(x);
+                    expect_add(&b, 1);
+                }
+                push_mem(o, 40);
+                budget = first;
+                int r = 0;
+                for (int i = 0; i < 1000000; i++) {
+                    r = lx_out_flush(s);
+                    if (r == 0 && !wr.pending && !job.pending) break;
+                    if (r != 0 && r != -EAGAIN) break;
+                    /* Another connection's flush uses the loop's scratch
+                     * meanwhile: no uv_write may point into it. */
+                    memset(s->w->copybuf, 0xAA, LX_OUT_BUF);
+                    if (wr.pending) complete_write();
+                    if (job.pending) run_job();
+                    budget = steps[si];
+                }
+                runs++;
+                if (r != 0 || o->n != 0 || written_status < 0 || !same_output() || o->queued) {
+                    if (!bad++)
+                        diag("file %llu, first %zu, step %zu: r %d, n %u, got %zu of %zu",
+                             (unsigned long long)lens[li], first, steps[si], r, o->n, ngot, nexp);
+                }
+                free_sess(s);
+                free(f);
+            }
+    close(fd);
+    ok(bad == 0, "copied, %s: every byte out, in order, at every cut (%d runs, %d bad)",
+       in_cache ? "in the page cache" : "read on the thread pool", runs, bad);
+}
+
 /* LX_OUT_BURST: streamed pieces go out at once while no more than the
  * limit has gone at once since the loop last ran the connection; then by
  * uv_write, whose completion (a turn of the loop) starts the count again. */
@@ -480,11 +569,15 @@ int main(void) {
     full_ring(1);
     full_ring(37);
     full_ring(LX_OUT_MAX - 1);
-    for (int c = 1; c >= 0; c--) {
-        file_in_front(0, c);
-        file_in_front(LX_OUT_MAX - 2, c);
-        file_in_front(LX_OUT_MAX - 1, c);
-    }
+    /* Copied (LX_OUT_COPY_MAX), and by sendfile. */
+    for (uint64_t flen = 100000; flen < 400000; flen += 200000)
+        for (int c = 1; c >= 0; c--) {
+            file_in_front(0, c, flen);
+            file_in_front(LX_OUT_MAX - 2, c, flen);
+            file_in_front(LX_OUT_MAX - 1, c, flen);
+        }
+    for (int c = 1; c >= 0; c--)
+        copied_cut(c);
     soak(100000);
     burst_limit();
     free(expect_buf);
