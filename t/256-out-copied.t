@@ -7,6 +7,8 @@
 # - byte-exact at 64 KiB + 1 (the first size that is a file piece), 100 KiB,
 #   exactly 128 KiB (the limit) and 128 KiB + 1 (one past: sendfile), by
 #   GET, HEAD, a range inside, two ranges (multipart) and two pipelined GETs;
+# - which way each size goes: copied up to the limit, by sendfile one past
+#   (the loop thread's rchar has sendfile's two probe bytes, or not);
 # - a warm file takes no thread-pool read (like t/179 for sendfile), and a
 #   cold one is read by the pool, never waited for in the loop;
 # - a client that reads slowly (a 4 KiB window) still gets every byte: the
@@ -45,6 +47,24 @@ sub make {
 
 sub pool_reads { Luxd::PageCache->pool_reads($s) }
 
+# The loop thread: the one that wrote the responses (the most wchar).
+sub loop_task {
+    my ($best, $bw);
+    for my $d (glob '/proc/' . $s->pid . '/task/*') {
+        open my $fh, '<', "$d/io" or next;
+        my ($w) = join('', <$fh>) =~ /^wchar: (\d+)/m;
+        ($best, $bw) = ($d, $w) if defined $w && (!defined $bw || $w > $bw);
+    }
+    return $best;
+}
+
+sub rchar {
+    my ($task) = @_;
+    open my $fh, '<', "$task/io" or die "$task/io: $!";
+    my ($v) = join('', <$fh>) =~ /^rchar: (\d+)/m;
+    return $v;
+}
+
 my %data;
 for my $size (64 * $KB + 1, 100 * $KB, 128 * $KB, 128 * $KB + 1) {
     my $name = "f$size.bin";
@@ -65,6 +85,17 @@ for my $size (64 * $KB + 1, 100 * $KB, 128 * $KB, 128 * $KB + 1) {
     ok($r->{status} == 200 && ($r->{headers}{'content-length'} // '') eq $size && md5_hex($r->{body} // '') eq md5_hex($data),
         "$size bytes: GET byte-exact");
     is($n, 0, "$size bytes: warm, no thread-pool read") or diag $quiet ? 'quiet' : 'never quiet';
+
+    # Which way it went, from the loop thread's rchar: the file's bytes
+    # either way (preadv2, or sendfile), and by sendfile also the two bytes
+    # its page-cache probes read (the first and the last), which the copied
+    # path does without. At the limit copied, one past by sendfile.
+    my $task = loop_task();
+    my $rc0 = rchar($task);
+    $r = $s->get("/$name");
+    my $extra = rchar($task) - $rc0 - $size;
+    is($extra, $size <= 128 * $KB ? 0 : 2,
+        "$size bytes: " . ($size <= 128 * $KB ? 'copied, no probe read' : 'by sendfile, after its two probe bytes'));
 
     my $h = $s->head("/$name");
     ok($h->{status} == 200 && ($h->{headers}{'content-length'} // '') eq $size && ($h->{body} // '') eq '',
