@@ -222,6 +222,21 @@ static void drop(lx_sess_t *s, unsigned k, uint64_t bytes) {
     }
 }
 
+/* n bytes of the head file piece, read into the pooled buffer buf, leave it
+ * for a buffer piece in front of it (room_in_front said there is room). */
+static void put_in_front(lx_sess_t *s, char *buf, uint64_t n) {
+    lx_out_t *o = &s->out;
+    consume(s, n);
+    head_prev(o);
+    o->n++;
+    lx_piece_t *b = &o->q[o->head];
+    memset(b, 0, sizeof(*b));
+    b->kind = LX_PIECE_BUF;
+    b->buf = b->ptr = buf;
+    b->len = n;
+    o->queued += n;
+}
+
 static uv_stream_t *stream_of(lx_sess_t *s) {
     return (uv_stream_t *)&s->c->tcp;
 }
@@ -291,17 +306,7 @@ static void read_done(uv_work_t *w, int status) {
         lx_sess_written(s, s->c == NULL || status < 0 ? -ECANCELED : -EIO);
         return;
     }
-    /* The bytes leave the file piece for a buffer piece in front of it. */
-    size_t got = (size_t)o->work_got;
-    consume(s, got);
-    head_prev(o);
-    o->n++;
-    lx_piece_t *p = &o->q[o->head];
-    memset(p, 0, sizeof(*p));
-    p->kind = LX_PIECE_BUF;
-    p->buf = p->ptr = buf;
-    p->len = got;
-    o->queued += got;
+    put_in_front(s, buf, (uint64_t)o->work_got);
     lx_sess_written(s, 0);
 }
 
@@ -354,7 +359,10 @@ static ssize_t read_cached(lx_worker_t *w, lx_file_t *f, char *buf, size_t n, ui
         r = preadv2(f->fd, &iov, 1, (off_t)off, 0);
     /* A read that stopped at a page not cached started that page's read
      * from this thread: counted now, it does not make the next look at the
-     * page cache (probe_ends, any connection's) a miss (t/181). */
+     * page cache (probe_ends, any connection's) a miss (t/181). A whole
+     * read that a fast disk completed in line is not counted here (a
+     * getrusage per read would cost what the probes did): the next look
+     * then calls its range a miss, and the pool reads it once. */
     if (how && (r < 0 ? errno == EAGAIN : (size_t)r < n)) loop_read_nothing(w);
     if (r > 0) return r;
     if (r == 0) return -EIO;
@@ -380,15 +388,7 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
         /* As push: no response has that many pieces. */
         if (r > 0 && !room_in_front(o, (uint64_t)r)) r = -ENOBUFS;
         if (r > 0) {
-            consume(s, (uint64_t)r);
-            head_prev(o);
-            o->n++;
-            lx_piece_t *b = &o->q[o->head];
-            memset(b, 0, sizeof(*b));
-            b->kind = LX_PIECE_BUF;
-            b->buf = b->ptr = buf;
-            b->len = (uint64_t)r;
-            o->queued += (uint64_t)r;
+            put_in_front(s, buf, (uint64_t)r);
             return 0;
         }
         if (r != -EAGAIN) {
@@ -517,7 +517,10 @@ static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
     return 1;
 }
 
-/* Whether the head file piece p goes out copied (LX_OUT_COPY_MAX). */
+/* Whether the head file piece p goes out copied (LX_OUT_COPY_MAX). What is
+ * left of a piece counts, so the last 128 KiB of a larger file that never
+ * met a full socket go copied too: the same bytes, in fewer syscalls than
+ * a probe and sendfile. */
 static int copied(const lx_out_t *o, const lx_piece_t *p) {
     return p->len <= LX_OUT_COPY_MAX && p->file->probe != LX_PROBE_NONE && !o->full && !o->stalled;
 }
@@ -530,12 +533,12 @@ int lx_out_flush(lx_sess_t *s) {
     o->warm_to = 0;
     uv_stream_t *st = stream_of(s);
     int fd = st->io_watcher.fd;
-    int cold = 0; /* the head file piece's next bytes are not in the page cache */
+    int uncached = 0; /* the head file piece's next bytes are not in the page cache */
     while (o->n) {
         lx_piece_t *p = &o->q[o->head];
-        if (p->kind == LX_PIECE_FILE && (cold || !copied(o, p))) {
+        if (p->kind == LX_PIECE_FILE && (uncached || !copied(o, p))) {
             size_t n = p->len < SENDFILE_CHUNK ? (size_t)p->len : SENDFILE_CHUNK;
-            if (cold || !in_page_cache(s, p, n)) {
+            if (uncached || !in_page_cache(s, p, n)) {
                 int r = file_to_buffer(s, 0);
                 if (r < 0) return r;
                 continue;
@@ -596,7 +599,7 @@ int lx_out_flush(lx_sess_t *s) {
             if (want > file->len) want = (size_t)file->len;
             ssize_t c = read_cached(s->w, file->file, s->w->copybuf, want, file->off);
             if (c == -EAGAIN) {
-                cold = 1; /* the thread pool reads it, after the buffers before it */
+                uncached = 1; /* the thread pool reads it, after the buffers before it */
             } else if (c < 0) {
                 return (int)c;
             } else {
