@@ -154,9 +154,12 @@ void lx_rule_describe(const lx_rule_t *r, FILE *out) {
 
 static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, const char *indent) {
     if (rs == NULL) return;
-    fprintf(out, "%s%s (%u rules; indexed: %zu by prefix, %zu by suffix; %u always tested)\n",
-            indent, title, rs->n, lx_trie_keys(rs->by_prefix), lx_trie_keys(rs->by_suffix),
-            rs->nalways);
+    if (rs->linear)
+        fprintf(out, "%s%s (%u rules, tested in order)\n", indent, title, rs->n);
+    else
+        fprintf(out, "%s%s (%u rules; indexed: %zu by prefix, %zu by suffix; %u always tested)\n",
+                indent, title, rs->n, lx_trie_keys(rs->by_prefix), lx_trie_keys(rs->by_suffix),
+                rs->nalways);
     for (uint32_t i = 0; i < rs->n; i++) {
         const lx_rule_t *r = &rs->rules[i];
         fprintf(out, "%s  %u. ", indent, i + 1);

@@ -150,12 +150,17 @@ static int add_suffix(lx_ruleset_t *rs, const char *s, size_t len, uint32_t id) 
 int lx_ruleset_index(lx_ruleset_t *rs) {
     for (uint32_t id = 0; id < rs->n; id++) {
         lx_rule_t *r = &rs->rules[id];
-        char lit[256];
-        size_t n = 0;
-        int rc;
         uint32_t opts = 0;
         if (r->re && pcre2_pattern_info(r->re, PCRE2_INFO_ALLOPTIONS, &opts) == 0)
             r->re_utf = (opts & PCRE2_UTF) != 0;
+    }
+    rs->linear = rs->n <= LX_RULES_LINEAR_MAX;
+    if (rs->linear) return 0;
+    for (uint32_t id = 0; id < rs->n; id++) {
+        lx_rule_t *r = &rs->rules[id];
+        char lit[256];
+        size_t n = 0;
+        int rc;
         if (r->prefix_len) {
             memcpy(lit, r->prefix, n = r->prefix_len < sizeof(lit) ? r->prefix_len : sizeof(lit));
         } else if (r->re) {
@@ -246,6 +251,11 @@ static int collect(void *ud, const uint32_t *ids, uint32_t n, size_t depth) {
 int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx) {
     ctx->ncap = 0; /* set again only by this call's own regex match */
     if (rs == NULL || rs->n == 0) return -1;
+    if (rs->linear) {
+        for (uint32_t i = 0; i < rs->n; i++)
+            if (rule_matches(&rs->rules[i], ctx)) return (int)i;
+        return -1;
+    }
     lists_t l;
     l.count = 0;
     l.overflow = 0;

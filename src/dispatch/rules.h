@@ -41,7 +41,13 @@ typedef struct {
     lx_trie_t *by_suffix; /**< rule ids by reversed literal suffix */
     uint32_t *always;     /**< rules with no literal to index: always tested */
     uint32_t nalways;     /**< entries in always */
+    int linear;           /**< no index: few enough rules to test each in turn */
 } lx_ruleset_t;
+
+/* Up to this many rules a set is tested rule by rule: its index would cost
+ * more to walk than the rules to test, and ten nodes of memory per literal
+ * byte (a 10,000-vhost config's one deny rule each: 15 MB of tries). */
+#define LX_RULES_LINEAR_MAX 8
 
 /* What a rule is matched against. */
 typedef struct {

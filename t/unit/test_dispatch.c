@@ -1,5 +1,7 @@
 /* Unit tests for the compiled rule tables: CIDR sets, the byte trie, the
  * literals read out of regexes, and first-match order through the index. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dispatch/cidr.h"
@@ -19,6 +21,12 @@ static int collect(void *ud, const uint32_t *ids, uint32_t n, size_t depth) {
     for (uint32_t i = 0; i < n; i++)
         sprintf(out + strlen(out), "%u,", ids[i]);
     return 0;
+}
+
+static unsigned rnd(unsigned n) {
+    static unsigned seed = 7;
+    seed = seed * 1103515245u + 12345u;
+    return (seed >> 16) % n;
 }
 
 static lx_rule_t regex_rule(const char *re) {
@@ -125,15 +133,20 @@ int main(void) {
     is_str(lit, "x\\", "an escaped backslash before $ is a literal backslash");
     is_int((long long)lx_regex_literal("\\d$", 1, lit, sizeof(lit)), 0, "\\d$: no suffix");
 
-    /* First match in written order, through the index. */
-    lx_rule_t rules[5] = {0};
+    /* First match in written order, through the index: five rules, and
+     * behind them enough that match nothing to make the set indexed. */
+    lx_rule_t rules[5 + LX_RULES_LINEAR_MAX] = {0};
     rules[0] = regex_rule("\\.(bak|swp)$"); /* always tested */
     rules[1] = (lx_rule_t){.kind = LX_RULE_ALLOW, .prefix = "/pub/", .prefix_len = 5};
     rules[2] = regex_rule("^/pub/.*\\.txt$"); /* by prefix /pub/ */
     rules[3] = (lx_rule_t){.kind = LX_RULE_DENY, .status = 404, .prefix = "/", .prefix_len = 1};
     rules[4] = regex_rule("\\.txt$"); /* by suffix .txt */
-    lx_ruleset_t rs = {.rules = rules, .n = 5};
+    for (int i = 5; i < 5 + LX_RULES_LINEAR_MAX; i++)
+        rules[i] = (lx_rule_t){
+            .kind = LX_RULE_DENY, .status = 403, .prefix = "/nothing-here/", .prefix_len = 14};
+    lx_ruleset_t rs = {.rules = rules, .n = 5 + LX_RULES_LINEAR_MAX};
     ok(lx_ruleset_index(&rs) == 0, "index built");
+    ok(!rs.linear, "one rule past the limit: indexed");
     is_int(rs.nalways, 1, "one rule must always be tested");
     pcre2_match_data *md = pcre2_match_data_create(10, NULL);
     lx_match_ctx_t m = {"/pub/a.txt", 10, 1, addr("127.0.0.1"), md, 0, NULL, NULL};
@@ -177,6 +190,62 @@ int main(void) {
     is_int(lx_rule_max_ref("/plain$"), -1, "max_ref: none");
     lx_ruleset_free(&rs3);
     lx_ruleset_free(&rs1);
+
+    /* At the limit a set is tested rule by rule, one past it through the
+     * index; either way the first match is the same. Random sets of
+     * prefix, suffix and regex rules, random paths over the same bytes. */
+    static const char *const pieces[] = {"/", "a", "b", ".txt", "/a/", "/b", "x"};
+    static const char *const regexes[] = {"^/a/.*b$", "b", "\\.txt$", "^/(a|b)", "a{2}", "^/b/"};
+    int differ = 0, linear_seen = 0, indexed_seen = 0;
+    for (int round = 0; round < 400; round++) {
+        uint32_t nr = 1 + rnd(2 * LX_RULES_LINEAR_MAX);
+        lx_rule_t rr[2 * LX_RULES_LINEAR_MAX], alone[1];
+        static char texts[2 * LX_RULES_LINEAR_MAX][16];
+        for (uint32_t i = 0; i < nr; i++) {
+            const char *pa = pieces[rnd(7)], *pb = pieces[rnd(7)];
+            snprintf(texts[i], sizeof(texts[i]), "%s%s", pa, pb);
+            switch (rnd(3)) {
+            case 0:
+                rr[i] = (lx_rule_t){
+                    .kind = LX_RULE_DENY, .prefix = texts[i], .prefix_len = strlen(texts[i])};
+                break;
+            case 1:
+                rr[i] = (lx_rule_t){.kind = LX_RULE_DENY};
+                rr[i].suffix = (const char **)malloc(sizeof(char *));
+                rr[i].suffix_len = malloc(sizeof(size_t));
+                rr[i].suffix[0] = texts[i];
+                rr[i].suffix_len[0] = strlen(texts[i]);
+                rr[i].nsuffix = 1;
+                break;
+            default: rr[i] = regex_rule(regexes[rnd(6)]);
+            }
+        }
+        lx_ruleset_t set_rs = {.rules = rr, .n = nr};
+        lx_ruleset_index(&set_rs);
+        if (nr == LX_RULES_LINEAR_MAX) linear_seen += set_rs.linear;
+        if (nr == LX_RULES_LINEAR_MAX + 1) indexed_seen += !set_rs.linear;
+        for (int p = 0; p < 40; p++) {
+            char path[64] = "";
+            for (int k = 1 + (int)rnd(4); k > 0; k--)
+                strcat(path, pieces[rnd(7)]);
+            m.path = path;
+            m.len = strlen(path);
+            int want = -1;
+            for (uint32_t i = 0; i < nr && want < 0; i++) {
+                alone[0] = rr[i];
+                lx_ruleset_t single = {.rules = alone, .n = 1, .linear = 1};
+                if (lx_ruleset_first(&single, &m) == 0) want = (int)i;
+            }
+            differ += lx_ruleset_first(&set_rs, &m) != want;
+        }
+        for (uint32_t i = 0; i < nr; i++) {
+            free(rr[i].suffix);
+            free(rr[i].suffix_len);
+        }
+        lx_ruleset_free(&set_rs);
+    }
+    ok(linear_seen > 0 && indexed_seen > 0, "sets at the limit and one past were both drawn");
+    is_int(differ, 0, "random sets: the first match through the index is the rule-by-rule one");
 
     pcre2_match_data_free(md);
     lx_ruleset_free(&rs);
