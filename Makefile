@@ -237,6 +237,11 @@ $(BUILD)/unit/test_out_shared: t/unit/test_out_shared.c src/out.c src/out.h src/
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_out_shared.c src/out.c
 
+# The config's Lua heap, alone and under a real LuaJIT state.
+$(BUILD)/unit/test_lheap: t/unit/test_lheap.c src/config/lheap.c src/config/lheap.h t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_lheap.c src/config/lheap.c $(PKG_LIBS)
+
 unit: $(UNITS)
 
 # The reference is the man pages (mdoc): doc/luxd.lua.5 and doc/luxd.8,

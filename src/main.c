@@ -328,6 +328,7 @@ int main(int argc, char **argv) {
         return 0;
     }
 
+    lx_config_done();
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     uv_loop_t *loop = uv_default_loop();

@@ -768,6 +768,7 @@ int lx_server_reload(void) {
         lx_st_add(&lx_stats_server.reloads_failed, 1);
         write_status(0, err);
         lx_notify("READY=1\nSTATUS=reload failed: %s", err);
+        lx_config_done();
         return r;
     }
 
@@ -831,6 +832,8 @@ int lx_server_reload(void) {
     lx_st_add(&lx_stats_server.reloads_ok, 1);
     write_status(1, msg);
     lx_notify("READY=1\nSTATUS=serving generation %llu", (unsigned long long)g->id);
+    /* Only now: the loops need not wait for the Lua state to be freed. */
+    lx_config_done();
     return 0;
 }
 

@@ -23,6 +23,7 @@
 
 #include "../io/accesslog.h"
 #include "../log.h"
+#include "lheap.h"
 #include "lua_embed.h"
 #include "../policy/addrset.h"
 #include "../policy/shared.h"
@@ -1374,6 +1375,21 @@ int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err,
     return 0;
 }
 
+/* The Lua heap kept from one load to the next (lheap.h), and the state of
+ * the last load, which lx_config_done closes. Loads run on the main thread,
+ * one at a time. */
+static lx_lheap_t *heap;
+static lua_State *last;
+
+void lx_config_done(void) {
+    if (last == NULL) return;
+    void *ud;
+    int ours = lua_getallocf(last, &ud) == lx_lheap_alloc;
+    lua_close(last);
+    last = NULL;
+    if (ours) lx_lheap_reset(heap);
+}
+
 int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t **out, char *err,
                    size_t errlen) {
     lx_gen_t *g = calloc(1, sizeof(*g));
@@ -1383,10 +1399,15 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
     g->refs = 1;
     g->file = lx_arena_strdup(&g->arena, path);
     g->mime = lx_mime_new();
-    lua_State *L = luaL_newstate();
+    lx_config_done();
+    if (heap == NULL) heap = lx_lheap_new();
+    lua_State *L = heap ? lua_newstate(lx_lheap_alloc, heap) : NULL;
+    /* A LuaJIT built without GC64 takes no allocator on x86-64. */
+    if (L == NULL) L = luaL_newstate();
     if (L == NULL || g->mime == NULL) {
         snprintf(err, errlen, "%s: out of memory", path);
-        if (L) lua_close(L);
+        last = L;
+        lx_config_done();
         lx_gen_unref(g);
         return -ENOMEM;
     }
@@ -1398,7 +1419,7 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
         loader_t ld = {.L = L, .g = g, .err = err, .errlen = errlen};
         r = convert(&ld, lua_gettop(L));
     }
-    lua_close(L);
+    last = L;
     if (r < 0) {
         lx_gen_unref(g);
         return r;
