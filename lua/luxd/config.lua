@@ -210,14 +210,19 @@ function St:where(level)
 end
 
 -- Runs fn(...) and turns a failure it raises into "FILE:LINE: msg".
-local function run(fn, ...)
-  local r = { pcall(fn, ...) }
-  if not r[1] then
-    local e = r[2]
+-- (The results pass through as varargs: a table to hold them was made for
+-- every vhost and rule.)
+local function ran(ok, ...)
+  if not ok then
+    local e = ...
     if V.is_fail(e) then error(V.format(e), 0) end
     error(e, 0)
   end
-  return unpack(r, 2, table.maxn(r))
+  return ...
+end
+
+local function run(fn, ...)
+  return ran(pcall(fn, ...))
 end
 
 local function fail(st, file, line, label, msg)

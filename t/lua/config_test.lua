@@ -1260,6 +1260,41 @@ do
   end
 end
 
+-- The host name check against its definition written plainly (labels of
+-- [a-z0-9_-], 1 to 63 bytes, no "-" at either end, 253 bytes at most), on
+-- random strings over the bytes that matter, near both length limits.
+do
+  local V = require("luxd.validate")
+  local function reference(s)
+    if #s == 0 or #s > 253 then return false end
+    for label in (s .. "."):gmatch("([^.]*)%.") do
+      if #label == 0 or #label > 63 then return false end
+      if not label:match("^[a-z0-9_][a-z0-9_%-]*$") or label:sub(-1) == "-" then return false end
+    end
+    return true
+  end
+  local alpha = { "a", "b", "-", ".", "_", "0", "Z", " ", "\195\169", "*", ":", "\0" }
+  local seed = 11
+  local function rnd(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
+  local differ, first = 0, nil
+  for _ = 1, 100000 do
+    local t = {}
+    for k = 1, rnd(13) - 1 do t[k] = alpha[rnd(#alpha)] end
+    local s = table.concat(t)
+    if rnd(40) == 1 then s = ("a"):rep(60 + rnd(6)) .. "." .. s end
+    if rnd(40) == 1 then s = ("ab."):rep(80 + rnd(6)) .. s end
+    if reference(s) ~= V.is_hostname(s) then differ = differ + 1; first = first or s end
+  end
+  is(differ, 0, "is_hostname agrees with its definition on 100,000 random names" ..
+     (first and (": first " .. show(first)) or ""))
+  is(V.is_hostname(("a"):rep(63) .. ".b"), true, "a 63-byte label is a host name")
+  is(V.is_hostname(("a"):rep(64) .. ".b"), false, "a 64-byte label is not")
+  local n253 = ("abc."):rep(63) .. "a"
+  is(#n253, 253, "a 253-byte name")
+  is(V.is_hostname(n253), true, "253 bytes is a host name")
+  is(V.is_hostname(n253 .. "b"), false, "254 bytes is not")
+end
+
 os.execute("rm -rf '" .. base .. "'")
 print("1.." .. ntest)
 if nfail > 0 then
