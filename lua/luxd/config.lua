@@ -346,13 +346,13 @@ function St:claim(ctx, name, key, vh)
 end
 
 function St:add_vhost(p, t)
-  local ctx = V.ctx(self, p.file, p.line, "vhost " .. V.q(p.name))
+  local ctx = V.named_ctx(self, p.file, p.line, "vhost", p.name)
   if type(t) ~= "table" then
     V.fail(ctx, nil, fmt("expected a table: vhost %s { ... }, got %s", V.q(p.name), type(t)))
   end
   local name, why = V.vhost_name(p.name)
   if not name then V.fail(ctx, nil, fmt("%s %s", V.q(p.name), why)) end
-  ctx.label = "vhost " .. V.q(name)
+  ctx.named = name
   local got, locs = S.vhost(ctx, t)
   local vh = S.vhost_defaults()
   for k, v in pairs(got) do vh[k] = v end

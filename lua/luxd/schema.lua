@@ -489,7 +489,7 @@ local ALLOW_SCHEMA = {
 
 -- Normalizes one rule object (made by allow/deny) for access rule number i.
 local function rule(ctx, info, i)
-  local c = ctx:child(fmt("access rule %d", i), info.line, info.file)
+  local c = ctx:child("access rule", info.line, info.file, i)
   local deny = info.action == "deny"
   local got = V.check_block(c, info.t, deny and DENY_SCHEMA or ALLOW_SCHEMA)
   local conds = 0
@@ -583,7 +583,7 @@ local function rewrites(is_redirect)
     local lines, from = ctx.st.lines[ctx.file], nil
     for i = 1, n do
       local e = v[i]
-      local c = ctx:child_at_key(fmt("%s %d", key, i), key)
+      local c = ctx:child_at_key(key, key, i)
       from = from or c:start()
       if type(e) ~= "table" then
         V.fail(c, nil, fmt("expected %s, got %s; write %s = { %s }", example, type(e), key, example))
