@@ -204,23 +204,29 @@ static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
                 break;
         if (i == r->nsuffix) return 0;
     }
-    if (r->has_from && !lx_cidrset_has(&r->from, c->addr_of ? c->addr_of(c->ud) : c->addr))
-        return 0;
+    /* The client's address is asked last: a set tested in order (up to
+     * LX_RULES_LINEAR_MAX rules) reaches rules the indexed path never
+     * would for this path, and -t's check of error pages (page_deny) sees
+     * an address asked for as a rule that could deny the page. */
+    int m = 0;
     if (r->re) {
         /* pcre2_jit_match skips the subject checks, and a UTF pattern
          * run on a path that is not UTF-8 (a client's %FF) is read past
          * its end: those go through pcre2_match, which checks and then
          * runs the same JIT code (an invalid path matches nothing). */
-        int m = r->re_utf ? PCRE2_ERROR_JIT_BADOPTION
-                          : pcre2_jit_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
+        m = r->re_utf ? PCRE2_ERROR_JIT_BADOPTION
+                      : pcre2_jit_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
         if (m == PCRE2_ERROR_JIT_BADOPTION)
             m = pcre2_match(r->re, (PCRE2_SPTR)c->path, c->len, 0, 0, c->md, NULL);
         if (m < 0) return 0;
-        /* PCRE2 never touches the pairs beyond the pattern's groups, so only
-         * the m pairs it reports are this match's; 0 means all of them (the
-         * pattern has more groups than the match data holds). */
-        c->ncap = m > 0 ? (uint32_t)m : pcre2_get_ovector_count(c->md);
     }
+    if (r->has_from && !lx_cidrset_has(&r->from, c->addr_of ? c->addr_of(c->ud) : c->addr))
+        return 0;
+    /* PCRE2 never touches the pairs beyond the pattern's groups, so only
+     * the m pairs it reports are this match's; 0 means all of them (the
+     * pattern has more groups than the match data holds). Set once the
+     * rule matches as a whole: the captures are the matching rule's. */
+    if (r->re) c->ncap = m > 0 ? (uint32_t)m : pcre2_get_ovector_count(c->md);
     return 1;
 }
 
