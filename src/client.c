@@ -26,7 +26,7 @@ static int conn_addr(lx_conn_t *c) {
         struct sockaddr_storage ss;
         int len = sizeof(ss);
         c->addr_state = 2;
-        if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 &&
+        if (uv_tcp_getpeername(&c->tp.tcp, (struct sockaddr *)&ss, &len) == 0 &&
             (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
             lx_addr_from_sockaddr((struct sockaddr *)&ss, &c->addr);
             c->addr_state = 1;

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "h1.h"
+#include "net/tls.h"
+#include "net/tlsctx.h"
 #include "io/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
@@ -41,11 +43,11 @@ static void request_end(lx_sess_t *s);
 static inline void want_read(lx_conn_t *c, int on);
 
 static lx_worker_t *worker_of(lx_conn_t *c) {
-    return c->tcp.loop->data;
+    return c->tp.tcp.loop->data;
 }
 
 static lx_sess_t *sess(lx_conn_t *c) {
-    return c->tcp.data;
+    return c->tp.tcp.data;
 }
 
 /* Every change of state goes through here: the loop's gauges of
@@ -178,7 +180,7 @@ static lx_sess_t *sess_get(lx_conn_t *c) {
         s->parser.data = s;
     }
     s->parser_ready = 0;
-    c->tcp.data = s;
+    c->tp.tcp.data = s;
     return s;
 }
 
@@ -260,7 +262,7 @@ void lx_sess_leave(lx_sess_t *s) {
  * session back. Its parser stands between two messages, as for a pipelined
  * request, and serves the next connection as it is. */
 static void sess_return(lx_conn_t *c, lx_sess_t *s) {
-    c->tcp.data = NULL;
+    c->tp.tcp.data = NULL;
     s->c = NULL;
     s->parser_ready = s->message_done;
     rbuf_release(s);
@@ -273,7 +275,7 @@ static void sess_return(lx_conn_t *c, lx_sess_t *s) {
 static void sess_detach(lx_conn_t *c) {
     lx_sess_t *s = sess(c);
     if (s == NULL) return;
-    c->tcp.data = NULL;
+    c->tp.tcp.data = NULL;
     if (s->gen_held) {
         /* A request in progress: its client went, or the server cut it.
          * It is logged all the same (a tunnel's client that hangs up, a
@@ -342,7 +344,7 @@ int lx_req_release(lx_req_t *r) {
 /* ---- lifetime ------------------------------------------------------- */
 
 static void on_closed(uv_handle_t *h) {
-    lx_conn_t *c = container_of(h, lx_conn_t, tcp);
+    lx_conn_t *c = container_of(h, lx_conn_t, tp.tcp);
     free(c);
 }
 
@@ -357,12 +359,12 @@ void lx_conn_close(lx_conn_t *c) {
     (void)s;
     sess_detach(c);
     w->nconns--;
-    uv_close((uv_handle_t *)&c->tcp, on_closed);
+    lx_tp_close(&c->tp, on_closed);
     lx_worker_conn_closed(w);
 }
 
 static void conn_setup(lx_worker_t *w, lx_conn_t *c) {
-    c->tcp.data = NULL;
+    c->tp.tcp.data = NULL;
     c->state = LX_CONN_IDLE;
     LX_ST_INC(&w->stats->conns[LX_CONN_IDLE]);
     LX_ST_INC(&w->stats->accepted);
@@ -371,39 +373,54 @@ static void conn_setup(lx_worker_t *w, lx_conn_t *c) {
 
 static void conn_start(lx_conn_t *c);
 
+/* The certificates a TLS connection's server name gets: from the loop's
+ * generation when the ClientHello comes (a reload between the accept and
+ * it gives the new ones). */
+static SSL_CTX *pick_cert(void *arg, const char *name, size_t len) {
+    return lx_tls_pick(((lx_worker_t *)arg)->gen, name, len);
+}
+
+/* A connection of a tls = true listener: TLS under HTTP/1. */
+static int conn_tls(lx_worker_t *w, lx_conn_t *c) {
+    int r = w->gen->tls_base ? lx_tls_new(&c->tp, w->gen->tls_base, pick_cert, w) : -EINVAL;
+    if (r < 0) lx_conn_close(c);
+    return r;
+}
+
 void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener) {
     lx_conn_t *c = malloc(sizeof(*c));
-    if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) < 0) {
+    if (c == NULL || uv_tcp_init(&w->loop, &c->tp.tcp) < 0) {
         free(c);
         LX_ST_INC(&w->stats->refused);
         return;
     }
-    memset((char *)c + sizeof(c->tcp), 0, sizeof(*c) - sizeof(c->tcp));
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
-        uv_close((uv_handle_t *)&c->tcp, on_closed);
+    memset((char *)c + sizeof(c->tp.tcp), 0, sizeof(*c) - sizeof(c->tp.tcp));
+    if (uv_accept(listener, (uv_stream_t *)&c->tp.tcp) < 0) {
+        uv_close((uv_handle_t *)&c->tp.tcp, on_closed);
         LX_ST_INC(&w->stats->refused);
         return;
     }
-    c->proxy_wait =
-        (unsigned)!!container_of((uv_tcp_t *)listener, lx_listener_t, tcp)->proxy_protocol;
+    lx_listener_t *l = container_of((uv_tcp_t *)listener, lx_listener_t, tcp);
+    c->proxy_wait = (unsigned)!!l->proxy_protocol;
     conn_setup(w, c);
+    if (l->tls && conn_tls(w, c) < 0) return;
     conn_start(c);
 }
 
-int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, int proxy_protocol) {
+int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, unsigned flags) {
     lx_conn_t *c = malloc(sizeof(*c));
-    if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) < 0) {
+    if (c == NULL || uv_tcp_init(&w->loop, &c->tp.tcp) < 0) {
         free(c);
         close(fd);
         LX_ST_INC(&w->stats->refused);
         return -ENOMEM;
     }
-    memset((char *)c + sizeof(c->tcp), 0, sizeof(*c) - sizeof(c->tcp));
-    int r = uv_tcp_open(&c->tcp, fd);
+    memset((char *)c + sizeof(c->tp.tcp), 0, sizeof(*c) - sizeof(c->tp.tcp));
+    int r = uv_tcp_open(&c->tp.tcp, fd);
     if (r < 0) {
         LX_ST_INC(&w->stats->refused);
         close(fd);
-        uv_close((uv_handle_t *)&c->tcp, on_closed);
+        uv_close((uv_handle_t *)&c->tp.tcp, on_closed);
         return r;
     }
     if (peer && (peer->sa_family == AF_INET || peer->sa_family == AF_INET6)) {
@@ -412,8 +429,9 @@ int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, int proxy_
     } else if (peer) {
         c->addr_state = 2;
     }
-    c->proxy_wait = (unsigned)!!proxy_protocol;
+    c->proxy_wait = (flags & LX_CONN_PROXY) != 0;
     conn_setup(w, c);
+    if ((flags & LX_CONN_TLS) && conn_tls(w, c) < 0) return -ENOMEM;
     conn_start(c);
     return 0;
 }
@@ -443,7 +461,7 @@ static void each_cb(uv_handle_t *h, void *arg) {
     if (h->type != UV_TCP || uv_is_closing(h) || lx_upconn_is(h)) return;
     for (size_t i = 0; i < w->nlisteners; i++)
         if ((uv_handle_t *)&w->listeners[i]->tcp == h) return;
-    e->fn(container_of((uv_tcp_t *)h, lx_conn_t, tcp), e->arg);
+    e->fn(container_of((uv_tcp_t *)h, lx_conn_t, tp.tcp), e->arg);
 }
 
 void lx_conn_each(lx_worker_t *w, void (*fn)(lx_conn_t *c, void *arg), void *arg) {
@@ -452,7 +470,7 @@ void lx_conn_each(lx_worker_t *w, void (*fn)(lx_conn_t *c, void *arg), void *arg
 }
 
 const lx_gen_t *lx_conn_gen(const lx_conn_t *c) {
-    const lx_sess_t *s = c->tcp.data;
+    const lx_sess_t *s = c->tp.tcp.data;
     return s && s->gen_held ? s->req.gen : NULL;
 }
 
@@ -462,7 +480,7 @@ const lx_gen_t *lx_conn_gen(const lx_conn_t *c) {
  * request in progress reads into its own, an idle one borrows one from the
  * pool, which goes back at once if the read finds nothing. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-    lx_conn_t *c = container_of((uv_tcp_t *)h, lx_conn_t, tcp);
+    lx_conn_t *c = container_of((uv_tcp_t *)h, lx_conn_t, tp.tcp);
     lx_sess_t *s = sess(c);
     (void)suggested;
     if (s && s->rbuf) {
@@ -480,12 +498,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
 static void read_switch(lx_conn_t *c, int on) {
     if (c->state == LX_CONN_CLOSED || c->eof) return;
     if (on) {
-        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+        if (lx_tp_read_start(&c->tp, on_alloc, on_read) < 0) {
             lx_conn_close(c);
             return;
         }
     } else {
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        lx_tp_read_stop(&c->tp);
     }
     c->reading = (unsigned)on;
 }
@@ -515,7 +533,7 @@ static void got_bytes(lx_conn_t *c, char *base, size_t n) {
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
-    lx_conn_t *c = container_of((uv_tcp_t *)st, lx_conn_t, tcp);
+    lx_conn_t *c = container_of((uv_tcp_t *)st, lx_conn_t, tp.tcp);
     lx_sess_t *s = sess(c);
     int borrowed = buf->base && (s == NULL || buf->base != s->rbuf + s->rlen);
     if (n > 0) {
@@ -568,13 +586,13 @@ static void conn_start(lx_conn_t *c) {
         lx_conn_close(c);
         return;
     }
-    ssize_t n = recv(c->tcp.io_watcher.fd, b, w->rbufs.size, 0);
+    ssize_t n = lx_tp_read_now(&c->tp, b, w->rbufs.size);
     if (n > 0) {
         got_bytes(c, b, (size_t)n); /* conn_parse decides whether to read on */
         return;
     }
     lx_pool_put(&w->rbufs, b, w->rbufs.size);
-    if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+    if (n == 0 || (n != -EAGAIN && n != -EINTR)) {
         lx_conn_close(c);
         return;
     }
@@ -640,6 +658,7 @@ static void request_begin(lx_sess_t *s) {
     s->req.w = s->w;
     s->gen_held = 1;
     s->req.arena = &s->arena;
+    s->req.secure = lx_tp_secure(&c->tp) != 0;
     s->req_start = s->rpos;
     s->body_base = 0;
     s->in_url = 1;
@@ -1055,7 +1074,7 @@ static void linger(lx_conn_t *c) {
         return;
     }
     req->data = c;
-    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+    if (lx_tp_shutdown(&c->tp, req, on_shutdown) < 0) {
         free(req);
         lx_conn_close(c);
         return;

@@ -16,6 +16,7 @@
 #include "deadline.h"
 #include "dispatch/cidr.h"
 #include "llhttp.h"
+#include "net/transport.h"
 #include "out.h"
 #include "request.h"
 #include "worker.h"
@@ -54,7 +55,8 @@ typedef enum {
 typedef struct lx_sess_s lx_sess_t;
 
 struct lx_conn_s {
-    uv_tcp_t tcp;            /**< the socket; tcp.data is the session or NULL */
+    lx_tp_t tp;              /**< the socket and its transport; tp.tcp.data is the session
+                                or NULL */
     lx_dl_t dl;              /**< the pending deadline, in the loop's queue */
     lx_addr_t addr;          /**< the connection's client: the peer, or the address a
                                 trusted PROXY protocol header gave (request.h lx_req_addr) */
@@ -124,9 +126,12 @@ struct lx_sess_s {
 
 /* Takes the connection waiting on a listener (after uv_listen's callback). */
 void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener);
+/* What a connection's listener says of it (lx_conn_open's flags). */
+#define LX_CONN_PROXY 1 /**< it begins with a PROXY protocol header */
+#define LX_CONN_TLS   2 /**< it speaks TLS */
 /* Adopts a connected socket (a dropped listener's queue; the fuzz harness,
- * which uses a socketpair); proxy_protocol: it begins with a PROXY header. */
-int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, int proxy_protocol);
+ * which uses a socketpair). */
+int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, unsigned flags);
 /* Closes now (drops queued output). */
 void lx_conn_close(lx_conn_t *c);
 /* Stops keep-alive: idle connections close, busy ones after their response. */

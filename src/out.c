@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/sendfile.h>
-#include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -237,8 +235,8 @@ static void put_in_front(lx_sess_t *s, char *buf, uint64_t n) {
     o->queued += n;
 }
 
-static uv_stream_t *stream_of(lx_sess_t *s) {
-    return (uv_stream_t *)&s->c->tcp;
+static lx_tp_t *tp_of(lx_sess_t *s) {
+    return &s->c->tp;
 }
 
 /* ---- the asynchronous parts: uv_write and thread-pool reads ------------- */
@@ -270,7 +268,7 @@ static int write_rest(lx_sess_t *s, uv_buf_t *bufs, int nbufs, size_t done) {
     }
     for (int k = i; k < nbufs; k++)
         total += bufs[k].len;
-    int r = uv_write(&o->wreq, stream_of(s), bufs + i, (unsigned)(nbufs - i), on_write);
+    int r = lx_tp_write(tp_of(s), &o->wreq, bufs + i, (unsigned)(nbufs - i), on_write);
     if (r < 0) return r;
     o->writing = 1;
     o->wpieces = (unsigned)(nbufs - i);
@@ -383,8 +381,10 @@ static int file_to_buffer(lx_sess_t *s, int cached) {
         /* The socket is full: this piece only waits, in libuv's uv_write,
          * for it to take bytes again (sendfile goes on after it), and its
          * bytes are copied twice (pread, write) where sendfile's are not.
-         * A small one does that as well as a whole buffer. */
-        ssize_t r = read_cached(s->w, p->file, buf, n < WAIT_PIECE ? n : WAIT_PIECE, p->off);
+         * A small one does that as well as a whole buffer. A transport
+         * without sendfile (TLS) sends every byte so: a whole buffer. */
+        if (n > WAIT_PIECE && lx_tp_can_sendfile(tp_of(s))) n = WAIT_PIECE;
+        ssize_t r = read_cached(s->w, p->file, buf, n, p->off);
         /* As push: no response has that many pieces. */
         if (r > 0 && !room_in_front(o, (uint64_t)r)) r = -ENOBUFS;
         if (r > 0) {
@@ -521,8 +521,10 @@ static int in_page_cache(lx_sess_t *s, const lx_piece_t *p, uint64_t n) {
  * left of a piece counts, so the last 128 KiB of a larger file that never
  * met a full socket go copied too: the same bytes, in fewer syscalls than
  * a probe and sendfile. */
-static int copied(const lx_out_t *o, const lx_piece_t *p) {
-    return p->len <= LX_OUT_COPY_MAX && p->file->probe != LX_PROBE_NONE && !o->full && !o->stalled;
+static int copied(lx_sess_t *s, const lx_piece_t *p) {
+    const lx_out_t *o = &s->out;
+    return (p->len <= LX_OUT_COPY_MAX || !lx_tp_can_sendfile(tp_of(s))) &&
+           p->file->probe != LX_PROBE_NONE && !o->full && !o->stalled;
 }
 
 int lx_out_flush(lx_sess_t *s) {
@@ -531,26 +533,32 @@ int lx_out_flush(lx_sess_t *s) {
     /* What the probes found holds only while this call runs: a client that
      * stalled since may find those pages evicted (t/160). */
     o->warm_to = 0;
-    uv_stream_t *st = stream_of(s);
-    int fd = st->io_watcher.fd;
+    lx_tp_t *tp = tp_of(s);
     int uncached = 0; /* the head file piece's next bytes are not in the page cache */
     while (o->n) {
         lx_piece_t *p = &o->q[o->head];
-        if (p->kind == LX_PIECE_FILE && (uncached || !copied(o, p))) {
+        if (p->kind == LX_PIECE_FILE && (uncached || !copied(s, p))) {
             size_t n = p->len < SENDFILE_CHUNK ? (size_t)p->len : SENDFILE_CHUNK;
+            if (!lx_tp_can_sendfile(tp)) {
+                /* Read into a buffer, from the page cache when it has the
+                 * bytes (a full socket, or a file whose probe failed). */
+                int r = file_to_buffer(s, !uncached && p->file->probe != LX_PROBE_NONE);
+                if (r < 0) return r;
+                continue;
+            }
             if (uncached || !in_page_cache(s, p, n)) {
                 int r = file_to_buffer(s, 0);
                 if (r < 0) return r;
                 continue;
             }
-            off_t off = (off_t)p->off;
-            ssize_t r = sendfile(fd, p->file->fd, &off, n);
+            uint64_t off = p->off;
+            ssize_t r = lx_tp_sendfile(tp, p->file->fd, &off, n);
             if (r > 0) {
                 consume(s, (uint64_t)r);
                 continue;
             }
             if (r == 0) return -EIO; /* the file shrank under us: the length is a lie now */
-            if (errno != EAGAIN) return -errno;
+            if (r != -EAGAIN) return (int)r;
             /* The socket is full. libuv waits for writability only for a
              * uv_write, so the next piece of the file goes as one. */
             o->full = o->stalled = 1;
@@ -589,7 +597,7 @@ int lx_out_flush(lx_sess_t *s) {
             continue;
         }
         size_t copy = 0; /* bytes of the file piece read into the loop's scratch */
-        if (file && nb < MAX_IOV && total < LX_OUT_BUF && copied(o, file)) {
+        if (file && nb < MAX_IOV && total < LX_OUT_BUF && copied(s, file)) {
             /* One write of at most LX_OUT_BUF (one segment of 64 KiB at
              * most, on loopback) at a time, read just before it goes: a
              * 100 KiB write at once made two segments back to back, and
@@ -610,19 +618,12 @@ int lx_out_flush(lx_sess_t *s) {
             }
         }
         if (nb == 0) continue; /* a cold piece at the head */
-        ssize_t r;
-        if (file && !copy && !has_buf && uv_stream_get_write_queue_size(st) == 0) {
-            /* Headers before a file: what uv_try_write does (a writev while
-             * libuv's queue is empty), with MSG_MORE so that they leave in
-             * one segment with the file's first bytes. (A file's bytes read
-             * into a buffer fill segments of their own.) */
-            struct msghdr mh = {.msg_iov = (struct iovec *)bufs, .msg_iovlen = (size_t)nb};
-            r = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_MORE);
-            if (r < 0) r = errno == EAGAIN ? 0 : -errno;
-        } else {
-            r = uv_try_write(st, bufs, (unsigned)nb);
-            if (r == UV_EAGAIN) r = 0;
-        }
+        /* Headers before a file go with MSG_MORE, so that they leave in
+         * one segment with the file's first bytes (while libuv's queue is
+         * empty: else its writes would come after). A file's bytes read
+         * into a buffer fill segments of their own. */
+        int more = file && !copy && !has_buf && lx_tp_queued(tp) == 0;
+        ssize_t r = lx_tp_try_write(tp, bufs, (unsigned)nb, more);
         if (r < 0) return (int)r;
         o->burst += (uint32_t)r;
         if ((size_t)r < total) {

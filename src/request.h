@@ -147,6 +147,7 @@ struct lx_req_s {
     uint8_t method_sent;           /**< the method as sent, once an error page changed it */
     uint8_t redirects;             /**< internal redirects taken (LX_REDIRECT) */
     unsigned keepalive : 1;        /**< the connection stays open after this response */
+    unsigned secure : 1;           /**< it came over TLS: r.scheme is "https" */
     unsigned head : 1;             /**< HEAD: headers only */
     unsigned chunked : 1;          /**< the request body is chunked */
     unsigned aborted : 1;          /**< the connection is gone: a waiter only lets go */

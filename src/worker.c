@@ -157,7 +157,8 @@ static void accept_rest(lx_worker_t *w, lx_listener_t *l) {
         socklen_t len = sizeof(ss);
         int fd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
-        lx_conn_open(w, fd, (struct sockaddr *)&ss, l->proxy_protocol);
+        lx_conn_open(w, fd, (struct sockaddr *)&ss,
+                     (l->proxy_protocol ? LX_CONN_PROXY : 0) | (l->tls ? LX_CONN_TLS : 0));
     }
 }
 
@@ -261,6 +262,7 @@ static void swap_listeners(lx_worker_t *w, const lx_gen_t *gen, const int *fds, 
         /* fds[j] is the socket of listen entry j (server.c's slots): a
          * reload may turn proxy_protocol on or off for an address kept. */
         nl[j]->proxy_protocol = j < gen->srv.nlisten && gen->srv.listen[j].proxy_protocol;
+        nl[j]->tls = j < gen->srv.nlisten && gen->srv.listen[j].tls;
         nl[n++] = nl[j];
     }
     free(w->listeners);
@@ -480,6 +482,7 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     for (size_t i = 0; i < nfds; i++) {
         if ((w->listeners[i] = new_listener(w, fds[i])) == NULL) return -ENOMEM;
         w->listeners[i]->proxy_protocol = i < s->nlisten && s->listen[i].proxy_protocol;
+        w->listeners[i]->tls = i < s->nlisten && s->listen[i].tls;
         w->nlisteners++;
     }
     uv_mutex_init(&w->mailbox_lock);

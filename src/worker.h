@@ -20,6 +20,7 @@ typedef struct {
     int pending;        /**< libuv holds an accepted connection we had no room for */
     int proxy_protocol; /**< its connections begin with a PROXY protocol header (the
                            listen entry's, in the generation that last listed it) */
+    int tls;            /**< its connections speak TLS (the same) */
 } lx_listener_t;
 
 /* A generation replaced by a reload, kept while requests still use it. */

@@ -20,6 +20,7 @@ use POSIX qw(:sys_wait_h);
 use Cwd qw(abs_path);
 use File::Temp qw(tempdir);
 use Luxd;
+use TLSTest;
 
 # --- the schema's keys ----------------------------------------------------
 my $lua = q{
@@ -192,7 +193,24 @@ sub up { my ($set) = @_; qq{upstream "u" {\n  "127.0.0.1:1",\n  $set\n}\n} . vh(
 # default probe, or probe => sub ($server) returning an observation;
 # dump => 1: a and b are compared by their `luxd -T` output, and a's must
 # match want (the proxy keys, until the proxy handler answers requests).
+# TLS: certificates made for this run; what a handshake on the server's
+# port shows of the certificate it got.
+my ($TLS) = TLSTest::certs('localhost', 'other.test');
+my $TLS_LISTEN = { listen => \'{ { "127.0.0.1:$PORT", tls = true } }' };
+sub tls_of { my ($c) = @_; TLSTest::tls_lua($TLS->{$c}) }
+sub tls_subject { my $s = shift; TLSTest::subject(TLSTest::s_client($s->port, servername => 'localhost')) || 'refused' }
+my $OTHER = 'vhost "other.test" { root = "$DIR/www", ' . tls_of('other.test') . " }\n";
+
 my %PROOF = (
+    'listen.tls' => { a => vh(tls_of('localhost')), b => vh(tls_of('localhost')), server_a => $TLS_LISTEN },
+    'vhost.tls' => { a => vh(tls_of('localhost')) . $OTHER, b => vh('') . $OTHER, server_a => $TLS_LISTEN,
+                     server_b => $TLS_LISTEN, probe => \&tls_subject },
+    'tls.cert' => { a => vh(tls_of('localhost')), b => vh(tls_of('other.test')), server_a => $TLS_LISTEN,
+                    server_b => $TLS_LISTEN, probe => \&tls_subject },
+    'tls.key' => { direct => 1,
+                   probe => sub { (Luxd::check_config(vh(tls_of('localhost'))))[1] },
+                   probe_b => sub { (Luxd::check_config(vh(
+                       TLSTest::tls_lua({ cert => $TLS->{localhost}{cert}, key => $TLS->{'other.test'}{key} }))))[1] } },
     # real_ip and the PROXY protocol (t/125-t/128 test them in full): the
     # address the access log shows for a request naming another client.
     'server.real_ip' => { server_a => { real_ip => \'{ from = "127.0.0.1", header = "X-Real-IP" }' }, probe => \&logged_client },

@@ -60,7 +60,7 @@ end
 -- A listen entry given as a table: its address, then its own keys.
 local LISTEN_EXAMPLE = '{ "0.0.0.0:80", proxy_protocol = true }'
 local LISTEN_ITEM_SCHEMA = {
-  keys = { proxy_protocol = T.boolean() }, order = { "proxy_protocol" },
+  keys = { proxy_protocol = T.boolean(), tls = T.boolean() }, order = { "proxy_protocol", "tls" },
   items = function(ic, t, idx, o)
     if #idx ~= 1 or idx[1] ~= 1 then
       V.fail(ic, nil, fmt("a listen entry given as a table holds one address: %s, got %d items",
@@ -92,14 +92,20 @@ local function check_listen(ctx, key, v, what)
   end
   local out, seen, line = {}, {}, ctx:key_line(key)
   for i, e in ipairs(list) do
-    local pp = false
+    local pp, tls = false, false
     local name = (#list > 1 or type(v) == "table") and fmt("%s[%d]", what, i) or what
     if type(e) == "table" then
       local got = V.check_block(ctx:child(fmt("listen entry %d", i), line), e, LISTEN_ITEM_SCHEMA)
       if got[1] == nil then
         V.fail(ctx, key, fmt("%s has no address: %s", name, LISTEN_EXAMPLE))
       end
-      e, pp = got[1], got.proxy_protocol or false
+      e, pp, tls = got[1], got.proxy_protocol or false, got.tls or false
+      if pp and tls then
+        -- The PROXY header comes before the TLS handshake, in clear: the
+        -- transport does not read it yet. Refused rather than misread.
+        V.fail(ctx, key, fmt("%s: proxy_protocol together with tls is not supported yet; " ..
+                             "use one of them on this address", name))
+      end
     end
     if type(e) ~= "string" and type(e) ~= "number" then
       V.fail(ctx, key, fmt("%s must be a string, got %s", name, type(e)))
@@ -109,8 +115,8 @@ local function check_listen(ctx, key, v, what)
     local id = host .. "|" .. port
     if seen[id] then V.fail(ctx, key, fmt("listen entry %s is given twice", V.show(e))) end
     seen[id] = true
-    out[#out + 1] = { host = host, port = port, proxy_protocol = pp or nil, _file = ctx.file,
-                      _line = line }
+    out[#out + 1] = { host = host, port = port, proxy_protocol = pp or nil, tls = tls or nil,
+                      _file = ctx.file, _line = line }
   end
   return out
 end
@@ -610,7 +616,7 @@ S.VHOST_ORDER = {
   "headers", "gzip_static", "dir_listing", "follow_symlinks", "access", "rewrite", "redirect",
   "fallback", "proxy", "proxy_host", "proxy_headers", "proxy_via",
   "proxy_underscores", "policy", "error_pages",
-  "status", "test_handler", "real_ip", "access_log",
+  "status", "test_handler", "real_ip", "access_log", "tls",
 }
 
 local function check_alias(ctx, key, v, what)
@@ -885,7 +891,62 @@ local function check_test_handler(ctx, key, v, what)
   return T.boolean()(ctx, key, v, what)
 end
 
+-- tls = { cert = "fullchain.pem", key = "privkey.pem" }: the vhost's
+-- certificate (its chain after it in the cert file) and key, PEM; or a list
+-- of two such pairs, one ECDSA and one RSA, each client getting the one it
+-- supports. src/net/tlsctx.c reads and checks the files at every load.
+local TLS_EXAMPLE = 'tls = { cert = "/etc/letsencrypt/live/example.com/fullchain.pem", ' ..
+                    'key = "/etc/letsencrypt/live/example.com/privkey.pem" }'
+local TLS_PAIR_SCHEMA = { keys = { cert = T.path(), key = T.path() }, order = { "cert", "key" } }
+-- Keys of the TLS design (luxd.lua(5)) that this build does not have yet:
+-- refused with that said, never ignored.
+local TLS_UNBUILT = {
+  client_ca = "client certificates", client_verify = "client certificates",
+  reject_handshake = "refusing handshakes per vhost",
+  protocols = "TLS settings (they go in server { tls = { ... } }, which is not built yet either)",
+  ciphers = "TLS settings (they go in server { tls = { ... } }, which is not built yet either)",
+}
+local TLS_SCHEMA = {
+  keys = TLS_PAIR_SCHEMA.keys, order = TLS_PAIR_SCHEMA.order,
+  hint = function(k)
+    if TLS_UNBUILT[k] then
+      return fmt(" (%s: not built in this version of luxd)", TLS_UNBUILT[k])
+    end
+  end,
+  items = function(ic, t, idx, o)
+    for _, i in ipairs(idx) do
+      local e = t[i]
+      if type(e) ~= "table" then
+        V.fail(ic, nil, fmt("tls entry %d must be { cert = ..., key = ... }, got %s", i, V.show(e)))
+      end
+      o[i] = V.check_block(ic:child(fmt("tls entry %d", i), ic:start()), e, TLS_PAIR_SCHEMA)
+    end
+  end,
+}
+
+local function check_tls(ctx, key, v, what)
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt("%s must be a table: %s, got %s", what, TLS_EXAMPLE, V.show(v)))
+  end
+  local c = ctx:child("tls", ctx:key_line(key))
+  local got = V.check_block(c, v, TLS_SCHEMA)
+  local list = {}
+  if got.cert or got.key then list[1] = { cert = got.cert, key = got.key } end
+  for _, p in ipairs(got) do list[#list + 1] = p end
+  if #list == 0 then V.fail(c, nil, "no certificate: " .. TLS_EXAMPLE) end
+  if #list > 2 then
+    V.fail(c, nil, fmt("%d certificates: at most two, one ECDSA and one RSA", #list))
+  end
+  for i, p in ipairs(list) do
+    local which = #list > 1 and fmt(" in entry %d", i) or ""
+    if not p.cert then V.fail(c, nil, fmt('"cert" is missing%s: %s', which, TLS_EXAMPLE)) end
+    if not p.key then V.fail(c, nil, fmt('"key" is missing%s: %s', which, TLS_EXAMPLE)) end
+  end
+  return { pairs = list, _file = c.file, _line = c:start() }
+end
+
 local VHOST_KEYS = {
+  tls = check_tls,
   aliases = T.array(check_alias, { single = true }),
   default = T.boolean(),
   root = T.path(),
@@ -925,7 +986,7 @@ local VHOST_KEYS = {
 -- location is picked for the rewritten path), so they belong to the vhost.
 -- access_log too: a request is logged where its vhost says, not per location.
 local VHOST_ONLY = { aliases = true, default = true, rewrite = true, redirect = true,
-                     real_ip = true, access_log = true }
+                     real_ip = true, access_log = true, tls = true }
 local LOCATION_KEYS, LOCATION_ORDER = {}, {}
 for _, k in ipairs(S.VHOST_ORDER) do
   if not VHOST_ONLY[k] then
@@ -994,6 +1055,10 @@ local LOCATION_SCHEMA = {
     end
     if k == "access_log" then
       return " (a request is logged where its vhost or the server says: put it on the vhost)"
+    end
+    if k == "tls" then
+      return " (a certificate is chosen when a connection starts, before any request picks a " ..
+             "location: put tls on the vhost)"
     end
     if k == "real_ip" then
       return " (the client's address is decided once per request, before a location is " ..
@@ -1084,7 +1149,7 @@ S.KEYS = {
   server = SERVER_KEYS, access_log = ACCESS_LOG_SCHEMA.keys, upstream = UPSTREAM_KEYS,
   upstream_server = SERVER_ITEM_SCHEMA.keys,
   rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS, redirect = REDIRECT_KEYS,
-  listen = LISTEN_ITEM_SCHEMA.keys, real_ip = REAL_IP_SCHEMA.keys,
+  listen = LISTEN_ITEM_SCHEMA.keys, real_ip = REAL_IP_SCHEMA.keys, tls = TLS_PAIR_SCHEMA.keys,
 }
 
 function S.vhost(ctx, t)

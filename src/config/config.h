@@ -128,6 +128,19 @@ typedef struct {
     int line;
 } lx_realip_t;
 
+/* A vhost's certificates (tls = { ... }): up to two pairs of PEM files,
+ * an ECDSA and an RSA one, read into an SSL_CTX at every load
+ * (net/tlsctx.c). */
+#define LX_TLS_PAIRS 2
+typedef struct {
+    const char *cert[LX_TLS_PAIRS]; /**< the certificate, its chain after it */
+    const char *key[LX_TLS_PAIRS];  /**< its private key */
+    int npairs;                     /**< pairs given; 0: no tls on this vhost */
+    const char *file;               /**< where tls = { } is written */
+    int line;
+    void *ctx; /**< its SSL_CTX (one reference), built by lx_tls_gen_build */
+} lx_vhost_tls_t;
+
 typedef struct lx_vhost_s {
     const char *name;           /**< lower-case primary name */
     int is_default;             /**< serves requests whose Host matches no vhost */
@@ -144,6 +157,7 @@ typedef struct lx_vhost_s {
     /* Where its requests are logged: its own access_log, the server's (no
      * access_log key), or NULL (access_log = false, or none at all). */
     struct lx_access_log_conf_s *access_log;
+    lx_vhost_tls_t tls; /**< its certificates, or npairs 0 */
 } lx_vhost_t;
 
 typedef struct {
@@ -151,6 +165,7 @@ typedef struct {
     struct sockaddr_storage addr; /**< resolved numeric address */
     socklen_t addrlen;            /**< length of addr */
     int proxy_protocol;           /**< connections begin with a PROXY protocol header */
+    int tls;                      /**< connections speak TLS (net/tls.c) */
     const char *file;             /**< where it was written */
     int line;
 } lx_listen_t;
@@ -284,7 +299,15 @@ typedef struct lx_gen_s {
     size_t nlog_slots;
     void (*release_logs)(struct lx_gen_s *g);
     int stats_live; /**< published: counted in lx_stats_server.gens_alive */
+    /* The SSL_CTX every TLS connection starts on (no certificate: its
+     * ClientHello callback moves it to a vhost's), or NULL when no listener
+     * speaks TLS (net/tlsctx.c). */
+    void *tls_base;
 } lx_gen_t;
+
+/* Adds "file:line: message" to g's warnings. */
+void lx_gen_warn(lx_gen_t *g, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Set when the binary has the test handler (luxd-test): the key
  * test_handler is accepted then. */

@@ -2,11 +2,14 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../hash.h"
 #include "../log.h"
+#include "../net/tlsctx.h"
 #include "llhttp.h"
 
 void lx_gen_ref(lx_gen_t *g) {
@@ -23,8 +26,26 @@ void lx_gen_unref(lx_gen_t *g) {
     free(g->rulesets);
     for (size_t i = 0; i < g->nvhosts; i++)
         lx_trie_free(g->vhosts[i].location_trie);
+    lx_tls_gen_free(g);
     lx_arena_free(&g->arena);
     free(g);
+}
+
+void lx_gen_warn(lx_gen_t *g, const char *file, int line, const char *fmt, ...) {
+    char msg[1024];
+    int n = snprintf(msg, sizeof(msg), "%s:%d: ", file ? file : "?", line);
+    if (n < 0 || (size_t)n >= sizeof(msg)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+    va_end(ap);
+    const char **w = lx_arena_alloc(&g->arena, (g->nwarnings + 1) * sizeof(char *));
+    if (w == NULL) return;
+    if (g->nwarnings) memcpy(w, g->warnings, g->nwarnings * sizeof(char *));
+    w[g->nwarnings] = lx_arena_strdup(&g->arena, msg);
+    if (w[g->nwarnings] == NULL) return;
+    g->warnings = w;
+    g->nwarnings++;
 }
 
 static const lx_host_slot_t *host_get(const lx_gen_t *g, const char *name, size_t len) {
@@ -288,8 +309,8 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
             (unsigned long long)g->id, g->file);
     fprintf(out, "server\n");
     for (size_t i = 0; i < s->nlisten; i++)
-        fprintf(out, "  listen %s%s\n", s->listen[i].text,
-                s->listen[i].proxy_protocol ? " proxy_protocol" : "");
+        fprintf(out, "  listen %s%s%s\n", s->listen[i].text,
+                s->listen[i].proxy_protocol ? " proxy_protocol" : "", s->listen[i].tls ? " tls" : "");
     if (s->real_ip) dump_realip(s->real_ip, out, "  ");
     fprintf(out, "  workers %d\n", s->workers);
     if (s->user) fprintf(out, "  user %s\n", s->user);
@@ -339,6 +360,7 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
             dump_access_log(v->access_log, out);
             fprintf(out, "\n");
         }
+        if (v->tls.npairs) lx_tls_dump(&v->tls, out, "  ");
         if (v->real_ip && v->real_ip != s->real_ip) dump_realip(v->real_ip, out, "  ");
         if (v->real_ip == NULL && s->real_ip) fprintf(out, "  real_ip off\n");
         dump_rules("redirect", v->redirect, out, "  ");

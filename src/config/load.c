@@ -23,6 +23,7 @@
 
 #include "../io/accesslog.h"
 #include "../log.h"
+#include "../net/tlsctx.h"
 #include "lheap.h"
 #include "lua_embed.h"
 #include "../policy/addrset.h"
@@ -96,6 +97,7 @@ static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {
     const char *host = get_str(ld, idx, "host", "");
     int port = (int)get_num(ld, idx, "port", 0);
     l->proxy_protocol = get_bool(ld, idx, "proxy_protocol", 0);
+    l->tls = get_bool(ld, idx, "tls", 0);
     if (port < 1 || port > 65535) return fail(ld, "listen: port %d out of range", port);
     snprintf(l->text, sizeof(l->text), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     memset(&l->addr, 0, sizeof(l->addr));
@@ -1064,6 +1066,38 @@ static int read_vhost_log(loader_t *ld, int t, lx_vhost_t *vh) {
     return r;
 }
 
+/* tls = { pairs = { { cert =, key = }, ... }, _file =, _line = }, as the
+ * schema gives it; the files are read by lx_tls_gen_build. */
+static int read_vhost_tls(loader_t *ld, int t, lx_vhost_t *vh) {
+    lua_State *L = ld->L;
+    lua_getfield(L, t, "tls");
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    int tt = lua_gettop(L);
+    const char *file = ld->file;
+    int line = ld->line;
+    locate(ld, tt);
+    vh->tls.file = ld->file;
+    vh->tls.line = ld->line;
+    ld->file = file; /* the vhost's errors after this name its own line */
+    ld->line = line;
+    lua_getfield(L, tt, "pairs");
+    int n = (int)lua_objlen(L, -1);
+    for (int i = 0; i < n && i < LX_TLS_PAIRS; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        vh->tls.cert[i] = get_str(ld, lua_gettop(L), "cert", NULL);
+        vh->tls.key[i] = get_str(ld, lua_gettop(L), "key", NULL);
+        lua_pop(L, 1);
+        if (vh->tls.cert[i] == NULL || vh->tls.key[i] == NULL)
+            return fail(ld, "vhost \"%s\": tls: a certificate without its key", vh->name);
+        vh->tls.npairs = i + 1;
+    }
+    lua_pop(L, 2);
+    return 0;
+}
+
 static int read_vhosts(loader_t *ld, int idx) {
     lua_State *L = ld->L;
     lx_gen_t *g = ld->g;
@@ -1107,6 +1141,7 @@ static int read_vhosts(loader_t *ld, int idx) {
         if (r == 0 && vh->real_ip == NULL && !ri_off) vh->real_ip = g->srv.real_ip;
         locate(ld, t);
         if (r == 0) r = read_vhost_log(ld, t, vh);
+        if (r == 0) r = read_vhost_tls(ld, t, vh);
         if (r == 0) r = add_name(ld, vh->name, vh);
         lua_getfield(L, t, "aliases");
         for (size_t j = 1; r == 0 && lua_istable(L, -1) && j <= lua_objlen(L, -1); j++) {
@@ -1132,21 +1167,12 @@ static int read_vhosts(loader_t *ld, int idx) {
 /* Appends "file:line: message" to the generation's warnings. */
 static void add_warning(loader_t *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_warning(loader_t *ld, const char *fmt, ...) {
-    lx_gen_t *g = ld->g;
     char msg[1024];
-    int n = snprintf(msg, sizeof(msg), "%s:%d: ", ld->file ? ld->file : "?", ld->line);
-    if (n < 0 || (size_t)n >= sizeof(msg)) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    const char **w = lx_arena_alloc(&g->arena, (g->nwarnings + 1) * sizeof(char *));
-    if (w == NULL) return;
-    if (g->nwarnings) memcpy(w, g->warnings, g->nwarnings * sizeof(char *));
-    w[g->nwarnings] = lx_arena_strdup(&g->arena, msg);
-    if (w[g->nwarnings] == NULL) return;
-    g->warnings = w;
-    g->nwarnings++;
+    lx_gen_warn(ld->g, ld->file, ld->line, "%s", msg);
 }
 
 /* mime_types = "/etc/mime.types": read here, in the thread that loads the
@@ -1424,6 +1450,7 @@ int lx_config_load(const char *path, const char *prefix, uint64_t id, lx_gen_t *
         loader_t ld = {.L = L, .g = g, .err = err, .errlen = errlen};
         r = convert(&ld, lua_gettop(L));
     }
+    if (r == 0) r = lx_tls_gen_build(g, err, errlen);
     last = L;
     if (r < 0) {
         lx_gen_unref(g);

@@ -307,6 +307,10 @@ static int req_index(lua_State *L) {
             lua_pushstring(L, llhttp_method_name((llhttp_method_t)r->method));
             return 1;
         }
+        if (memcmp(k, "scheme", 6) == 0) {
+            lua_pushstring(L, r->secure ? "https" : "http");
+            return 1;
+        }
         break;
     case 7:
         if (memcmp(k, "headers", 7) == 0) {

@@ -31,6 +31,7 @@
 #include "io/filecache.h"
 #include "out.h"
 #include "stats.h"
+#include "plain_transport.h"
 #include "tap.h"
 
 /* ---- the fakes ------------------------------------------------------------ */

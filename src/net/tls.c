@@ -1,0 +1,594 @@
+/* The TLS transport (transport.h): OpenSSL 3 over the connection's
+ * uv_tcp_t, on the loop.
+ *
+ * Records move through a BIO of our own rather than a socket BIO, so that
+ * libuv keeps the socket: reads land in the loop thread's scratch and the
+ * BIO hands OpenSSL those bytes where they lie; what OpenSSL writes is
+ * appended to the session's record buffer, which goes to the socket with
+ * uv_try_write, and what the socket refuses by a uv_write of ours that owns
+ * the buffer. One record buffer is filling at a time; writes of ours go in
+ * order in libuv's queue, with the protocol's write callback on the last
+ * of them, so the protocol's one write in flight means what it does on a
+ * plain socket: its bytes are out.
+ *
+ * Reading stops when the protocol stops it; records read past that point
+ * stay in `keep`, and plain text OpenSSL holds stays there: when reading
+ * resumes, an idle handle delivers them at the next turn of the loop, as a
+ * socket that still has bytes would be readable. */
+#include "net/tls.h"
+
+#include <openssl/err.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "lx.h"
+
+/* Ciphertext read at once: four full records. */
+#define TLS_RBUF (64 * 1024 + 4 * 64)
+/* Plain text per record: small while a connection starts, or after it was
+ * idle, so that the first bytes can be used before a 16 KiB record is
+ * whole (TCP's window is small then); full records once it is going. */
+#define REC_SMALL      4096
+#define REC_FULL       16384
+#define REC_SMALL_UPTO (64 * 1024)
+#define REC_IDLE_MS    1000
+/* A record buffer larger than this is not kept between writes. */
+#define OBUF_KEEP (64 * 1024)
+
+/* The answer to plain HTTP on a TLS port (nginx says 400 too, after its
+ * 497): the transport's refusal, in the only language the peer speaks. */
+#define PLAIN_BODY "400 Bad Request: this port speaks HTTPS; use an https:// address.\n"
+static const char PLAIN_ANSWER[] = "HTTP/1.1 400 Bad Request\r\n"
+                                   "Content-Type: text/plain\r\n"
+                                   "Content-Length: 66\r\n"
+                                   "Connection: close\r\n"
+                                   "\r\n" PLAIN_BODY;
+_Static_assert(sizeof(PLAIN_BODY) - 1 == 66, "Content-Length of PLAIN_ANSWER");
+
+struct lx_tls_s {
+    SSL *ssl;
+    lx_tp_t *tp;          /**< NULL once the connection closed */
+    uv_idle_t idle;       /**< delivers what is buffered when reading resumes */
+    uv_alloc_cb alloc_cb; /**< the protocol's */
+    uv_read_cb read_cb;
+    lx_tls_pick_fn pick;
+    void *pick_arg;
+    const char *in;      /**< ciphertext the BIO reads from now */
+    size_t in_len;       /**< its bytes left */
+    char *keep;          /**< ciphertext read while reading was stopped, or past it */
+    size_t keep_len;     /**< bytes in keep */
+    size_t keep_cap;     /**< its size */
+    char *obuf;          /**< records made and not yet handed to the socket */
+    size_t olen, ocap;   /**< bytes in it, its size */
+    uint64_t sent;       /**< plain bytes sent since the start or the last idle spell */
+    uint64_t last_write; /**< loop ms of the last write */
+    unsigned inflight;   /**< uv_writes of ours in flight */
+    int werr;            /**< the error one of them met, or 0 */
+    unsigned reading : 1;     /**< the protocol reads */
+    unsigned eof : 1;         /**< the socket's end was read */
+    unsigned first_seen : 1;  /**< the first byte was checked for plain HTTP */
+    unsigned closing : 1;     /**< lx_tls_close was called */
+    unsigned idle_closed : 1; /**< idle's close callback ran */
+    unsigned failed : 1;      /**< a record or the handshake failed: its session is not kept */
+};
+
+/* A uv_write of ours: the records it sends, and the protocol's write to
+ * complete with it (or none). */
+typedef struct {
+    uv_write_t req;
+    lx_tls_t *t;
+    char *buf;
+    uv_write_t *user;
+    uv_write_cb cb;
+} tls_write_t;
+
+static uv_once_t once = UV_ONCE_INIT;
+static BIO_METHOD *bio_method;
+static int ex_index = -1;
+
+static lx_tls_t *tls_of(const BIO *b) {
+    return BIO_get_data((BIO *)b);
+}
+
+static int bio_read(BIO *b, char *buf, int len) {
+    lx_tls_t *t = tls_of(b);
+    BIO_clear_retry_flags(b);
+    if (t->in_len == 0) {
+        BIO_set_retry_read(b);
+        return -1;
+    }
+    size_t n = t->in_len < (size_t)len ? t->in_len : (size_t)len;
+    memcpy(buf, t->in, n);
+    t->in += n;
+    t->in_len -= n;
+    return (int)n;
+}
+
+static int bio_write(BIO *b, const char *buf, int len) {
+    lx_tls_t *t = tls_of(b);
+    BIO_clear_retry_flags(b);
+    if (t->olen + (size_t)len > t->ocap) {
+        size_t cap = t->ocap ? t->ocap : REC_FULL + 256;
+        while (cap < t->olen + (size_t)len)
+            cap *= 2;
+        char *nb = realloc(t->obuf, cap);
+        if (nb == NULL) return -1;
+        t->obuf = nb;
+        t->ocap = cap;
+    }
+    memcpy(t->obuf + t->olen, buf, (size_t)len);
+    t->olen += (size_t)len;
+    return len;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr) {
+    (void)b, (void)num, (void)ptr;
+    return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+static int bio_create(BIO *b) {
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+static void init_once(void) {
+    bio_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "luxd");
+    if (bio_method) {
+        BIO_meth_set_read(bio_method, bio_read);
+        BIO_meth_set_write(bio_method, bio_write);
+        BIO_meth_set_ctrl(bio_method, bio_ctrl);
+        BIO_meth_set_create(bio_method, bio_create);
+    }
+    ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+static uv_stream_t *stream(lx_tls_t *t) {
+    return (uv_stream_t *)&t->tp->tcp;
+}
+
+/* ---- lifetime ----------------------------------------------------------- */
+
+static void tls_free(lx_tls_t *t) {
+    SSL_free(t->ssl); /* and its BIO */
+    free(t->keep);
+    free(t->obuf);
+    free(t);
+}
+
+static void maybe_free(lx_tls_t *t) {
+    if (t->closing && t->idle_closed && t->inflight == 0) tls_free(t);
+}
+
+static void on_idle_closed(uv_handle_t *h) {
+    lx_tls_t *t = container_of((uv_idle_t *)h, lx_tls_t, idle);
+    t->idle_closed = 1;
+    maybe_free(t);
+}
+
+int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, void *arg) {
+    uv_once(&once, init_once);
+    if (bio_method == NULL || ex_index < 0) return -ENOMEM;
+    lx_tls_t *t = calloc(1, sizeof(*t));
+    if (t == NULL) return -ENOMEM;
+    BIO *bio = NULL;
+    if ((t->ssl = SSL_new(base)) == NULL || (bio = BIO_new(bio_method)) == NULL) {
+        SSL_free(t->ssl);
+        free(t);
+        ERR_clear_error();
+        return -ENOMEM;
+    }
+    BIO_set_data(bio, t);
+    SSL_set_bio(t->ssl, bio, bio);
+    SSL_set_accept_state(t->ssl);
+    SSL_set_ex_data(t->ssl, ex_index, t);
+    t->tp = tp;
+    t->pick = pick;
+    t->pick_arg = arg;
+    uv_idle_init(tp->tcp.loop, &t->idle);
+    tp->tls = t;
+    return 0;
+}
+
+void lx_tls_close(lx_tp_t *tp, uv_close_cb cb) {
+    lx_tls_t *t = tp->tls;
+    t->closing = 1;
+    t->reading = 0;
+    /* OpenSSL drops a session from the cache when its connection ends
+     * without close_notify, as most do (a keep-alive timeout, a client that
+     * just goes): one whose handshake and records were sound stays
+     * resumable, as nginx keeps it. */
+    if (!t->failed && SSL_is_init_finished(t->ssl)) {
+        /* A close after a whole response (Connection: close, a keep-alive
+         * timeout) says so with close_notify, as a plain one with a FIN,
+         * so that the client does not take it for a truncation; sent only
+         * when nothing of ours waits before it, and never waited for. */
+        if (t->inflight == 0 && !(SSL_get_shutdown(t->ssl) & SSL_SENT_SHUTDOWN)) {
+            SSL_shutdown(t->ssl);
+            if (t->olen) {
+                uv_buf_t b = uv_buf_init(t->obuf, (unsigned)t->olen);
+                (void)uv_try_write((uv_stream_t *)&tp->tcp, &b, 1);
+                t->olen = 0;
+            }
+        }
+        ERR_clear_error();
+        SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    }
+    /* The idle handle first: libuv finishes closes last-in first-out, so
+     * the socket's (which cancels our writes, then frees the connection)
+     * runs before it, and t outlives both. */
+    uv_close((uv_handle_t *)&t->idle, on_idle_closed);
+    uv_close((uv_handle_t *)&tp->tcp, cb);
+    t->tp = NULL;
+    tp->tls = NULL;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static void on_written(uv_write_t *req, int status) {
+    tls_write_t *q = container_of(req, tls_write_t, req);
+    lx_tls_t *t = q->t;
+    t->inflight--;
+    if (status < 0 && t->werr == 0) t->werr = status;
+    /* The buffer is kept for the next records unless one is there. */
+    if (t->obuf == NULL && !t->closing) {
+        t->obuf = q->buf;
+        t->ocap = OBUF_KEEP;
+        t->olen = 0;
+    } else {
+        free(q->buf);
+    }
+    if (q->user) q->cb(q->user, status);
+    free(q);
+    maybe_free(t);
+}
+
+/* Sends the records made: at once what the socket takes (when none of ours
+ * is in flight and no write of the protocol's waits for them), the rest by
+ * a write of ours that takes the buffer over. user/cb: the protocol's
+ * write, completed when these are out. */
+static int send_records(lx_tls_t *t, uv_write_t *user, uv_write_cb cb) {
+    if (t->werr) return t->werr;
+    size_t off = 0;
+    if (user == NULL) {
+        if (t->olen == 0) return 0;
+        if (t->inflight == 0) {
+            uv_buf_t b = uv_buf_init(t->obuf, (unsigned)t->olen);
+            int r = uv_try_write(stream(t), &b, 1);
+            if (r == (int)t->olen) {
+                t->olen = 0;
+                return 0;
+            }
+            if (r > 0)
+                off = (size_t)r;
+            else if (r != UV_EAGAIN)
+                return r;
+        }
+    }
+    tls_write_t *q = malloc(sizeof(*q));
+    if (q == NULL) return -ENOMEM;
+    q->t = t;
+    q->buf = t->obuf;
+    q->user = user;
+    q->cb = cb;
+    uv_buf_t b = uv_buf_init(t->obuf ? t->obuf + off : NULL, (unsigned)(t->olen - off));
+    int r = uv_write(&q->req, stream(t), &b, 1, on_written);
+    if (r < 0) {
+        free(q);
+        return r;
+    }
+    t->obuf = NULL;
+    t->olen = t->ocap = 0;
+    t->inflight++;
+    return 0;
+}
+
+/* Encrypts bufs into the record buffer, in records sized as the top of
+ * this file says. */
+static int encrypt(lx_tls_t *t, const uv_buf_t *bufs, unsigned n) {
+    uint64_t now = uv_now(t->tp->tcp.loop);
+    if (now - t->last_write > REC_IDLE_MS) t->sent = 0;
+    t->last_write = now;
+    for (unsigned i = 0; i < n; i++) {
+        const char *p = bufs[i].base;
+        size_t len = bufs[i].len;
+        while (len) {
+            size_t rec = t->sent < REC_SMALL_UPTO ? REC_SMALL : REC_FULL;
+            int k = (int)(len < rec ? len : rec);
+            ERR_clear_error();
+            int r = SSL_write(t->ssl, p, k);
+            if (r <= 0) {
+                ERR_clear_error();
+                return -EPROTO;
+            }
+            p += r;
+            len -= (size_t)r;
+            t->sent += (uint64_t)r;
+        }
+    }
+    return 0;
+}
+
+ssize_t lx_tls_try_write(lx_tp_t *tp, const uv_buf_t *bufs, unsigned n) {
+    lx_tls_t *t = tp->tls;
+    if (t->werr) return t->werr;
+    /* All or nothing: while records of ours wait for the socket, nothing
+     * more is taken, and the protocol waits with lx_tls_write. */
+    if (t->inflight || !SSL_is_init_finished(t->ssl)) return 0;
+    size_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += bufs[i].len;
+    int r = encrypt(t, bufs, n);
+    if (r == 0) r = send_records(t, NULL, NULL);
+    return r < 0 ? r : (ssize_t)total;
+}
+
+int lx_tls_write(lx_tp_t *tp, uv_write_t *req, const uv_buf_t *bufs, unsigned n, uv_write_cb cb) {
+    lx_tls_t *t = tp->tls;
+    if (t->werr) return t->werr;
+    int r = encrypt(t, bufs, n);
+    return r < 0 ? r : send_records(t, req, cb);
+}
+
+int lx_tls_shutdown(lx_tp_t *tp, uv_shutdown_t *req, uv_shutdown_cb cb) {
+    lx_tls_t *t = tp->tls;
+    /* close_notify, when the handshake is done (before, there is no one to
+     * tell); it goes before the FIN, in libuv's queue. */
+    if (SSL_is_init_finished(t->ssl)) {
+        SSL_shutdown(t->ssl);
+        ERR_clear_error();
+        int r = send_records(t, NULL, NULL);
+        if (r < 0) return r;
+    }
+    return uv_shutdown(req, stream(t), cb);
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static _Thread_local char rbuf[TLS_RBUF];
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    (void)h, (void)suggested;
+    *buf = uv_buf_init(rbuf, sizeof(rbuf));
+}
+
+/* What the BIO did not take of the input stays in keep for later. */
+static int stash(lx_tls_t *t) {
+    if (t->in_len == 0) {
+        t->keep_len = 0;
+        if (t->keep_cap > TLS_RBUF) {
+            free(t->keep);
+            t->keep = NULL;
+            t->keep_cap = 0;
+        }
+        return 0;
+    }
+    if (t->in_len > t->keep_cap) {
+        char *k = malloc(t->in_len);
+        if (k == NULL) return -ENOMEM;
+        memcpy(k, t->in, t->in_len);
+        free(t->keep);
+        t->keep = k;
+        t->keep_cap = t->in_len;
+    } else {
+        memmove(t->keep, t->in, t->in_len);
+    }
+    t->keep_len = t->in_len;
+    t->in = NULL;
+    t->in_len = 0;
+    return 0;
+}
+
+/* Hands the protocol plain text while it reads and OpenSSL has some; sends
+ * what the handshake answers. */
+static void deliver(lx_tls_t *t) {
+    uv_stream_t *st = stream(t);
+    while (t->reading) {
+        uv_buf_t pb = uv_buf_init(NULL, 0);
+        t->alloc_cb((uv_handle_t *)st, 64 * 1024, &pb);
+        if (pb.base == NULL || pb.len == 0) {
+            t->read_cb(st, UV_ENOBUFS, &pb);
+            return;
+        }
+        ERR_clear_error();
+        int n = SSL_read(t->ssl, pb.base, (int)(pb.len > INT32_MAX ? INT32_MAX : pb.len));
+        int err = n > 0 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, n);
+        int r = send_records(t, NULL, NULL); /* the handshake's answers, alerts, tickets */
+        if (r < 0) {
+            t->read_cb(st, r, &pb);
+            return;
+        }
+        if (n > 0) {
+            t->read_cb(st, n, &pb);
+            if (t->closing) return;
+            continue;
+        }
+        if (err == SSL_ERROR_WANT_READ) {
+            t->read_cb(st, 0, &pb); /* the buffer goes back: pb is not the protocol's now */
+            if (t->closing) return;
+            if (t->eof && t->in_len == 0 && t->reading) t->read_cb(st, UV_EOF, &(uv_buf_t){0});
+            break;
+        }
+        if (err == SSL_ERROR_ZERO_RETURN) { /* close_notify */
+            t->read_cb(st, UV_EOF, &pb);
+            return;
+        }
+        t->failed = 1;
+        unsigned long e = ERR_peek_error();
+        lx_log_debug("TLS: %s", e ? ERR_reason_error_string(e) : "connection broken");
+        ERR_clear_error();
+        t->read_cb(st, UV_EPROTO, &pb);
+        return;
+    }
+    if (!t->closing && stash(t) < 0) t->read_cb(st, UV_ENOMEM, &(uv_buf_t){0});
+}
+
+/* Plain HTTP where a ClientHello belongs: a method's first letter. */
+static int looks_plain(unsigned char c) {
+    return c >= 'A' && c <= 'Z';
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+    lx_tls_t *t = container_of((uv_tcp_t *)st, lx_tp_t, tcp)->tls;
+    if (n == 0) return;
+    if (n < 0) {
+        if (n != UV_EOF) {
+            t->read_cb(st, n, &(uv_buf_t){0});
+            return;
+        }
+        t->eof = 1;
+        t->in = t->keep;
+        t->in_len = t->keep_len;
+        deliver(t);
+        return;
+    }
+    if (!t->first_seen) {
+        t->first_seen = 1;
+        if (looks_plain((unsigned char)buf->base[0])) {
+            uv_buf_t b = uv_buf_init((char *)PLAIN_ANSWER, sizeof(PLAIN_ANSWER) - 1);
+            (void)uv_try_write(st, &b, 1);
+            t->read_cb(st, LX_TP_EPLAIN, &(uv_buf_t){0});
+            return;
+        }
+    }
+    if (t->keep_len) {
+        /* Records kept from before come first. */
+        if (t->keep_len + (size_t)n > t->keep_cap) {
+            size_t cap = t->keep_len + (size_t)n;
+            char *k = realloc(t->keep, cap);
+            if (k == NULL) {
+                t->read_cb(st, UV_ENOMEM, &(uv_buf_t){0});
+                return;
+            }
+            t->keep = k;
+            t->keep_cap = cap;
+        }
+        memcpy(t->keep + t->keep_len, buf->base, (size_t)n);
+        t->keep_len += (size_t)n;
+        t->in = t->keep;
+        t->in_len = t->keep_len;
+    } else {
+        t->in = buf->base;
+        t->in_len = (size_t)n;
+    }
+    deliver(t);
+}
+
+static int buffered(lx_tls_t *t) {
+    return t->keep_len || SSL_has_pending(t->ssl) || t->eof;
+}
+
+static void on_idle(uv_idle_t *h) {
+    lx_tls_t *t = container_of(h, lx_tls_t, idle);
+    uv_idle_stop(h);
+    if (!t->reading || t->closing) return;
+    t->in = t->keep;
+    t->in_len = t->keep_len;
+    deliver(t);
+}
+
+int lx_tls_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb read) {
+    lx_tls_t *t = tp->tls;
+    t->alloc_cb = alloc;
+    t->read_cb = read;
+    t->reading = 1;
+    if (buffered(t)) uv_idle_start(&t->idle, on_idle);
+    if (t->eof) return 0;
+    return uv_read_start((uv_stream_t *)&tp->tcp, on_alloc, on_read);
+}
+
+void lx_tls_read_stop(lx_tp_t *tp) {
+    lx_tls_t *t = tp->tls;
+    t->reading = 0;
+    uv_idle_stop(&t->idle);
+    uv_read_stop((uv_stream_t *)&tp->tcp);
+}
+
+/* ---- the handshake's choices -------------------------------------------- */
+
+int lx_tls_sni_parse(const unsigned char *p, size_t len, const char **name, size_t *nlen) {
+    if (len < 2) return -1;
+    size_t list = (size_t)p[0] << 8 | p[1];
+    if (list != len - 2 || list == 0) return -1;
+    p += 2;
+    len -= 2;
+    while (len) {
+        if (len < 3) return -1;
+        unsigned type = p[0];
+        size_t n = (size_t)p[1] << 8 | p[2];
+        if (n > len - 3) return -1;
+        if (type == 0) { /* host_name: one only (RFC 6066 3) */
+            if (n == 0 || memchr(p + 3, '\0', n)) return -1;
+            *name = (const char *)p + 3;
+            *nlen = n;
+            return 1;
+        }
+        p += 3 + n;
+        len -= 3 + n;
+    }
+    return 0;
+}
+
+int lx_tls_alpn_choose(const unsigned char *list, size_t len, const unsigned char **out,
+                       unsigned char *outlen) {
+    static const char H1[] = "http/1.1";
+    int found = 0;
+    while (len) {
+        size_t n = list[0];
+        if (n == 0 || n > len - 1) return -1;
+        if (!found && n == sizeof(H1) - 1 && memcmp(list + 1, H1, n) == 0) {
+            *out = list + 1;
+            *outlen = (unsigned char)n;
+            found = 1;
+        }
+        list += 1 + n;
+        len -= 1 + n;
+    }
+    return found;
+}
+
+/* Before any extension is acted on, the server name picks the vhost's
+ * certificates and session context: a session or ticket is then only ever
+ * resumed under the vhost that issued it (OpenSSL checks the session id
+ * context against the one set here, which the SNI callback, run after the
+ * PSK extension, would set too late). */
+static int on_client_hello(SSL *ssl, int *alert, void *arg) {
+    (void)arg;
+    lx_tls_t *t = SSL_get_ex_data(ssl, ex_index);
+    const unsigned char *ext;
+    size_t len;
+    const char *name = NULL;
+    size_t nlen = 0;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &len) &&
+        lx_tls_sni_parse(ext, len, &name, &nlen) < 0) {
+        *alert = SSL_AD_DECODE_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    SSL_CTX *ctx = t->pick(t->pick_arg, name, nlen);
+    if (ctx == NULL) {
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    if (SSL_set_SSL_CTX(ssl, ctx) == NULL) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                   const unsigned char *in, unsigned inlen, void *arg) {
+    (void)ssl, (void)arg;
+    int r = lx_tls_alpn_choose(in, inlen, out, outlen);
+    if (r < 0) return SSL_TLSEXT_ERR_ALERT_FATAL;
+    /* A client that offers only protocols luxd does not speak (h2 alone,
+     * before HTTP/2 is built) goes on without ALPN, and speaks HTTP/1.1
+     * or fails: RFC 7301 3.2 allows either answer. */
+    return r ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_NOACK;
+}
+
+void lx_tls_ctx_hooks(SSL_CTX *ctx) {
+    uv_once(&once, init_once);
+    SSL_CTX_set_client_hello_cb(ctx, on_client_hello, NULL);
+    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
+}

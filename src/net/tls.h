@@ -1,0 +1,36 @@
+/* TLS: the transport of a connection on a `tls = true` listener (net/tls.c)
+ * and the generation's certificates (net/tlsctx.c). */
+#ifndef LX_NET_TLS_H
+#define LX_NET_TLS_H
+
+#include <openssl/ssl.h>
+#include <stddef.h>
+
+#include "net/transport.h"
+
+/* The certificates a ClientHello's server name gets (name NULL: none was
+ * sent): a vhost's SSL_CTX, or NULL to refuse the handshake. The layer
+ * above answers (conn.c, from the generation's host table). */
+typedef SSL_CTX *(*lx_tls_pick_fn)(void *arg, const char *name, size_t len);
+
+/* Puts a TLS session over tp's socket, as the server: SSL_new(base), whose
+ * ClientHello callback (lx_tls_ctx_hooks) asks pick. 0 or -ENOMEM. */
+int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, void *arg);
+
+/* Installs what every server SSL_CTX of luxd needs from the transport: the
+ * ClientHello callback that picks the certificates by server name, and
+ * ALPN. */
+void lx_tls_ctx_hooks(SSL_CTX *ctx);
+
+/* The server name of a ClientHello's server_name extension (RFC 6066 3):
+ * the host_name entry of ext[0, len). 1 with *name, *nlen set; 0 when
+ * there is none; -1 when the extension is malformed. */
+int lx_tls_sni_parse(const unsigned char *ext, size_t len, const char **name, size_t *nlen);
+
+/* The ALPN protocol to choose from a client's list (RFC 7301 wire form):
+ * "http/1.1" when offered. 1 with *out, *outlen pointing into list; 0 when
+ * the list offers nothing luxd speaks; -1 when it is malformed. */
+int lx_tls_alpn_choose(const unsigned char *list, size_t len, const unsigned char **out,
+                       unsigned char *outlen);
+
+#endif

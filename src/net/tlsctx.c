@@ -1,0 +1,199 @@
+/* A generation's certificates (tlsctx.h). Each vhost with tls = { } gets
+ * an SSL_CTX of its own: its certificates, and a session id context made
+ * from its name, so that a session it issued is never resumed under
+ * another vhost. Every TLS connection starts on the generation's base
+ * context, which has no certificate: its ClientHello callback (net/tls.c)
+ * moves the connection to the context the server name picks. */
+#include "net/tlsctx.h"
+
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <string.h>
+
+#include "net/tls.h"
+
+/* Mozilla's "intermediate" configuration: TLS 1.2 and 1.3; for 1.2 these
+ * ciphers (forward secret, AEAD), for 1.3 OpenSSL's defaults (all AEAD);
+ * X25519, P-256 and P-384. */
+#define CIPHERS_12                                                                             \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                               \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                               \
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"                               \
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
+#define GROUPS "X25519:P-256:P-384"
+
+/* OpenSSL's reason for the last failure, and its queue emptied: the first
+ * error queued is the cause ("no start line"), the last the caller that
+ * passed it on ("PEM lib"). */
+static const char *ssl_reason(void) {
+    unsigned long e = ERR_peek_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    ERR_clear_error();
+    return r ? r : "unknown error";
+}
+
+static SSL_CTX *ctx_new(void) {
+    SSL_CTX *c = SSL_CTX_new(TLS_server_method());
+    if (c == NULL) return NULL;
+    if (!SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION) ||
+        !SSL_CTX_set_cipher_list(c, CIPHERS_12) || !SSL_CTX_set1_groups_list(c, GROUPS)) {
+        SSL_CTX_free(c);
+        return NULL;
+    }
+    /* No renegotiation at all (a client's is refused by OpenSSL 3 unless
+     * SSL_OP_ALLOW_CLIENT_RENEGOTIATION), no compression (CRIME). */
+    SSL_CTX_set_options(c, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_dh_auto(c, 1); /* the DHE-RSA ciphers */
+    /* An idle connection holds no record buffers (34 KiB less each). */
+    SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_max_early_data(c, 0); /* no 0-RTT: replayable requests */
+    lx_tls_ctx_hooks(c);
+    return c;
+}
+
+/* Whether path can be opened for reading, with the reason in err when not:
+ * OpenSSL's own message for a missing file says less. */
+static int readable(const char *path, const char *what, const lx_vhost_t *vh, char *err,
+                    size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (f) {
+        fclose(f);
+        return 1;
+    }
+    int e = errno;
+    snprintf(err, errlen, "%s:%d: vhost \"%s\": tls %s \"%s\": %s%s", vh->tls.file, vh->tls.line,
+             vh->name, what, path, strerror(e),
+             e == EACCES ? " (luxd reads certificates and keys as the user it runs as at a "
+                           "reload: see luxd(8), \"TLS keys\")"
+                         : "");
+    return 0;
+}
+
+static int key_type(X509 *x) {
+    EVP_PKEY *k = x ? X509_get0_pubkey(x) : NULL;
+    return k ? EVP_PKEY_get_base_id(k) : 0;
+}
+
+/* Validity is a warning, not an error: an operator who reloads to fix
+ * something else must not lose the site over a certificate that clients
+ * will judge for themselves. */
+static void check_dates(lx_gen_t *g, const lx_vhost_t *vh, int i, X509 *x) {
+    if (X509_cmp_current_time(X509_get0_notAfter(x)) < 0)
+        lx_gen_warn(g, vh->tls.file, vh->tls.line,
+                    "vhost \"%s\": tls cert \"%s\" has expired: clients will refuse it", vh->name,
+                    vh->tls.cert[i]);
+    else if (X509_cmp_current_time(X509_get0_notBefore(x)) > 0)
+        lx_gen_warn(g, vh->tls.file, vh->tls.line,
+                    "vhost \"%s\": tls cert \"%s\" is not valid yet: clients will refuse it",
+                    vh->name, vh->tls.cert[i]);
+}
+
+static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
+    SSL_CTX *c = ctx_new();
+    if (c == NULL) {
+        snprintf(err, errlen, "%s:%d: vhost \"%s\": tls: %s", vh->tls.file, vh->tls.line, vh->name,
+                 ssl_reason());
+        return -ENOMEM;
+    }
+    vh->tls.ctx = c; /* freed with the generation, whatever happens next */
+    int types[LX_TLS_PAIRS] = {0};
+    for (int i = 0; i < vh->tls.npairs; i++) {
+        const char *cert = vh->tls.cert[i], *key = vh->tls.key[i];
+        if (!readable(cert, "cert", vh, err, errlen) || !readable(key, "key", vh, err, errlen))
+            return -EINVAL;
+        if (SSL_CTX_use_certificate_chain_file(c, cert) != 1) {
+            snprintf(err, errlen, "%s:%d: vhost \"%s\": tls cert \"%s\": %s", vh->tls.file,
+                     vh->tls.line, vh->name, cert, ssl_reason());
+            return -EINVAL;
+        }
+        X509 *x = SSL_CTX_get0_certificate(c);
+        types[i] = key_type(x);
+        if (i > 0 && types[i] == types[0]) {
+            snprintf(err, errlen,
+                     "%s:%d: vhost \"%s\": tls certs \"%s\" and \"%s\" have keys of the same "
+                     "type: two certificates are one ECDSA and one RSA",
+                     vh->tls.file, vh->tls.line, vh->name, vh->tls.cert[0], cert);
+            return -EINVAL;
+        }
+        /* OpenSSL checks the key against the certificate as it loads it:
+         * a mismatch fails here, or in the check after. */
+        ERR_clear_error();
+        if (SSL_CTX_use_PrivateKey_file(c, key, SSL_FILETYPE_PEM) != 1 &&
+            ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
+            snprintf(err, errlen, "%s:%d: vhost \"%s\": tls key \"%s\": %s", vh->tls.file,
+                     vh->tls.line, vh->name, key, ssl_reason());
+            return -EINVAL;
+        }
+        if (ERR_peek_last_error() || SSL_CTX_check_private_key(c) != 1) {
+            ERR_clear_error();
+            snprintf(err, errlen,
+                     "%s:%d: vhost \"%s\": tls key \"%s\" does not belong to cert \"%s\"",
+                     vh->tls.file, vh->tls.line, vh->name, key, cert);
+            return -EINVAL;
+        }
+        check_dates(g, vh, i, x);
+    }
+    unsigned char sid[EVP_MAX_MD_SIZE];
+    unsigned int sidlen = 0;
+    if (!EVP_Digest(vh->name, strlen(vh->name), sid, &sidlen, EVP_sha256(), NULL) ||
+        sidlen > SSL_MAX_SID_CTX_LENGTH || !SSL_CTX_set_session_id_context(c, sid, sidlen)) {
+        snprintf(err, errlen, "%s:%d: vhost \"%s\": tls: %s", vh->tls.file, vh->tls.line, vh->name,
+                 ssl_reason());
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen) {
+    const lx_listen_t *tls_listen = NULL;
+    for (size_t i = 0; i < g->srv.nlisten && tls_listen == NULL; i++)
+        if (g->srv.listen[i].tls) tls_listen = &g->srv.listen[i];
+    const lx_vhost_t *with = NULL;
+    for (size_t i = 0; i < g->nvhosts; i++) {
+        lx_vhost_t *vh = &g->vhosts[i];
+        if (vh->tls.npairs == 0) continue;
+        int r = vhost_ctx(g, vh, err, errlen);
+        if (r < 0) return r;
+        if (with == NULL) with = vh;
+        if (tls_listen == NULL)
+            lx_gen_warn(g, vh->tls.file, vh->tls.line,
+                        "vhost \"%s\": tls is set, but no listen entry has tls = true: the "
+                        "certificate is not used",
+                        vh->name);
+    }
+    if (tls_listen == NULL) return 0;
+    if (with == NULL) {
+        snprintf(err, errlen,
+                 "%s:%d: listen %s: tls = true, but no vhost has a certificate (tls = { cert = "
+                 "..., key = ... })",
+                 tls_listen->file, tls_listen->line, tls_listen->text);
+        return -EINVAL;
+    }
+    if ((g->tls_base = ctx_new()) == NULL) {
+        snprintf(err, errlen, "%s:%d: listen %s: tls: %s", tls_listen->file, tls_listen->line,
+                 tls_listen->text, ssl_reason());
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void lx_tls_gen_free(lx_gen_t *g) {
+    for (size_t i = 0; i < g->nvhosts; i++)
+        SSL_CTX_free(g->vhosts[i].tls.ctx);
+    SSL_CTX_free(g->tls_base);
+}
+
+void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent) {
+    for (int i = 0; i < t->npairs; i++)
+        fprintf(out, "%stls cert %s key %s  (%s:%d)\n", indent, t->cert[i], t->key[i], t->file,
+                t->line);
+}
+
+void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len) {
+    const lx_vhost_t *vh = name ? lx_gen_match_vhost(g, name, len) : NULL;
+    if (vh == NULL || vh->tls.ctx == NULL) vh = g->default_vhost;
+    return vh ? vh->tls.ctx : NULL;
+}
