@@ -13,6 +13,7 @@ use Test::More;
 use Cwd qw(abs_path);
 use File::Temp qw(tempdir);
 use Luxd;
+use TLSTest;
 
 my $lua = q{
   package.path = os.getenv("LUXD_ROOT") .. "/lua/?.lua;" .. package.path
@@ -39,7 +40,14 @@ ok @keys > 80, scalar(@keys) . ' keys read from the schema';
 
 # The Lua value each key is set to, and what -T must print for it. A
 # location key uses the vhost key's entry unless it has its own.
+# TLS: a certificate made for this run.
+my ($TLS) = TLSTest::certs('v', 'w');
+my ($C, $K) = @{ $TLS->{v} }{qw(cert key)};
+my ($C2, $K2) = @{ $TLS->{w} }{qw(cert key)};    # what tls.cert and tls.key are set to
 my %SET = (
+    'vhost.tls'                => [qq{{ cert = "$C", key = "$K" }}, qr{^  tls cert \Q$C\E key \Q$K\E }m],
+    'tls.cert'                 => [qq{"$C2"}, qr{^  tls cert \Q$C2\E key }m],
+    'tls.key'                  => [qq{"$K2"}, qr{^  tls cert \S+ key \Q$K2\E }m],
     'server.access_log'        => ['"$DIR/x.log"', qr{^  access_log \S+/x\.log }m],
     'server.access_log_buffer' => [32768, qr/^  access_log_buffer 32768$/m],
     'server.backlog'           => [77, qr/\bbacklog 77$/m],
@@ -119,7 +127,19 @@ my %PLACE = (
     upstream_server => sub {
         server() . qq{upstream "u" { { "127.0.0.1:1", $_[0] } }\n} . vhost('proxy = "u"');
     },
-    listen   => sub { server(qq{listen = { { "127.0.0.1:1", $_[0] } }, real_ip = { from = "127.0.0.1" }}) . vhost('') },
+    listen   => sub {
+        server(qq{listen = { { "127.0.0.1:1", $_[0] } }, real_ip = { from = "127.0.0.1" }}) .
+          vhost(qq{tls = { cert = "$C", key = "$K" }});
+    },
+    tls      => sub {
+        my $kv = $_[0];
+        # The other of the pair, matching: a key must belong to its cert.
+        my $w = $kv =~ /\Q$C2\E|\Q$K2\E/;
+        $kv .= ', cert = "' . ($w ? $C2 : $C) . '"' unless $kv =~ /^cert =/;
+        $kv .= ', key = "' . ($w ? $K2 : $K) . '"' unless $kv =~ /^key =/;
+        $kv =~ s/^, //;
+        server() . vhost(qq{tls = { $kv }});
+    },
     real_ip  => sub {
         my $kv = $_[0];
         $kv = qq{from = "127.0.0.1", $kv} unless $kv =~ /^from =/;
