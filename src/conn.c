@@ -1104,7 +1104,11 @@ static void request_end(lx_sess_t *s) {
     /* A response that came out short (out of memory or queue entries in
      * out.c) said a length it did not send: the connection cannot go on. */
     if (!r->keepalive || s->out.failed || c->draining || s->w->stop || (c->eof && !unread)) {
-        if (unread && !c->eof)
+        /* Bytes the transport took but the socket has not (TLS records
+         * of its own in flight) go out before the close, as a plain
+         * socket's would from the kernel: linger's shutdown waits for
+         * them. */
+        if ((unread || lx_tp_queued(&c->tp)) && !c->eof)
             linger(c);
         else
             lx_conn_close(c);

@@ -256,7 +256,12 @@ int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_buf_t *
         lx_buf_put(&b, peer, strlen(peer));
         LX_BUF_PUTS(&b, "\r\n");
     }
-    if (!named_in(s, LX_STR("X-Forwarded-Proto"))) LX_BUF_PUTS(&b, "X-Forwarded-Proto: http\r\n");
+    if (!named_in(s, LX_STR("X-Forwarded-Proto"))) {
+        if (r->secure)
+            LX_BUF_PUTS(&b, "X-Forwarded-Proto: https\r\n");
+        else
+            LX_BUF_PUTS(&b, "X-Forwarded-Proto: http\r\n");
+    }
     if (host.len && !named_in(s, LX_STR("X-Forwarded-Host")))
         put_field(&b, LX_STR("X-Forwarded-Host"), host);
     if (!named_in(s, LX_STR("Via")) && (s->proxy_via || via != UINT32_MAX)) {

@@ -79,6 +79,7 @@ typedef struct {
     uv_write_t req;
     lx_tls_t *t;
     char *buf;
+    size_t cap; /**< buf's size, for keeping it as the next record buffer */
     uv_write_t *user;
     uv_write_cb cb;
 } tls_write_t;
@@ -230,10 +231,12 @@ static void on_written(uv_write_t *req, int status) {
     lx_tls_t *t = q->t;
     t->inflight--;
     if (status < 0 && t->werr == 0) t->werr = status;
-    /* The buffer is kept for the next records unless one is there. */
-    if (t->obuf == NULL && !t->closing) {
+    /* The buffer is kept for the next records unless one is there or it
+     * is large; with its real size (a break review: claiming OBUF_KEEP
+     * for a smaller one let the next records overrun it). */
+    if (t->obuf == NULL && !t->closing && q->buf && q->cap <= OBUF_KEEP) {
         t->obuf = q->buf;
-        t->ocap = OBUF_KEEP;
+        t->ocap = q->cap;
         t->olen = 0;
     } else {
         free(q->buf);
@@ -269,6 +272,7 @@ static int send_records(lx_tls_t *t, uv_write_t *user, uv_write_cb cb) {
     if (q == NULL) return -ENOMEM;
     q->t = t;
     q->buf = t->obuf;
+    q->cap = t->ocap;
     q->user = user;
     q->cb = cb;
     uv_buf_t b = uv_buf_init(t->obuf ? t->obuf + off : NULL, (unsigned)(t->olen - off));
