@@ -54,17 +54,17 @@ struct lx_tls_s {
     uv_read_cb read_cb;
     lx_tls_pick_fn pick;
     void *pick_arg;
-    const char *in;      /**< ciphertext the BIO reads from now */
-    size_t in_len;       /**< its bytes left */
-    char *keep;          /**< ciphertext read while reading was stopped, or past it */
-    size_t keep_len;     /**< bytes in keep */
-    size_t keep_cap;     /**< its size */
-    char *obuf;          /**< records made and not yet handed to the socket */
-    size_t olen, ocap;   /**< bytes in it, its size */
-    uint64_t sent;       /**< plain bytes sent since the start or the last idle spell */
-    uint64_t last_write; /**< loop ms of the last write */
-    unsigned inflight;   /**< uv_writes of ours in flight */
-    int werr;            /**< the error one of them met, or 0 */
+    const char *in;           /**< ciphertext the BIO reads from now */
+    size_t in_len;            /**< its bytes left */
+    char *keep;               /**< ciphertext read while reading was stopped, or past it */
+    size_t keep_len;          /**< bytes in keep */
+    size_t keep_cap;          /**< its size */
+    char *obuf;               /**< records made and not yet handed to the socket */
+    size_t olen, ocap;        /**< bytes in it, its size */
+    uint64_t sent;            /**< plain bytes sent since the start or the last idle spell */
+    uint64_t last_write;      /**< loop ms of the last write */
+    unsigned inflight;        /**< uv_writes of ours in flight */
+    int werr;                 /**< the error one of them met, or 0 */
     unsigned reading : 1;     /**< the protocol reads */
     unsigned eof : 1;         /**< the socket's end was read */
     unsigned first_seen : 1;  /**< the first byte was checked for plain HTTP */

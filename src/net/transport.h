@@ -45,8 +45,10 @@ static inline int lx_tp_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb re
 }
 
 static inline void lx_tp_read_stop(lx_tp_t *tp) {
-    if (tp->tls) lx_tls_read_stop(tp);
-    else uv_read_stop((uv_stream_t *)&tp->tcp);
+    if (tp->tls)
+        lx_tls_read_stop(tp);
+    else
+        uv_read_stop((uv_stream_t *)&tp->tcp);
 }
 
 /* Reads what the socket has now into buf, before the loop polls it (the
@@ -119,8 +121,10 @@ static inline int lx_tp_shutdown(lx_tp_t *tp, uv_shutdown_t *req, uv_shutdown_cb
 /* Closes; cb(&tp->tcp) once the socket is closed (writes in flight are
  * cancelled first, as libuv's). The TLS session frees itself after. */
 static inline void lx_tp_close(lx_tp_t *tp, uv_close_cb cb) {
-    if (tp->tls) lx_tls_close(tp, cb);
-    else uv_close((uv_handle_t *)&tp->tcp, cb);
+    if (tp->tls)
+        lx_tls_close(tp, cb);
+    else
+        uv_close((uv_handle_t *)&tp->tcp, cb);
 }
 
 #endif
