@@ -12,12 +12,17 @@ use Test::More;
 use lib 't/lib';
 use Luxd;
 use TLSTest;
+use Luxd::Backend qw(hdr);
 
 my ($c) = TLSTest::certs('a.test', 'b.test', 'w.wild.test');
+my $be = Luxd::Backend->start(name => 'be');
+my $addr = $be->addr;
 my $big = join('', map { chr(($_ * 7 + ($_ >> 11)) & 255) } 0 .. 3 * 1024 * 1024 + 99);
 my ($s, $tp) = TLSTest::server(
     config => <<"EOF",
-vhost "a.test" { default = true, root = "\$DIR/www", @{[TLSTest::tls_lua($c->{'a.test'})]} }
+upstream "be" { "$addr" }
+vhost "a.test" { default = true, root = "\$DIR/www", @{[TLSTest::tls_lua($c->{'a.test'})]},
+  location "/be/" { proxy = "be" } }
 vhost "b.test" { root = "\$DIR/b", @{[TLSTest::tls_lua($c->{'b.test'})]} }
 vhost "*.wild.test" { root = "\$DIR/b", @{[TLSTest::tls_lua($c->{'w.wild.test'})]} }
 EOF
@@ -97,8 +102,18 @@ for my $v (['3', []], ['2', ['-tls1_2']], ['2', ['-tls1_2', '-no_ticket']]) {
     is(TLSTest::subject($t), 'b.test', "$what: b.test's certificate then");
 }
 
+# The backend hears which scheme the client used (a break review: it was
+# told http over HTTPS).
+curl_tls('a.test', $c->{'a.test'}{cert}, '/be/ok/3');
+my ($q) = grep { $_->{target} =~ m{^/be/ok/3} } $be->requests;
+is(hdr($q, 'X-Forwarded-Proto'), 'https', 'proxied over HTTPS: X-Forwarded-Proto: https');
+$s->get('/be/ok/4');
+($q) = grep { $_->{target} =~ m{^/be/ok/4} } $be->requests;
+is(hdr($q, 'X-Forwarded-Proto'), 'http', 'over the plain listener: http');
+
 # The plain listener is as it was.
 is($s->get('/')->{body}, "hello a\n", 'the plain listener beside it serves as before');
 
 $s->stop;
+$be->stop;
 done_testing;
