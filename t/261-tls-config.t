@@ -20,6 +20,8 @@ my $rsa = TLSTest::cert($cdir, 'a.test', type => 'rsa');
 my $ec2 = TLSTest::cert($cdir, 'a.test', tag => '2');
 my $old = TLSTest::cert($cdir, 'old.test', days => -1);
 my $A = TLSTest::tls_lua($c->{'a.test'});
+my $enc = "$cdir/a.enc.key";
+system("openssl pkey -in $c->{'a.test'}{key} -aes256 -passout pass:secret -out $enc") == 0 or die 'openssl pkey';
 
 sub conf {
     my ($vhost, %o) = @_;
@@ -48,6 +50,8 @@ my @bad = (
     [ 'the PROXY protocol with TLS', qq{vhost "a.test" { default = true, root = "/tmp", $A }\n},
       qr/luxd\.lua:1: .*proxy_protocol together with tls is not supported yet/,
       '{ { "127.0.0.1:$PORT", tls = true, proxy_protocol = true } }' ],
+    [ 'a key encrypted with a passphrase', qq{vhost "a.test" {\n default = true, root = "/tmp",\n tls = { cert = "$c->{'a.test'}{cert}", key = "$enc" } }\n},
+      qr/luxd\.lua:4: .*tls key "[^"]+": the key is encrypted with a passphrase, which luxd does not ask for/ ],
     [ 'three certificates', qq{vhost "a.test" {\n default = true, root = "/tmp",\n tls = { { cert = "a", key = "b" }, { cert = "a", key = "b" }, { cert = "a", key = "b" } } }\n},
       qr/luxd\.lua:4: .*3 certificates: at most two, one ECDSA and one RSA/ ],
 );

@@ -72,6 +72,24 @@ static int readable(const char *path, const char *what, const lx_vhost_t *vh, ch
     return 0;
 }
 
+/* A key with a passphrase is refused, never asked for: OpenSSL's default
+ * prompts on the terminal, which would stall -t and a reload. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u) {
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    return -1;
+}
+
+/* Whether a PEM file holds an encrypted private key. */
+static int encrypted_key(const char *path) {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    int enc = 0;
+    while (f && !enc && fgets(line, sizeof(line), f))
+        enc = strstr(line, "ENCRYPTED") != NULL;
+    if (f) fclose(f);
+    return enc;
+}
+
 static int key_type(X509 *x) {
     EVP_PKEY *k = x ? X509_get0_pubkey(x) : NULL;
     return k ? EVP_PKEY_get_base_id(k) : 0;
@@ -99,6 +117,7 @@ static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
         return -ENOMEM;
     }
     vh->tls.ctx = c; /* freed with the generation, whatever happens next */
+    SSL_CTX_set_default_passwd_cb(c, no_passphrase);
     int types[LX_TLS_PAIRS] = {0};
     for (int i = 0; i < vh->tls.npairs; i++) {
         const char *cert = vh->tls.cert[i], *key = vh->tls.key[i];
@@ -123,8 +142,13 @@ static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
         ERR_clear_error();
         if (SSL_CTX_use_PrivateKey_file(c, key, SSL_FILETYPE_PEM) != 1 &&
             ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
+            const char *why = ssl_reason();
+            if (encrypted_key(key))
+                why = "the key is encrypted with a passphrase, which luxd does not ask for; "
+                      "write it unencrypted (openssl pkey -in KEY -out NEW), readable by root "
+                      "and luxd's user only";
             snprintf(err, errlen, "%s:%d: vhost \"%s\": tls key \"%s\": %s", vh->tls.file,
-                     vh->tls.line, vh->name, key, ssl_reason());
+                     vh->tls.line, vh->name, key, why);
             return -EINVAL;
         }
         if (ERR_peek_last_error() || SSL_CTX_check_private_key(c) != 1) {
