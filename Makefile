@@ -242,6 +242,11 @@ $(BUILD)/unit/test_lheap: t/unit/test_lheap.c src/config/lheap.c src/config/lhea
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_lheap.c src/config/lheap.c $(PKG_LIBS)
 
+# The ticket keys' rotation, with OpenSSL.
+$(BUILD)/unit/test_tickets: t/unit/test_tickets.c src/net/tickets.c src/net/tickets.h t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_tickets.c src/net/tickets.c $(PKG_LIBS)
+
 unit: $(UNITS)
 
 # The reference is the man pages (mdoc): doc/luxd.lua.5 and doc/luxd.8,

@@ -380,9 +380,17 @@ static SSL_CTX *pick_cert(void *arg, const char *name, size_t len) {
     return lx_tls_pick(((lx_worker_t *)arg)->gen, name, len);
 }
 
+/* The handshake is done: the first request has header_timeout from now
+ * (until now, handshake_timeout from the accept ran). */
+static void tls_ready(lx_tp_t *tp) {
+    lx_conn_t *c = container_of(tp, lx_conn_t, tp);
+    set_deadline(c, LX_DL_HEADER, worker_of(c)->gen->srv.header_timeout);
+}
+
 /* A connection of a tls = true listener: TLS under HTTP/1. */
 static int conn_tls(lx_worker_t *w, lx_conn_t *c) {
-    int r = w->gen->tls_base ? lx_tls_new(&c->tp, w->gen->tls_base, pick_cert, w) : -EINVAL;
+    int r =
+        w->gen->tls_base ? lx_tls_new(&c->tp, w->gen->tls_base, pick_cert, tls_ready, w) : -EINVAL;
     if (r < 0) lx_conn_close(c);
     return r;
 }
@@ -580,7 +588,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
 static void conn_start(lx_conn_t *c) {
     lx_worker_t *w = worker_of(c);
     set_state(c, LX_CONN_IDLE);
-    set_deadline(c, LX_DL_HEADER, w->gen->srv.header_timeout);
+    set_deadline(c, LX_DL_HEADER,
+                 c->tp.tls ? w->gen->srv.tls.handshake_timeout : w->gen->srv.header_timeout);
     char *b = lx_pool_get(&w->rbufs);
     if (b == NULL) {
         lx_conn_close(c);

@@ -49,6 +49,11 @@ my %SET = (
     'tls.cert'                 => [qq{"$C2"}, qr{^  tls cert \Q$C2\E key }m],
     'tls.key'                  => [qq{"$K2"}, qr{^  tls cert \S+ key \Q$K2\E }m],
     'server.access_log'        => ['"$DIR/x.log"', qr{^  access_log \S+/x\.log }m],
+    'server.tls'               => ['{ handshake_timeout = 7 }', qr/^  tls protocols .*, handshake_timeout 7000ms$/m],
+    'server_tls.handshake_timeout' => [7, qr/, handshake_timeout 7000ms$/m],
+    'server_tls.protocols'     => ['"TLSv1.3"', qr/^  tls protocols TLSv1\.3-TLSv1\.3,/m],
+    'server_tls.ciphers'       => ['"ECDHE-ECDSA-AES128-GCM-SHA256"', qr/, ciphers ECDHE-ECDSA-AES128-GCM-SHA256,/],
+    'server_tls.ticket_key_file' => ['"$DIR/ticket.key"', qr{^  tls ticket keys from \S+/ticket\.key$}m],
     'server.access_log_buffer' => [32768, qr/^  access_log_buffer 32768$/m],
     'server.backlog'           => [77, qr/\bbacklog 77$/m],
     'server.body_timeout'      => [7, qr/\bbody_timeout 7000ms/],
@@ -140,6 +145,10 @@ my %PLACE = (
         $kv =~ s/^, //;
         server() . vhost(qq{tls = { $kv }});
     },
+    server_tls => sub {
+        my $kv = $_[0] eq '' ? 'handshake_timeout = 10' : $_[0];
+        server(qq{tls = { $kv }}) . vhost('');
+    },
     real_ip  => sub {
         my $kv = $_[0];
         $kv = qq{from = "127.0.0.1", $kv} unless $kv =~ /^from =/;
@@ -174,6 +183,7 @@ sub dump_of {
     my $dir = abs_path(tempdir('luxd-XXXXXX', TMPDIR => 1, CLEANUP => 1));
     mkdir "$dir/$_" for qw(www other sites);
     open my $m, '>', "$dir/mime.types" or die; print $m "text/x-proof prf\n"; close $m;
+    open my $k, '>', "$dir/ticket.key" or die; print $k 'k' x 80; close $k;
     (my $t = $text) =~ s/\$DIR\b/$dir/g;
     open my $f, '>', "$dir/luxd.lua" or die "$dir: $!";
     print $f $t;

@@ -2,7 +2,7 @@
 # real ClientHello (openssl's) cut at every byte boundary still gets its
 # ServerHello; garbage and a ClientHello with a broken server_name get an
 # alert or a close and nothing else; a client that stops mid-handshake is
-# closed at header_timeout while another is served at once; a plain
+# closed at handshake_timeout while another is served at once; a plain
 # request's 400 does not wait for the handshake timeout. The server stays
 # up throughout.
 use strict;
@@ -19,7 +19,7 @@ my ($c) = TLSTest::certs('a.test');
 my ($s, $tp) = TLSTest::server(
     config => qq{vhost "a.test" { default = true, root = "\$DIR/www", @{[TLSTest::tls_lua($c->{'a.test'})]} }\n},
     files  => { 'www/index.html' => "a\n" },
-    server => { header_timeout => 1 },
+    server => { tls => \'{ handshake_timeout = 1 }' },
 );
 
 # A ClientHello as openssl sends it: caught by a listener of our own.
@@ -74,7 +74,7 @@ is(substr($rec, 0, 1), "\x15", 'gets an alert');
 is(ord(substr($rec, 6, 1)), 50, 'decode_error') if length $rec >= 7;
 close $sock;
 
-# Stopped mid-handshake: closed at header_timeout (1 s), and meanwhile a
+# Stopped mid-handshake: closed at handshake_timeout (1 s), and meanwhile a
 # whole handshake and request go through at once.
 my @stalled = map { my $x = conn(); syswrite $x, substr($hello, 0, 40); $x } 1 .. 20;
 my $t0 = time;
@@ -85,7 +85,7 @@ for my $x (@stalled) {
     my $sel = IO::Select->new($x);
     $closed++ if $sel->can_read(5) && !sysread($x, my $b, 10);
 }
-is($closed, 20, 'the stalled ones are closed (header_timeout 1 s)');
+is($closed, 20, 'the stalled ones are closed (handshake_timeout 1 s)');
 ok(time - $t0 < 5, 'within the timeout and a little');
 
 $sock = conn();

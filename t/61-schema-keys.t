@@ -21,6 +21,7 @@ use Cwd qw(abs_path);
 use File::Temp qw(tempdir);
 use Luxd;
 use TLSTest;
+use IO::Socket::INET;
 
 # --- the schema's keys ----------------------------------------------------
 my $lua = q{
@@ -199,6 +200,16 @@ my ($TLS) = TLSTest::certs('localhost', 'other.test');
 my $TLS_LISTEN = { listen => \'{ { "127.0.0.1:$PORT", tls = true } }' };
 sub tls_of { my ($c) = @_; TLSTest::tls_lua($TLS->{$c}) }
 sub tls_subject { my $s = shift; TLSTest::subject(TLSTest::s_client($s->port, servername => 'localhost')) || 'refused' }
+sub tls_protocol { my $s = shift; TLSTest::s_client($s->port, servername => 'localhost') =~ /^(New, .*)$/m ? $1 : 'refused' }
+# Whether a connection that sends half a record header is closed within 3 s.
+sub stalled_handshake {
+    my $s = shift;
+    my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $s->port) or return 'no connection';
+    syswrite $c, "\x16\x03";
+    my $rin = '';
+    vec($rin, fileno($c), 1) = 1;
+    return select($rin, undef, undef, 3) > 0 && !sysread($c, my $buf, 1) ? 'closed' : 'open';
+}
 my $OTHER = 'vhost "other.test" { root = "$DIR/www", ' . tls_of('other.test') . " }\n";
 
 my %PROOF = (
@@ -211,6 +222,22 @@ my %PROOF = (
                    probe => sub { (Luxd::check_config(vh(tls_of('localhost'))))[1] },
                    probe_b => sub { (Luxd::check_config(vh(
                        TLSTest::tls_lua({ cert => $TLS->{localhost}{cert}, key => $TLS->{'other.test'}{key} }))))[1] } },
+    # server { tls = { ... } } (t/266 and t/267 test them in full).
+    'server.tls' => { a => vh(tls_of('localhost')), b => vh(tls_of('localhost')),
+                      server_a => { %$TLS_LISTEN, tls => \'{ protocols = "TLSv1.2" }' }, server_b => $TLS_LISTEN,
+                      probe => \&tls_protocol },
+    'server_tls.protocols' => { a => vh(tls_of('localhost')), b => vh(tls_of('localhost')),
+                      server_a => { %$TLS_LISTEN, tls => \'{ protocols = "TLSv1.2" }' },
+                      server_b => { %$TLS_LISTEN, tls => \'{ handshake_timeout = 10 }' }, probe => \&tls_protocol },
+    'server_tls.ciphers' => { a => vh(tls_of('localhost')), b => vh(tls_of('localhost')),
+                      server_a => { %$TLS_LISTEN, tls => \'{ protocols = "TLSv1.2", ciphers = "ECDHE-ECDSA-CHACHA20-POLY1305" }' },
+                      server_b => { %$TLS_LISTEN, tls => \'{ protocols = "TLSv1.2" }' }, probe => \&tls_protocol },
+    'server_tls.handshake_timeout' => { a => vh(tls_of('localhost')), b => vh(tls_of('localhost')),
+                      server_a => { %$TLS_LISTEN, tls => \'{ handshake_timeout = 0.3 }' }, server_b => $TLS_LISTEN,
+                      probe => \&stalled_handshake },
+    'server_tls.ticket_key_file' => { direct => 1,
+                      probe => sub { (Luxd::check_config(qq{server { tls = { ticket_key_file = "$0" } }\n} . vh('')))[1] },
+                      probe_b => sub { (Luxd::check_config(qq{server { tls = { handshake_timeout = 1 } }\n} . vh('')))[1] } },
     # real_ip and the PROXY protocol (t/125-t/128 test them in full): the
     # address the access log shows for a request naming another client.
     'server.real_ip' => { server_a => { real_ip => \'{ from = "127.0.0.1", header = "X-Real-IP" }' }, probe => \&logged_client },

@@ -23,7 +23,7 @@ S.SERVER_ORDER = {
   "access_log", "access_log_buffer", "request_id_header", "keepalive_timeout", "keepalive_requests",
   "tcp_nodelay", "defer_accept", "header_timeout", "body_timeout", "send_timeout",
   "max_header_bytes", "max_body_bytes", "max_connections", "vhost_dir",
-  "drain_timeout", "backlog", "policy_budget", "policy_memory", "real_ip", "mime_types",
+  "drain_timeout", "backlog", "policy_budget", "policy_memory", "real_ip", "mime_types", "tls",
 }
 
 -- The defaults an nginx or lighttpd user would expect; see luxd/config.lua.
@@ -303,6 +303,45 @@ local function check_access_log(ctx, key, v, what)
   return { path = got.path, format = got.format or "combined", escape = got.escape or "default" }
 end
 
+-- server { tls = { ... } }: what every TLS listener and vhost shares.
+-- src/net/tlsctx.c reads ticket_key_file and checks ciphers at every load.
+local SERVER_TLS_SCHEMA = {
+  keys = {
+    ticket_key_file = T.path(),
+    protocols = T.array(function(ctx, key, v, what)
+      if v == "TLSv1" or v == "TLSv1.0" or v == "TLSv1.1" or v == "SSLv3" then
+        V.fail(ctx, key, fmt('%s: %s is not offered: it is broken and deprecated (RFC 8996); ' ..
+                             'use "TLSv1.2" and "TLSv1.3"', what, V.q(v)))
+      end
+      return T.enum({ "TLSv1.2", "TLSv1.3" })(ctx, key, v, what)
+    end, { single = true, nonempty = true }),
+    ciphers = T.string({ line = true, max = V.MAX_VALUE }),
+    handshake_timeout = seconds(),
+  },
+  order = { "ticket_key_file", "protocols", "ciphers", "handshake_timeout" },
+  hint = function(k)
+    if k == "cert" or k == "key" then
+      return ' (certificates belong to a vhost: vhost "name" { tls = { cert = ..., key = ... } })'
+    end
+    if k == "client_ca" or k == "client_verify" then
+      return " (client certificates: not built in this version of luxd)"
+    end
+  end,
+}
+
+local function check_server_tls(ctx, key, v, what)
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt('%s must be a table such as { ticket_key_file = "/etc/luxd/ticket.key" }' ..
+                         ", got %s", what, V.show(v)))
+  end
+  local c = ctx:child("tls", ctx:key_line(key))
+  local got = V.check_block(c, v, SERVER_TLS_SCHEMA)
+  got._file, got._line = c.file, c:start()
+  if got.ciphers then got._ciphers_line = c:key_line("ciphers") end
+  if got.ticket_key_file then got._ticket_key_file_line = c:key_line("ticket_key_file") end
+  return got
+end
+
 local SERVER_KEYS = {
   listen = check_listen,
   workers = check_workers,
@@ -340,6 +379,7 @@ local SERVER_KEYS = {
   -- Read by the C loader at every load (src/config/load.c read_mime_types):
   -- a file that cannot be read is an error at this key's line.
   mime_types = T.path(),
+  tls = check_server_tls,
 }
 
 ---------------------------------------------------------------------------
@@ -903,8 +943,6 @@ local TLS_PAIR_SCHEMA = { keys = { cert = T.path(), key = T.path() }, order = { 
 local TLS_UNBUILT = {
   client_ca = "client certificates", client_verify = "client certificates",
   reject_handshake = "refusing handshakes per vhost",
-  protocols = "TLS settings (they go in server { tls = { ... } }, which is not built yet either)",
-  ciphers = "TLS settings (they go in server { tls = { ... } }, which is not built yet either)",
 }
 local TLS_SCHEMA = {
   keys = TLS_PAIR_SCHEMA.keys, order = TLS_PAIR_SCHEMA.order,
@@ -912,6 +950,7 @@ local TLS_SCHEMA = {
     if TLS_UNBUILT[k] then
       return fmt(" (%s: not built in this version of luxd)", TLS_UNBUILT[k])
     end
+    if SERVER_TLS_SCHEMA.keys[k] then return " (it belongs in server { tls = { ... } })" end
   end,
   items = function(ic, t, idx, o)
     for _, i in ipairs(idx) do
@@ -1150,6 +1189,7 @@ S.KEYS = {
   upstream_server = SERVER_ITEM_SCHEMA.keys,
   rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS, redirect = REDIRECT_KEYS,
   listen = LISTEN_ITEM_SCHEMA.keys, real_ip = REAL_IP_SCHEMA.keys, tls = TLS_PAIR_SCHEMA.keys,
+  server_tls = SERVER_TLS_SCHEMA.keys,
 }
 
 function S.vhost(ctx, t)

@@ -222,6 +222,18 @@ typedef struct lx_access_log_conf_s {
     int fd;   /**< that slot's fd, shared by every user of the path */
 } lx_access_log_conf_t;
 
+/* server { tls = { ... } }: what every TLS listener and vhost shares. */
+typedef struct {
+    const char *ticket_key_file; /**< keys sealing session tickets, or NULL: the process's */
+    int ticket_key_file_line;
+    int min_version, max_version; /**< TLS versions as on the wire (0x0303 is 1.2) */
+    const char *ciphers;          /**< TLS 1.2 cipher list, or NULL: Mozilla intermediate */
+    int ciphers_line;
+    uint32_t handshake_timeout; /**< ms from accept to the end of the handshake */
+    const char *file;           /**< where tls = { } is written (NULL: not written) */
+    int line;
+} lx_server_tls_t;
+
 typedef struct {
     lx_listen_t *listen;             /**< addresses to listen on */
     size_t nlisten;                  /**< entries in listen */
@@ -259,6 +271,7 @@ typedef struct {
     const char *vhost_dir;           /**< mass hosting root, or NULL */
     size_t vhost_dir_len;            /**< strlen(vhost_dir) */
     const lx_realip_t *real_ip;      /**< real_ip, or NULL; trusts PROXY protocol headers too */
+    lx_server_tls_t tls;             /**< server-wide TLS settings */
 } lx_server_conf_t;
 
 /* One slot of the host-name hash. */
@@ -303,6 +316,8 @@ typedef struct lx_gen_s {
      * ClientHello callback moves it to a vhost's), or NULL when no listener
      * speaks TLS (net/tlsctx.c). */
     void *tls_base;
+    /* The keys of srv.tls.ticket_key_file, or NULL (net/tickets.h). */
+    struct lx_ticket_keys_s *ticket_keys;
 } lx_gen_t;
 
 /* Adds "file:line: message" to g's warnings. */

@@ -337,6 +337,15 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
             s->backlog, s->drain_timeout, (unsigned long long)s->policy_budget, s->policy_memory);
     if (s->mime_types)
         fprintf(out, "  mime_types %s (%zu extensions)\n", s->mime_types, s->mime_types_exts);
+    if (s->tls.file || g->tls_base)
+        fprintf(out,
+                "  tls protocols TLSv1.%d-TLSv1.%d, ciphers %s, handshake_timeout %ums\n"
+                "  tls ticket keys %s%s\n",
+                s->tls.min_version - 0x0301, s->tls.max_version - 0x0301,
+                s->tls.ciphers ? s->tls.ciphers : "(Mozilla intermediate)",
+                s->tls.handshake_timeout,
+                s->tls.ticket_key_file ? "from " : "the process's own, rotated hourly",
+                s->tls.ticket_key_file ? s->tls.ticket_key_file : "");
     dump_upstreams(g, out);
     /* The fingerprint shows the process's hash key is its own (it differs
      * from run to run) without revealing it. */

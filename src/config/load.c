@@ -197,6 +197,43 @@ static int read_realip(loader_t *ld, int idx, const lx_realip_t **out, int *off)
     return 0;
 }
 
+/* server { tls = { ... } }, as the schema gives it: the files and the
+ * cipher list are checked by lx_tls_gen_build. */
+static int read_server_tls(loader_t *ld, int idx, lx_server_tls_t *t) {
+    lua_State *L = ld->L;
+    t->min_version = 0x0303; /* TLS 1.2 */
+    t->max_version = 0x0304; /* TLS 1.3 */
+    t->handshake_timeout = 10000;
+    lua_getfield(L, idx, "tls");
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    int tt = lua_gettop(L);
+    t->file = get_str(ld, tt, "_file", ld->file);
+    t->line = (int)get_num(ld, tt, "_line", ld->line);
+    t->ticket_key_file = get_str(ld, tt, "ticket_key_file", NULL);
+    t->ticket_key_file_line = (int)get_num(ld, tt, "_ticket_key_file_line", t->line);
+    t->ciphers = get_str(ld, tt, "ciphers", NULL);
+    t->ciphers_line = (int)get_num(ld, tt, "_ciphers_line", t->line);
+    t->handshake_timeout = get_ms(ld, tt, "handshake_timeout", 10);
+    lua_getfield(L, tt, "protocols");
+    if (lua_istable(L, -1)) {
+        int n = (int)lua_objlen(L, -1), lo = 0x0304, hi = 0x0303;
+        for (int i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            int v = strcmp(lua_tostring(L, -1), "TLSv1.3") == 0 ? 0x0304 : 0x0303;
+            lua_pop(L, 1);
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        t->min_version = lo;
+        t->max_version = hi;
+    }
+    lua_pop(L, 2);
+    return 0;
+}
+
 static int read_server(loader_t *ld, int idx) {
     lua_State *L = ld->L;
     lx_server_conf_t *s = &ld->g->srv;
@@ -273,7 +310,8 @@ static int read_server(loader_t *ld, int idx) {
             dl--;
         s->vhost_dir_len = dl;
     }
-    return read_realip(ld, idx, &s->real_ip, NULL);
+    int rr = read_realip(ld, idx, &s->real_ip, NULL);
+    return rr < 0 ? rr : read_server_tls(ld, idx, &s->tls);
 }
 
 static int is_token_char(unsigned char c) {

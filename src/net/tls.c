@@ -33,6 +33,10 @@
 #define REC_FULL       16384
 #define REC_SMALL_UPTO (64 * 1024)
 #define REC_IDLE_MS    1000
+/* Bytes a client may send before its handshake is done: a ClientHello
+ * with post-quantum key shares is about 2 KiB, a client certificate chain
+ * some more; OpenSSL alone would take a ClientHello of 128 KiB. */
+#define HANDSHAKE_MAX (64 * 1024)
 /* A record buffer larger than this is not kept between writes. */
 #define OBUF_KEEP (64 * 1024)
 
@@ -54,6 +58,8 @@ struct lx_tls_s {
     uv_read_cb read_cb;
     lx_tls_pick_fn pick;
     void *pick_arg;
+    lx_tls_ready_fn ready;    /**< told when the handshake is done */
+    size_t hs_bytes;          /**< bytes read while the handshake was not done */
     const char *in;           /**< ciphertext the BIO reads from now */
     size_t in_len;            /**< its bytes left */
     char *keep;               /**< ciphertext read while reading was stopped, or past it */
@@ -71,6 +77,7 @@ struct lx_tls_s {
     unsigned closing : 1;     /**< lx_tls_close was called */
     unsigned idle_closed : 1; /**< idle's close callback ran */
     unsigned failed : 1;      /**< a record or the handshake failed: its session is not kept */
+    unsigned hs_done : 1;     /**< the handshake is done and ready was told */
 };
 
 /* A uv_write of ours: the records it sends, and the protocol's write to
@@ -167,7 +174,7 @@ static void on_idle_closed(uv_handle_t *h) {
     maybe_free(t);
 }
 
-int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, void *arg) {
+int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, lx_tls_ready_fn ready, void *arg) {
     uv_once(&once, init_once);
     if (bio_method == NULL || ex_index < 0) return -ENOMEM;
     lx_tls_t *t = calloc(1, sizeof(*t));
@@ -186,6 +193,7 @@ int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, void *arg) {
     t->tp = tp;
     t->pick = pick;
     t->pick_arg = arg;
+    t->ready = ready;
     uv_idle_init(tp->tcp.loop, &t->idle);
     tp->tls = t;
     return 0;
@@ -260,6 +268,12 @@ static int send_records(lx_tls_t *t, uv_write_t *user, uv_write_cb cb) {
             int r = uv_try_write(stream(t), &b, 1);
             if (r == (int)t->olen) {
                 t->olen = 0;
+                /* A handshake that stalls holds no record buffer. */
+                if (!t->hs_done) {
+                    free(t->obuf);
+                    t->obuf = NULL;
+                    t->ocap = 0;
+                }
                 return 0;
             }
             if (r > 0)
@@ -397,6 +411,10 @@ static void deliver(lx_tls_t *t) {
         ERR_clear_error();
         int n = SSL_read(t->ssl, pb.base, (int)(pb.len > INT32_MAX ? INT32_MAX : pb.len));
         int err = n > 0 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, n);
+        if (!t->hs_done && SSL_is_init_finished(t->ssl)) {
+            t->hs_done = 1;
+            t->ready(t->tp);
+        }
         int r = send_records(t, NULL, NULL); /* the handshake's answers, alerts, tickets */
         if (r < 0) {
             t->read_cb(st, r, &pb);
@@ -475,7 +493,13 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         t->in = buf->base;
         t->in_len = (size_t)n;
     }
+    if (!t->hs_done) t->hs_bytes += (size_t)n;
     deliver(t);
+    if (!t->hs_done && !t->closing && t->hs_bytes > HANDSHAKE_MAX) {
+        t->failed = 1;
+        lx_log_debug("TLS: a handshake of more than %d bytes", HANDSHAKE_MAX);
+        t->read_cb(st, UV_EPROTO, &(uv_buf_t){0});
+    }
 }
 
 static int buffered(lx_tls_t *t) {

@@ -13,9 +13,15 @@
  * above answers (conn.c, from the generation's host table). */
 typedef SSL_CTX *(*lx_tls_pick_fn)(void *arg, const char *name, size_t len);
 
+/* Called once the handshake is done, before the first plain text is
+ * handed up (the protocol's header timeout starts then). */
+typedef void (*lx_tls_ready_fn)(lx_tp_t *tp);
+
 /* Puts a TLS session over tp's socket, as the server: SSL_new(base), whose
- * ClientHello callback (lx_tls_ctx_hooks) asks pick. 0 or -ENOMEM. */
-int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, void *arg);
+ * ClientHello callback (lx_tls_ctx_hooks) asks pick (with arg). A client
+ * that sends more than 64 KiB before its handshake is done is cut off.
+ * 0 or -ENOMEM. */
+int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, lx_tls_ready_fn ready, void *arg);
 
 /* Installs what every server SSL_CTX of luxd needs from the transport: the
  * ClientHello callback that picks the certificates by server name, and

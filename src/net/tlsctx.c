@@ -12,7 +12,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "net/tickets.h"
 #include "net/tls.h"
 
 /* Mozilla's "intermediate" configuration: TLS 1.2 and 1.3; for 1.2 these
@@ -35,11 +37,25 @@ static const char *ssl_reason(void) {
     return r ? r : "unknown error";
 }
 
-static SSL_CTX *ctx_new(void) {
+/* A server SSL_CTX with the server's TLS settings; NULL with the reason
+ * in err (the cipher list is the one setting that can be wrong). */
+static SSL_CTX *ctx_new(const lx_gen_t *g, char *err, size_t errlen) {
+    const lx_server_tls_t *st = &g->srv.tls;
     SSL_CTX *c = SSL_CTX_new(TLS_server_method());
-    if (c == NULL) return NULL;
-    if (!SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION) ||
-        !SSL_CTX_set_cipher_list(c, CIPHERS_12) || !SSL_CTX_set1_groups_list(c, GROUPS)) {
+    if (c == NULL || !SSL_CTX_set_min_proto_version(c, st->min_version) ||
+        !SSL_CTX_set_max_proto_version(c, st->max_version) ||
+        !SSL_CTX_set1_groups_list(c, GROUPS)) {
+        snprintf(err, errlen, "%s:%d: tls: %s", st->file ? st->file : g->file, st->line,
+                 ssl_reason());
+        SSL_CTX_free(c);
+        return NULL;
+    }
+    if (!SSL_CTX_set_cipher_list(c, st->ciphers ? st->ciphers : CIPHERS_12)) {
+        ERR_clear_error();
+        snprintf(err, errlen,
+                 "%s:%d: server tls ciphers \"%s\": OpenSSL knows no cipher of that list (see "
+                 "openssl-ciphers(1): names such as ECDHE-ECDSA-AES128-GCM-SHA256, joined by :)",
+                 st->file, st->ciphers_line, st->ciphers);
         SSL_CTX_free(c);
         return NULL;
     }
@@ -51,6 +67,11 @@ static SSL_CTX *ctx_new(void) {
     SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_max_early_data(c, 0); /* no 0-RTT: replayable requests */
     lx_tls_ctx_hooks(c);
+    if (lx_tls_resumption(c, g->ticket_keys) < 0) {
+        snprintf(err, errlen, "%s:%d: tls: out of memory", g->file, 0);
+        SSL_CTX_free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -110,12 +131,8 @@ static void check_dates(lx_gen_t *g, const lx_vhost_t *vh, int i, X509 *x) {
 }
 
 static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
-    SSL_CTX *c = ctx_new();
-    if (c == NULL) {
-        snprintf(err, errlen, "%s:%d: vhost \"%s\": tls: %s", vh->tls.file, vh->tls.line, vh->name,
-                 ssl_reason());
-        return -ENOMEM;
-    }
+    SSL_CTX *c = ctx_new(g, err, errlen);
+    if (c == NULL) return -EINVAL;
     vh->tls.ctx = c; /* freed with the generation, whatever happens next */
     SSL_CTX_set_default_passwd_cb(c, no_passphrase);
     int types[LX_TLS_PAIRS] = {0};
@@ -171,10 +188,43 @@ static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
     return 0;
 }
 
+/* server { tls = { ticket_key_file = ... } }: the keys, read as the
+ * certificates are, at every load. */
+static int read_ticket_keys(lx_gen_t *g, char *err, size_t errlen) {
+    const lx_server_tls_t *st = &g->srv.tls;
+    char why[512];
+    int r = lx_ticket_keys_read(st->ticket_key_file, &g->ticket_keys, why, sizeof(why));
+    if (r < 0) {
+        snprintf(err, errlen, "%s:%d: server tls ticket_key_file \"%s\": %s%s", st->file,
+                 st->ticket_key_file_line, st->ticket_key_file, why,
+                 r == -EACCES ? " (luxd reads it as the user it runs as at a reload: see "
+                                "luxd(8), \"TLS keys\")"
+                              : "");
+        return r;
+    }
+    struct stat sb;
+    if (stat(st->ticket_key_file, &sb) == 0 && (sb.st_mode & S_IROTH))
+        lx_gen_warn(g, st->file, st->ticket_key_file_line,
+                    "server tls ticket_key_file \"%s\" is readable by everyone: whoever reads "
+                    "it can decrypt recorded sessions (chmod o-r)",
+                    st->ticket_key_file);
+    return 0;
+}
+
 int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen) {
     const lx_listen_t *tls_listen = NULL;
     for (size_t i = 0; i < g->srv.nlisten && tls_listen == NULL; i++)
         if (g->srv.listen[i].tls) tls_listen = &g->srv.listen[i];
+    const lx_server_tls_t *st = &g->srv.tls;
+    if (st->file && tls_listen == NULL)
+        lx_gen_warn(g, st->file, st->line,
+                    "server tls is set, but no listen entry has tls = true: it is not used");
+    if (st->ticket_key_file) {
+        int r = read_ticket_keys(g, err, errlen);
+        if (r < 0) return r;
+    }
+    /* The base context, first: it checks the server's settings once. */
+    if ((tls_listen || st->file) && (g->tls_base = ctx_new(g, err, errlen)) == NULL) return -EINVAL;
     const lx_vhost_t *with = NULL;
     for (size_t i = 0; i < g->nvhosts; i++) {
         lx_vhost_t *vh = &g->vhosts[i];
@@ -196,11 +246,10 @@ int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen) {
                  tls_listen->file, tls_listen->line, tls_listen->text);
         return -EINVAL;
     }
-    if ((g->tls_base = ctx_new()) == NULL) {
-        snprintf(err, errlen, "%s:%d: listen %s: tls: %s", tls_listen->file, tls_listen->line,
-                 tls_listen->text, ssl_reason());
-        return -ENOMEM;
-    }
+    if (g->srv.vhost_dir)
+        lx_gen_warn(g, g->srv.file, g->srv.line,
+                    "vhost_dir: its hosts have no certificates of their own: over TLS they get "
+                    "the default vhost's");
     return 0;
 }
 
@@ -208,6 +257,7 @@ void lx_tls_gen_free(lx_gen_t *g) {
     for (size_t i = 0; i < g->nvhosts; i++)
         SSL_CTX_free(g->vhosts[i].tls.ctx);
     SSL_CTX_free(g->tls_base);
+    lx_ticket_keys_free(g->ticket_keys);
 }
 
 void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent) {
@@ -218,6 +268,11 @@ void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent) {
 
 void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len) {
     const lx_vhost_t *vh = name ? lx_gen_match_vhost(g, name, len) : NULL;
+    /* A vhost without certificates of its own is covered by the wildcard
+     * above it that has some ("www.a.test" by "*.a.test"), as a client
+     * checking the name would accept, before the default vhost's. */
+    for (size_t i = 1; vh && vh->tls.ctx == NULL && i < len; i++)
+        if (name[i] == '.') vh = lx_gen_match_vhost(g, name + i, len - i);
     if (vh == NULL || vh->tls.ctx == NULL) vh = g->default_vhost;
     return vh ? vh->tls.ctx : NULL;
 }

@@ -18,8 +18,9 @@ int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen);
 void lx_tls_gen_free(lx_gen_t *g);
 /* -T: a vhost's certificates, a line each. */
 void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent);
-/* The certificates a server name gets under g: its vhost's, else the
- * default vhost's; NULL when neither has any (the handshake is refused). */
+/* The certificates a server name gets under g: its vhost's, else those of
+ * the nearest wildcard vhost above it with some, else the default
+ * vhost's; NULL when none has any (the handshake is refused). */
 void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len);
 
 #endif
