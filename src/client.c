@@ -184,6 +184,11 @@ const char *lx_req_conn_peer(lx_req_t *r, char *buf) {
     return addr_text(c->proxied ? c->peer : c->addr, buf);
 }
 
+const char *lx_req_tls(lx_req_t *r, int field) {
+    lx_conn_t *c = conn_of_req(r);
+    return c ? lx_tls_field(&c->tp, (lx_tls_field_t)field) : NULL;
+}
+
 /* ---- the PROXY protocol ------------------------------------------------ */
 
 /* The header a proxy_protocol listener's connections begin with, at the

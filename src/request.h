@@ -239,6 +239,9 @@ lx_addr_t lx_req_addr(lx_req_t *r);
 lx_addr_t lx_req_realip(const lx_req_t *r, lx_addr_t a);
 const char *lx_req_peer(lx_req_t *r, char *buf);
 const char *lx_req_conn_peer(lx_req_t *r, char *buf);
+/* What the request's TLS connection tells of itself (an lx_tls_field_t of
+ * net/transport.h), or NULL: over plain HTTP, or the connection is gone. */
+const char *lx_req_tls(lx_req_t *r, int field);
 
 /* ---- the response (response.c) ------------------------------------------- */
 

@@ -48,6 +48,20 @@ enum {
     LX_PF_KINDS
 };
 
+/* TLS handshakes that failed, by why (net/tls.c). */
+enum {
+    LX_TF_UNFINISHED, /**< luxd closed it unfinished: handshake_timeout, or a stop */
+    LX_TF_CLOSED,     /**< the client closed it (or the socket failed) before the end */
+    LX_TF_PLAIN,      /**< plain HTTP on the TLS port */
+    LX_TF_TOO_LARGE,  /**< more than 64 KiB before the end */
+    LX_TF_VERSION,    /**< no TLS version in common */
+    LX_TF_CIPHER,     /**< no cipher, group or signature algorithm in common */
+    LX_TF_NAME,       /**< no certificate for the server name */
+    LX_TF_ALERT,      /**< the client sent an alert (mostly: it does not trust the certificate) */
+    LX_TF_PROTOCOL,   /**< anything else: a malformed message, a bad record */
+    LX_TF_KINDS
+};
+
 /* Slot families. */
 enum {
     LX_ST_VHOST,    /**< by vhost name; slot 0: requests no vhost answered */
@@ -91,6 +105,9 @@ typedef struct lx_stats_s {
     uint64_t io_jobs_total;              /**< file-I/O jobs queued */
     uint64_t policy_runs;                /**< policy calls */
     uint64_t policy_faults[LX_PF_KINDS]; /**< failed ones, by kind */
+    uint64_t tls_handshakes;             /**< TLS handshakes done, resumed ones too */
+    uint64_t tls_resumed;                /**< those that resumed a session */
+    uint64_t tls_failures[LX_TF_KINDS];  /**< TLS handshakes that failed, by why */
     uint64_t generation;                 /**< gauge: the generation the loop serves */
     uint64_t draining;                   /**< gauge: older generations it still runs requests of */
     uint64_t lags[LX_ST_LAG_BUCKETS];    /**< the loop's lag, sampled, by size (lx_st_lag_le) */

@@ -184,6 +184,7 @@ S.LOG_VARIABLES = {
   "request_uri", "uri", "args", "server_protocol", "status", "body_bytes_sent",
   "bytes_sent", "request_time", "request_id", "host", "upstream_addr",
   "upstream_status", "upstream_response_time", "realip_remote_addr",
+  "tls_protocol", "tls_cipher", "tls_sni", "tls_session_reused",
 }
 local LOG_VAR_SET = {}
 for _, n in ipairs(S.LOG_VARIABLES) do LOG_VAR_SET[n] = true end

@@ -196,6 +196,10 @@ typedef enum {
     LX_LV_UPSTREAM_STATUS,
     LX_LV_UPSTREAM_RESPONSE_TIME,
     LX_LV_REALIP_REMOTE_ADDR, /**< the connection's peer, before real_ip (nginx's name) */
+    LX_LV_TLS_PROTOCOL,       /**< $tls_protocol .. $tls_session_reused: in the order of */
+    LX_LV_TLS_CIPHER,         /**< lx_tls_field_t (net/transport.h) */
+    LX_LV_TLS_SNI,
+    LX_LV_TLS_SESSION_REUSED,
 } lx_logvar_t;
 
 /* One piece of a compiled template: literal bytes or a variable. */

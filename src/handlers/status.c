@@ -109,6 +109,7 @@ typedef struct {
     uint64_t bytes_in, bytes_out, conns[LX_ST_CONN_STATES], accepted, refused, accept_paused;
     uint64_t aborted, cache_hits, cache_misses, io_jobs, io_jobs_total, policy_runs;
     uint64_t policy_faults[LX_PF_KINDS];
+    uint64_t tls_handshakes, tls_resumed, tls_failures[LX_TF_KINDS];
     uint64_t req[LX_ST_CLASSES];
 } totals_t;
 
@@ -128,6 +129,10 @@ static void sum_loop(totals_t *t, const lx_stats_t *st) {
     t->policy_runs += lx_st_get(&st->policy_runs);
     for (int i = 0; i < LX_PF_KINDS; i++)
         t->policy_faults[i] += lx_st_get(&st->policy_faults[i]);
+    t->tls_handshakes += lx_st_get(&st->tls_handshakes);
+    t->tls_resumed += lx_st_get(&st->tls_resumed);
+    for (int i = 0; i < LX_TF_KINDS; i++)
+        t->tls_failures[i] += lx_st_get(&st->tls_failures[i]);
 }
 
 typedef struct {
@@ -153,6 +158,9 @@ static const char *const state_names[LX_ST_CONN_STATES] = {"idle", "head",   "ha
                                                            "body", "linger", "tunnel",   "closed"};
 static const char *const class_names[LX_ST_CLASSES] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
 static const char *const fault_names[LX_PF_KINDS] = {"error", "budget", "memory", "return"};
+static const char *const tls_fail_names[LX_TF_KINDS] = {"unfinished", "closed",  "plain_http",
+                                                        "too_large",  "version", "cipher",
+                                                        "name",       "alert",   "protocol"};
 
 #define VH_WORDS (sizeof(lx_st_vhost_t) / 8)
 #define UP_WORDS (sizeof(lx_st_upstream_t) / 8)
@@ -255,6 +263,17 @@ static void render_prom(lx_buf_t *o, const lx_req_t *r, const loops_t *l, const 
     for (int i = 0; i < LX_PF_KINDS; i++)
         lx_buf_printf(o, "luxd_policy_faults_total{kind=\"%s\"} %llu\n", fault_names[i],
                       (unsigned long long)t->policy_faults[i]);
+    prom_head(o, "luxd_tls_handshakes_total", "counter",
+              "TLS handshakes done, by whether they resumed a session.");
+    lx_buf_printf(o, "luxd_tls_handshakes_total{session=\"new\"} %llu\n",
+                  (unsigned long long)(t->tls_handshakes - t->tls_resumed));
+    lx_buf_printf(o, "luxd_tls_handshakes_total{session=\"resumed\"} %llu\n",
+                  (unsigned long long)t->tls_resumed);
+    prom_head(o, "luxd_tls_handshake_failures_total", "counter",
+              "TLS handshakes that failed, by why.");
+    for (int i = 0; i < LX_TF_KINDS; i++)
+        lx_buf_printf(o, "luxd_tls_handshake_failures_total{reason=\"%s\"} %llu\n",
+                      tls_fail_names[i], (unsigned long long)t->tls_failures[i]);
     prom_head(o, "luxd_reloads_total", "counter", "Reloads, by outcome.");
     lx_buf_printf(o, "luxd_reloads_total{result=\"ok\"} %llu\n",
                   (unsigned long long)lx_st_get(&lx_stats_server.reloads_ok));
@@ -407,6 +426,11 @@ static void render_json(lx_buf_t *o, const lx_req_t *r, const loops_t *l, const 
     for (int i = 0; i < LX_PF_KINDS; i++)
         lx_buf_printf(o, "%s\"%s\":%llu", i ? "," : "", fault_names[i],
                       (unsigned long long)t->policy_faults[i]);
+    lx_buf_printf(o, "}},\n\"tls\":{\"handshakes\":%llu,\"resumed\":%llu,\"failures\":{",
+                  (unsigned long long)t->tls_handshakes, (unsigned long long)t->tls_resumed);
+    for (int i = 0; i < LX_TF_KINDS; i++)
+        lx_buf_printf(o, "%s\"%s\":%llu", i ? "," : "", tls_fail_names[i],
+                      (unsigned long long)t->tls_failures[i]);
     lx_buf_printf(o, "}},\n\"workers\":[");
     for (int i = 0; i < l->n; i++)
         lx_buf_printf(o,

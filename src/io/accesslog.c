@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "accesslog.h"
+#include "../net/transport.h"
 #include "../conn.h"
 #include "../log.h"
 #include "../worker.h"
@@ -56,7 +57,16 @@ static const struct {
     {"upstream_status", LX_LV_UPSTREAM_STATUS},
     {"upstream_response_time", LX_LV_UPSTREAM_RESPONSE_TIME},
     {"realip_remote_addr", LX_LV_REALIP_REMOTE_ADDR},
+    {"tls_protocol", LX_LV_TLS_PROTOCOL},
+    {"tls_cipher", LX_LV_TLS_CIPHER},
+    {"tls_sni", LX_LV_TLS_SNI},
+    {"tls_session_reused", LX_LV_TLS_SESSION_REUSED},
 };
+
+_Static_assert(LX_LV_TLS_SESSION_REUSED - LX_LV_TLS_PROTOCOL == LX_TLS_REUSED &&
+                   LX_LV_TLS_SNI - LX_LV_TLS_PROTOCOL == LX_TLS_SNI &&
+                   LX_LV_TLS_CIPHER - LX_LV_TLS_PROTOCOL == LX_TLS_CIPHER && LX_TLS_PROTOCOL == 0,
+               "$tls_* in the order of lx_tls_field_t");
 
 /* Headers the parser keeps apart (request.h), as $http_NAME writes them. */
 static const struct {
@@ -468,6 +478,17 @@ static void put_var(sink_t *s, lx_worker_t *w, lx_req_t *r, const lx_log_piece_t
         lx_req_conn_peer(r, b);
         put(s, b, strlen(b));
         break;
+    case LX_LV_TLS_PROTOCOL:
+    case LX_LV_TLS_CIPHER:
+    case LX_LV_TLS_SNI:
+    case LX_LV_TLS_SESSION_REUSED: {
+        const char *v = lx_req_tls(r, pc->var - LX_LV_TLS_PROTOCOL);
+        if (v)
+            put_escaped(s, v, strlen(v));
+        else
+            put_none(s);
+        break;
+    }
     case LX_LV_TIME_LOCAL: put(s, w->clf_time, w->clf_time_len); break;
     case LX_LV_TIME_ISO8601: put(s, w->iso_time, w->iso_time_len); break;
     case LX_LV_MSEC: {

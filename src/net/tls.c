@@ -23,6 +23,7 @@
 
 #include "log.h"
 #include "lx.h"
+#include "stats.h"
 
 /* Ciphertext read at once: four full records. */
 #define TLS_RBUF (64 * 1024 + 4 * 64)
@@ -78,6 +79,7 @@ struct lx_tls_s {
     unsigned idle_closed : 1; /**< idle's close callback ran */
     unsigned failed : 1;      /**< a record or the handshake failed: its session is not kept */
     unsigned hs_done : 1;     /**< the handshake is done and ready was told */
+    unsigned fail : 4;        /**< why the handshake failed (LX_TF_* + 1), 0: not known */
 };
 
 /* A uv_write of ours: the records it sends, and the protocol's write to
@@ -155,6 +157,46 @@ static uv_stream_t *stream(lx_tls_t *t) {
     return (uv_stream_t *)&t->tp->tcp;
 }
 
+/* ---- counting ----------------------------------------------------------- */
+
+/* Why a handshake failed, from OpenSSL's reason (an alert the client sent
+ * has the reason SSL_AD_REASON_OFFSET + its code). */
+static unsigned why_failed(unsigned long e) {
+    int r = ERR_GET_REASON(e);
+    switch (r) {
+    case SSL_R_UNSUPPORTED_PROTOCOL:
+    case SSL_R_NO_PROTOCOLS_AVAILABLE:
+    case SSL_R_WRONG_VERSION_NUMBER:
+    case SSL_R_VERSION_TOO_LOW:
+    case SSL_R_VERSION_TOO_HIGH: return LX_TF_VERSION;
+    case SSL_R_NO_SHARED_CIPHER:
+    case SSL_R_NO_SHARED_GROUPS:
+    case SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM:
+    case SSL_R_NO_SHARED_SIGNATURE_ALGORITHMS: return LX_TF_CIPHER;
+    default: return r >= SSL_AD_REASON_OFFSET ? LX_TF_ALERT : LX_TF_PROTOCOL;
+    }
+}
+
+/* The first reason a handshake is known to have failed is kept (an
+ * unrecognized name makes OpenSSL fail the ClientHello after it). */
+static void set_fail(lx_tls_t *t, unsigned why) {
+    t->failed = 1;
+    if (!t->hs_done && t->fail == 0) t->fail = why + 1;
+}
+
+/* Counts the handshake's end: done (ready is told then), or, at close, how
+ * it failed. */
+static void count_end(lx_tls_t *t) {
+    lx_stats_t *st = lx_stats_of(t->tp->tcp.loop);
+    if (t->hs_done) {
+        LX_ST_INC(&st->tls_handshakes);
+        if (SSL_session_reused(t->ssl)) LX_ST_INC(&st->tls_resumed);
+        return;
+    }
+    unsigned why = t->fail ? t->fail - 1u : t->eof ? LX_TF_CLOSED : LX_TF_UNFINISHED;
+    LX_ST_INC(&st->tls_failures[why]);
+}
+
 /* ---- lifetime ----------------------------------------------------------- */
 
 static void tls_free(lx_tls_t *t) {
@@ -201,6 +243,7 @@ int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, lx_tls_ready_fn 
 
 void lx_tls_close(lx_tp_t *tp, uv_close_cb cb) {
     lx_tls_t *t = tp->tls;
+    if (!t->hs_done) count_end(t);
     t->closing = 1;
     t->reading = 0;
     /* OpenSSL drops a session from the cache when its connection ends
@@ -413,6 +456,7 @@ static void deliver(lx_tls_t *t) {
         int err = n > 0 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, n);
         if (!t->hs_done && SSL_is_init_finished(t->ssl)) {
             t->hs_done = 1;
+            count_end(t);
             t->ready(t->tp);
         }
         int r = send_records(t, NULL, NULL); /* the handshake's answers, alerts, tickets */
@@ -435,8 +479,8 @@ static void deliver(lx_tls_t *t) {
             t->read_cb(st, UV_EOF, &pb);
             return;
         }
-        t->failed = 1;
         unsigned long e = ERR_peek_error();
+        set_fail(t, e ? why_failed(e) : LX_TF_CLOSED);
         lx_log_debug("TLS: %s", e ? ERR_reason_error_string(e) : "connection broken");
         ERR_clear_error();
         t->read_cb(st, UV_EPROTO, &pb);
@@ -455,6 +499,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     if (n == 0) return;
     if (n < 0) {
         if (n != UV_EOF) {
+            set_fail(t, LX_TF_CLOSED);
             t->read_cb(st, n, &(uv_buf_t){0});
             return;
         }
@@ -467,6 +512,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     if (!t->first_seen) {
         t->first_seen = 1;
         if (looks_plain((unsigned char)buf->base[0])) {
+            set_fail(t, LX_TF_PLAIN);
             uv_buf_t b = uv_buf_init((char *)PLAIN_ANSWER, sizeof(PLAIN_ANSWER) - 1);
             (void)uv_try_write(st, &b, 1);
             t->read_cb(st, LX_TP_EPLAIN, &(uv_buf_t){0});
@@ -496,7 +542,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     if (!t->hs_done) t->hs_bytes += (size_t)n;
     deliver(t);
     if (!t->hs_done && !t->closing && t->hs_bytes > HANDSHAKE_MAX) {
-        t->failed = 1;
+        set_fail(t, LX_TF_TOO_LARGE);
         lx_log_debug("TLS: a handshake of more than %d bytes", HANDSHAKE_MAX);
         t->read_cb(st, UV_EPROTO, &(uv_buf_t){0});
     }
@@ -594,6 +640,7 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg) {
     }
     SSL_CTX *ctx = t->pick(t->pick_arg, name, nlen);
     if (ctx == NULL) {
+        set_fail(t, LX_TF_NAME);
         *alert = SSL_AD_UNRECOGNIZED_NAME;
         return SSL_CLIENT_HELLO_ERROR;
     }
@@ -613,6 +660,18 @@ static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
      * before HTTP/2 is built) goes on without ALPN, and speaks HTTP/1.1
      * or fails: RFC 7301 3.2 allows either answer. */
     return r ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_NOACK;
+}
+
+const char *lx_tls_field(const lx_tp_t *tp, lx_tls_field_t f) {
+    const lx_tls_t *t = tp->tls;
+    if (t == NULL || !t->hs_done) return NULL;
+    switch (f) {
+    case LX_TLS_PROTOCOL: return SSL_get_version(t->ssl);
+    case LX_TLS_CIPHER: return SSL_get_cipher_name(t->ssl);
+    case LX_TLS_SNI: return SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
+    case LX_TLS_REUSED: return SSL_session_reused(t->ssl) ? "r" : ".";
+    }
+    return NULL;
 }
 
 void lx_tls_ctx_hooks(SSL_CTX *ctx) {

@@ -31,6 +31,14 @@ typedef struct lx_tp_s {
  * answered it (net/tls.c). The connection is to be closed. */
 #define LX_TP_EPLAIN (-EPROTONOSUPPORT)
 
+/* What a TLS connection tells of itself, for the access log and policies:
+ * its protocol ("TLSv1.3"), cipher (OpenSSL's name), the server name the
+ * client sent, and "r" when it resumed a session ("." when not). NULL on a
+ * plain connection, before the handshake is done, or when there is none
+ * (no server name). */
+typedef enum { LX_TLS_PROTOCOL, LX_TLS_CIPHER, LX_TLS_SNI, LX_TLS_REUSED } lx_tls_field_t;
+const char *lx_tls_field(const lx_tp_t *tp, lx_tls_field_t f);
+
 int lx_tls_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb read);
 void lx_tls_read_stop(lx_tp_t *tp);
 ssize_t lx_tls_try_write(lx_tp_t *tp, const uv_buf_t *bufs, unsigned n);

@@ -10,6 +10,7 @@
 #include "../handlers/handler.h"
 #include "../worker.h"
 #include "../log.h"
+#include "../net/transport.h"
 #include "../stats.h"
 #include "llhttp.h"
 
@@ -274,6 +275,30 @@ static int req_index(lua_State *L) {
     size_t n;
     const char *k = luaL_checklstring(L, 2, &n);
     switch (n) {
+    case 3:
+        if (memcmp(k, "tls", 3) == 0) {
+            /* nil over plain HTTP; a table made on each access. */
+            const char *proto = lx_req_tls(r, LX_TLS_PROTOCOL);
+            if (proto == NULL) {
+                lua_pushnil(L);
+                return 1;
+            }
+            const char *sni = lx_req_tls(r, LX_TLS_SNI);
+            const char *reused = lx_req_tls(r, LX_TLS_REUSED);
+            lua_createtable(L, 0, 4);
+            lua_pushstring(L, proto);
+            lua_setfield(L, -2, "protocol");
+            lua_pushstring(L, lx_req_tls(r, LX_TLS_CIPHER));
+            lua_setfield(L, -2, "cipher");
+            if (sni) {
+                lua_pushstring(L, sni);
+                lua_setfield(L, -2, "sni");
+            }
+            lua_pushboolean(L, reused && reused[0] == 'r');
+            lua_setfield(L, -2, "resumed");
+            return 1;
+        }
+        break;
     case 4:
         if (memcmp(k, "path", 4) == 0) {
             lua_pushlstring(L, r->decoded, r->decoded_len);
