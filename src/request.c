@@ -18,6 +18,8 @@
 #include "handlers/handler.h"
 #include "http/path.h"
 #include "log.h"
+#include "net/tlsctx.h"
+#include "net/transport.h"
 #include "llhttp.h"
 
 /* The routing below is compiled into the request path and into --explain
@@ -184,6 +186,21 @@ static LX_ROUTE_INLINE lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_st
         return (lx_vhost_t *)&g->mass_vhost;
     }
     return g->default_vhost;
+}
+
+/* Whether a request over TLS names a vhost whose certificate is not the
+ * one its connection's server name chose (RFC 9110 15.5.20): a client
+ * must not reach a vhost it never checked the certificate of, over a
+ * connection it opened for another name (a browser reuses connections
+ * across names one certificate covers). Both are looked up in the
+ * request's generation, so a reload between the handshake and the
+ * request changes nothing. A vhost without a certificate of its own is
+ * served over any connection, as it was before. */
+static int misdirected(lx_req_t *r) {
+    const void *want = r->vhost->tls.ctx;
+    if (want == NULL) return 0;
+    const char *sni = lx_req_tls(r, LX_TLS_SNI);
+    return lx_tls_pick(r->gen, sni, sni ? strlen(sni) : 0) != want;
 }
 
 /* The site's error page for status, or NULL. */
@@ -478,6 +495,7 @@ static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
     r->host = host;
     if (r->vhost == NULL) return route_stop(t, LX_TRACE_AT_VHOST, host.len ? 404 : 400);
     r->site = &r->vhost->site;
+    if (r->secure && !t && misdirected(r)) return route_stop(t, LX_TRACE_AT_VHOST, 421);
     if (r->root == NULL) {
         r->root = r->site->root;
         r->root_len = r->site->root_len;
