@@ -50,15 +50,16 @@ enum {
 
 /* TLS handshakes that failed, by why (net/tls.c). */
 enum {
-    LX_TF_UNFINISHED, /**< luxd closed it unfinished: handshake_timeout, or a stop */
-    LX_TF_CLOSED,     /**< the client closed it (or the socket failed) before the end */
-    LX_TF_PLAIN,      /**< plain HTTP on the TLS port */
-    LX_TF_TOO_LARGE,  /**< more than 64 KiB before the end */
-    LX_TF_VERSION,    /**< no TLS version in common */
-    LX_TF_CIPHER,     /**< no cipher, group or signature algorithm in common */
-    LX_TF_NAME,       /**< no certificate for the server name */
-    LX_TF_ALERT,      /**< the client sent an alert (mostly: it does not trust the certificate) */
-    LX_TF_PROTOCOL,   /**< anything else: a malformed message, a bad record */
+    LX_TF_UNFINISHED,  /**< luxd closed it unfinished: handshake_timeout, or a stop */
+    LX_TF_CLOSED,      /**< the client closed it (or the socket failed) before the end */
+    LX_TF_PLAIN,       /**< plain HTTP on the TLS port */
+    LX_TF_TOO_LARGE,   /**< more than 64 KiB before the end */
+    LX_TF_VERSION,     /**< no TLS version in common */
+    LX_TF_CIPHER,      /**< no cipher, group or signature algorithm in common */
+    LX_TF_NAME,        /**< no certificate for the server name */
+    LX_TF_ALERT,       /**< the client sent an alert (mostly: it does not trust the certificate) */
+    LX_TF_CLIENT_CERT, /**< a client certificate required and missing, or not verified */
+    LX_TF_PROTOCOL,    /**< anything else: a malformed message, a bad record */
     LX_TF_KINDS
 };
 

@@ -48,6 +48,8 @@ my %SET = (
     'vhost.tls'                => [qq{{ cert = "$C", key = "$K" }}, qr{^  tls cert \Q$C\E key \Q$K\E }m],
     'tls.cert'                 => [qq{"$C2"}, qr{^  tls cert \Q$C2\E key }m],
     'tls.key'                  => [qq{"$K2"}, qr{^  tls cert \S+ key \Q$K2\E }m],
+    'tls.client_ca'            => [qq{"$C2"}, qr{^  tls client certificates required, signed by \Q$C2\E$}m],
+    'tls.client_verify'        => ['"optional"', qr{^  tls client certificates optional, signed by }m],
     'server.access_log'        => ['"$DIR/x.log"', qr{^  access_log \S+/x\.log }m],
     'server.tls'               => ['{ handshake_timeout = 7 }', qr/^  tls protocols .*, handshake_timeout 7000ms$/m],
     'server_tls.handshake_timeout' => [7, qr/, handshake_timeout 7000ms$/m],
@@ -142,6 +144,7 @@ my %PLACE = (
         my $w = $kv =~ /\Q$C2\E|\Q$K2\E/;
         $kv .= ', cert = "' . ($w ? $C2 : $C) . '"' unless $kv =~ /^cert =/;
         $kv .= ', key = "' . ($w ? $K2 : $K) . '"' unless $kv =~ /^key =/;
+        $kv .= qq{, client_ca = "$C"} if $kv =~ /^client_verify =/;
         $kv =~ s/^, //;
         server() . vhost(qq{tls = { $kv }});
     },

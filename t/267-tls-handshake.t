@@ -165,7 +165,7 @@ for my $b (
     [ 'a protocol name misspelt', 'protocols = "TLS1.3"', qr/luxd\.lua:4: .*must be one of "TLSv1\.2", "TLSv1\.3"/ ],
     [ 'no protocol', 'protocols = {}', qr/luxd\.lua:4: .*must not be empty/ ],
     [ 'a certificate in server tls', 'cert = "/x"', qr/luxd\.lua:4: .*unknown key "cert" \(certificates belong to a vhost/ ],
-    [ 'client certificates (not built)', 'client_ca = "/x"', qr/luxd\.lua:4: .*client certificates: not built/ ],
+    [ 'client certificates in server tls', 'client_ca = "/x"', qr/luxd\.lua:4: .*unknown key "client_ca" \(client certificates are a vhost's: vhost "name" \{ tls = \{ \.\.\., client_ca = \.\.\. \} \}\)/ ],
     [ 'a zero handshake_timeout', 'handshake_timeout = 0', qr/luxd\.lua:4: .*handshake_timeout/ ],
 ) {
     my ($what, $tls, $re) = @$b;

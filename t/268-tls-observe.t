@@ -96,7 +96,7 @@ syswrite $x, "\x16\x03\x01\x00\x04\x09\x00\x00\x00";
 wait_closed($x);
 
 my $want = { unfinished => 1, closed => 1, plain_http => 1, too_large => 1, version => 1,
-             cipher => 1, name => 0, alert => 1, protocol => 1 };
+             cipher => 1, name => 0, alert => 1, client_cert => 0, protocol => 1 };
 my $j;
 ok(Luxd::wait_for(sub {
     my $r = $s->get('/status?format=json');

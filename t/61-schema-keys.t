@@ -222,6 +222,15 @@ my %PROOF = (
                    probe => sub { (Luxd::check_config(vh(tls_of('localhost'))))[1] },
                    probe_b => sub { (Luxd::check_config(vh(
                        TLSTest::tls_lua({ cert => $TLS->{localhost}{cert}, key => $TLS->{'other.test'}{key} }))))[1] } },
+    # Client certificates (t/270 tests them in full): whether a handshake
+    # without one succeeds.
+    'tls.client_ca' => { direct => 1,
+                   probe => sub { (Luxd::check_config(vh(tls_of('localhost') =~ s/ \}$/, client_ca = "\/nonexistent" }/r)))[1] },
+                   probe_b => sub { (Luxd::check_config(vh(tls_of('localhost'))))[1] } },
+    'tls.client_verify' => { a => vh(tls_of('localhost') =~ s/ \}$/, client_ca = "$TLS->{localhost}{cert}", client_verify = "optional" }/r),
+                   b => vh(tls_of('localhost') =~ s/ \}$/, client_ca = "$TLS->{localhost}{cert}" }/r),
+                   server_a => $TLS_LISTEN, server_b => $TLS_LISTEN,
+                   probe => sub { my $s = shift; my ($o, $rc) = $s->curl('-k', '-s', 'https://127.0.0.1:' . $s->port . '/index.html'); "$rc $o" } },
     # server { tls = { ... } } (t/266 and t/267 test them in full).
     'server.tls' => { a => vh(tls_of('localhost')), b => vh(tls_of('localhost')),
                       server_a => { %$TLS_LISTEN, tls => \'{ protocols = "TLSv1.2" }' }, server_b => $TLS_LISTEN,

@@ -184,7 +184,8 @@ S.LOG_VARIABLES = {
   "request_uri", "uri", "args", "server_protocol", "status", "body_bytes_sent",
   "bytes_sent", "request_time", "request_id", "host", "upstream_addr",
   "upstream_status", "upstream_response_time", "realip_remote_addr",
-  "tls_protocol", "tls_cipher", "tls_sni", "tls_session_reused",
+  "tls_protocol", "tls_cipher", "tls_sni", "tls_session_reused", "tls_client_subject",
+  "tls_client_fingerprint",
 }
 local LOG_VAR_SET = {}
 for _, n in ipairs(S.LOG_VARIABLES) do LOG_VAR_SET[n] = true end
@@ -325,7 +326,7 @@ local SERVER_TLS_SCHEMA = {
       return ' (certificates belong to a vhost: vhost "name" { tls = { cert = ..., key = ... } })'
     end
     if k == "client_ca" or k == "client_verify" then
-      return " (client certificates: not built in this version of luxd)"
+      return ' (client certificates are a vhost\'s: vhost "name" { tls = { ..., client_ca = ... } })'
     end
   end,
 }
@@ -942,11 +943,17 @@ local TLS_PAIR_SCHEMA = { keys = { cert = T.path(), key = T.path() }, order = { 
 -- Keys of the TLS design (luxd.lua(5)) that this build does not have yet:
 -- refused with that said, never ignored.
 local TLS_UNBUILT = {
-  client_ca = "client certificates", client_verify = "client certificates",
   reject_handshake = "refusing handshakes per vhost",
 }
+local TLS_KEYS = {
+  cert = T.path(), key = T.path(),
+  -- Client certificates (mTLS): the CAs that sign them, PEM; whether one
+  -- is required (the default) or optional. src/net/tlsctx.c reads the file.
+  client_ca = T.path(),
+  client_verify = T.enum({ "require", "optional" }),
+}
 local TLS_SCHEMA = {
-  keys = TLS_PAIR_SCHEMA.keys, order = TLS_PAIR_SCHEMA.order,
+  keys = TLS_KEYS, order = { "cert", "key", "client_ca", "client_verify" },
   hint = function(k)
     if TLS_UNBUILT[k] then
       return fmt(" (%s: not built in this version of luxd)", TLS_UNBUILT[k])
@@ -982,7 +989,13 @@ local function check_tls(ctx, key, v, what)
     if not p.cert then V.fail(c, nil, fmt('"cert" is missing%s: %s', which, TLS_EXAMPLE)) end
     if not p.key then V.fail(c, nil, fmt('"key" is missing%s: %s', which, TLS_EXAMPLE)) end
   end
-  return { pairs = list, _file = c.file, _line = c:start() }
+  if got.client_verify and not got.client_ca then
+    V.fail(c, "client_verify", 'client_verify needs client_ca = "/path/ca.pem": the CAs ' ..
+                               "that sign the client certificates")
+  end
+  return { pairs = list, client_ca = got.client_ca,
+           client_verify = got.client_ca and (got.client_verify or "require") or nil,
+           _file = c.file, _line = c:start() }
 end
 
 local VHOST_KEYS = {
@@ -1189,7 +1202,7 @@ S.KEYS = {
   server = SERVER_KEYS, access_log = ACCESS_LOG_SCHEMA.keys, upstream = UPSTREAM_KEYS,
   upstream_server = SERVER_ITEM_SCHEMA.keys,
   rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS, redirect = REDIRECT_KEYS,
-  listen = LISTEN_ITEM_SCHEMA.keys, real_ip = REAL_IP_SCHEMA.keys, tls = TLS_PAIR_SCHEMA.keys,
+  listen = LISTEN_ITEM_SCHEMA.keys, real_ip = REAL_IP_SCHEMA.keys, tls = TLS_KEYS,
   server_tls = SERVER_TLS_SCHEMA.keys,
 }
 

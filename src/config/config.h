@@ -136,6 +136,8 @@ typedef struct {
     const char *cert[LX_TLS_PAIRS]; /**< the certificate, its chain after it */
     const char *key[LX_TLS_PAIRS];  /**< its private key */
     int npairs;                     /**< pairs given; 0: no tls on this vhost */
+    const char *client_ca;          /**< CAs of client certificates, or NULL: none asked */
+    int client_required;            /**< client_verify = "require" (else "optional") */
     const char *file;               /**< where tls = { } is written */
     int line;
     void *ctx; /**< its SSL_CTX (one reference), built by lx_tls_gen_build */
@@ -200,6 +202,8 @@ typedef enum {
     LX_LV_TLS_CIPHER,         /**< lx_tls_field_t (net/transport.h) */
     LX_LV_TLS_SNI,
     LX_LV_TLS_SESSION_REUSED,
+    LX_LV_TLS_CLIENT_SUBJECT,
+    LX_LV_TLS_CLIENT_FINGERPRINT,
 } lx_logvar_t;
 
 /* One piece of a compiled template: literal bytes or a variable. */

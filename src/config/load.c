@@ -1132,7 +1132,11 @@ static int read_vhost_tls(loader_t *ld, int t, lx_vhost_t *vh) {
             return fail(ld, "vhost \"%s\": tls: a certificate without its key", vh->name);
         vh->tls.npairs = i + 1;
     }
-    lua_pop(L, 2);
+    lua_pop(L, 1);
+    vh->tls.client_ca = get_str(ld, tt, "client_ca", NULL);
+    const char *verify = get_str(ld, tt, "client_verify", "require");
+    vh->tls.client_required = strcmp(verify, "require") == 0;
+    lua_pop(L, 1);
     return 0;
 }
 

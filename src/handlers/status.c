@@ -158,9 +158,11 @@ static const char *const state_names[LX_ST_CONN_STATES] = {"idle", "head",   "ha
                                                            "body", "linger", "tunnel",   "closed"};
 static const char *const class_names[LX_ST_CLASSES] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
 static const char *const fault_names[LX_PF_KINDS] = {"error", "budget", "memory", "return"};
-static const char *const tls_fail_names[LX_TF_KINDS] = {"unfinished", "closed",  "plain_http",
-                                                        "too_large",  "version", "cipher",
-                                                        "name",       "alert",   "protocol"};
+static const char *const tls_fail_names[] = {"unfinished",  "closed",  "plain_http", "too_large",
+                                             "version",     "cipher",  "name",       "alert",
+                                             "client_cert", "protocol"};
+_Static_assert(sizeof(tls_fail_names) / sizeof(tls_fail_names[0]) == LX_TF_KINDS,
+               "a name for each LX_TF_*");
 
 #define VH_WORDS (sizeof(lx_st_vhost_t) / 8)
 #define UP_WORDS (sizeof(lx_st_upstream_t) / 8)

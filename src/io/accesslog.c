@@ -61,9 +61,13 @@ static const struct {
     {"tls_cipher", LX_LV_TLS_CIPHER},
     {"tls_sni", LX_LV_TLS_SNI},
     {"tls_session_reused", LX_LV_TLS_SESSION_REUSED},
+    {"tls_client_subject", LX_LV_TLS_CLIENT_SUBJECT},
+    {"tls_client_fingerprint", LX_LV_TLS_CLIENT_FINGERPRINT},
 };
 
-_Static_assert(LX_LV_TLS_SESSION_REUSED - LX_LV_TLS_PROTOCOL == LX_TLS_REUSED &&
+_Static_assert(LX_LV_TLS_CLIENT_FINGERPRINT - LX_LV_TLS_PROTOCOL == LX_TLS_CLIENT_FINGERPRINT &&
+                   LX_LV_TLS_CLIENT_SUBJECT - LX_LV_TLS_PROTOCOL == LX_TLS_CLIENT_SUBJECT &&
+                   LX_LV_TLS_SESSION_REUSED - LX_LV_TLS_PROTOCOL == LX_TLS_REUSED &&
                    LX_LV_TLS_SNI - LX_LV_TLS_PROTOCOL == LX_TLS_SNI &&
                    LX_LV_TLS_CIPHER - LX_LV_TLS_PROTOCOL == LX_TLS_CIPHER && LX_TLS_PROTOCOL == 0,
                "$tls_* in the order of lx_tls_field_t");
@@ -481,7 +485,9 @@ static void put_var(sink_t *s, lx_worker_t *w, lx_req_t *r, const lx_log_piece_t
     case LX_LV_TLS_PROTOCOL:
     case LX_LV_TLS_CIPHER:
     case LX_LV_TLS_SNI:
-    case LX_LV_TLS_SESSION_REUSED: {
+    case LX_LV_TLS_SESSION_REUSED:
+    case LX_LV_TLS_CLIENT_SUBJECT:
+    case LX_LV_TLS_CLIENT_FINGERPRINT: {
         const char *v = lx_req_tls(r, pc->var - LX_LV_TLS_PROTOCOL);
         if (v)
             put_escaped(s, v, strlen(v));

@@ -18,6 +18,7 @@
 #include "net/tls.h"
 
 #include <openssl/err.h>
+#include <openssl/x509.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,9 @@ struct lx_tls_s {
     unsigned failed : 1;      /**< a record or the handshake failed: its session is not kept */
     unsigned hs_done : 1;     /**< the handshake is done and ready was told */
     unsigned fail : 4;        /**< why the handshake failed (LX_TF_* + 1), 0: not known */
+    unsigned client_read : 1; /**< client_subject and client_fp are made */
+    char *client_subject;     /**< the verified client certificate's subject, or NULL */
+    char client_fp[65];       /**< its SHA-256 in hex, or "" */
 };
 
 /* A uv_write of ours: the records it sends, and the protocol's write to
@@ -173,6 +177,8 @@ static unsigned why_failed(unsigned long e) {
     case SSL_R_NO_SHARED_GROUPS:
     case SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM:
     case SSL_R_NO_SHARED_SIGNATURE_ALGORITHMS: return LX_TF_CIPHER;
+    case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+    case SSL_R_CERTIFICATE_VERIFY_FAILED: return LX_TF_CLIENT_CERT;
     default: return r >= SSL_AD_REASON_OFFSET ? LX_TF_ALERT : LX_TF_PROTOCOL;
     }
 }
@@ -200,6 +206,7 @@ static void count_end(lx_tls_t *t) {
 /* ---- lifetime ----------------------------------------------------------- */
 
 static void tls_free(lx_tls_t *t) {
+    OPENSSL_free(t->client_subject);
     SSL_free(t->ssl); /* and its BIO */
     free(t->keep);
     free(t->obuf);
@@ -648,6 +655,9 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg) {
         *alert = SSL_AD_INTERNAL_ERROR;
         return SSL_CLIENT_HELLO_ERROR;
     }
+    /* SSL_set_SSL_CTX takes the certificates, not whether to ask for the
+     * client's: that is the vhost's too. */
+    SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
     return SSL_CLIENT_HELLO_SUCCESS;
 }
 
@@ -662,14 +672,40 @@ static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
     return r ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_NOACK;
 }
 
+/* The verified client certificate's subject and fingerprint, made when
+ * first asked for (most connections never are). */
+static void read_client(lx_tls_t *t) {
+    t->client_read = 1;
+    X509 *x = SSL_get0_peer_certificate(t->ssl);
+    if (x == NULL || SSL_get_verify_result(t->ssl) != X509_V_OK) return;
+    BIO *b = BIO_new(BIO_s_mem());
+    char *p = NULL;
+    long n = 0;
+    if (b && X509_NAME_print_ex(b, X509_get_subject_name(x), 0, XN_FLAG_RFC2253) >= 0 &&
+        (n = BIO_get_mem_data(b, &p)) >= 0)
+        t->client_subject = OPENSSL_strndup(p ? p : "", (size_t)n);
+    BIO_free(b);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    if (X509_digest(x, EVP_sha256(), md, &mdlen) && mdlen * 2 < sizeof(t->client_fp))
+        for (unsigned i = 0; i < mdlen; i++)
+            snprintf(t->client_fp + 2 * i, 3, "%02x", md[i]);
+    ERR_clear_error();
+}
+
 const char *lx_tls_field(const lx_tp_t *tp, lx_tls_field_t f) {
-    const lx_tls_t *t = tp->tls;
+    lx_tls_t *t = tp->tls;
     if (t == NULL || !t->hs_done) return NULL;
     switch (f) {
     case LX_TLS_PROTOCOL: return SSL_get_version(t->ssl);
     case LX_TLS_CIPHER: return SSL_get_cipher_name(t->ssl);
     case LX_TLS_SNI: return SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
     case LX_TLS_REUSED: return SSL_session_reused(t->ssl) ? "r" : ".";
+    case LX_TLS_CLIENT_SUBJECT:
+    case LX_TLS_CLIENT_FINGERPRINT:
+        if (!t->client_read) read_client(t);
+        if (f == LX_TLS_CLIENT_SUBJECT) return t->client_subject;
+        return t->client_fp[0] ? t->client_fp : NULL;
     }
     return NULL;
 }

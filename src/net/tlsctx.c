@@ -130,6 +130,59 @@ static void check_dates(lx_gen_t *g, const lx_vhost_t *vh, int i, X509 *x) {
                     vh->name, vh->tls.cert[i]);
 }
 
+/* client_ca: the CAs whose certificates a client must (or may) show,
+ * named to the client in the CertificateRequest. */
+static int client_certs(const lx_vhost_t *vh, SSL_CTX *c, char *err, size_t errlen) {
+    const char *ca = vh->tls.client_ca;
+    if (!readable(ca, "client_ca", vh, err, errlen)) return -EINVAL;
+    STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca);
+    if (names == NULL || sk_X509_NAME_num(names) == 0 ||
+        SSL_CTX_load_verify_locations(c, ca, NULL) != 1) {
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+        ERR_clear_error();
+        snprintf(err, errlen,
+                 "%s:%d: vhost \"%s\": tls client_ca \"%s\": no CA certificate in it (PEM, "
+                 "one or more -----BEGIN CERTIFICATE----- blocks)",
+                 vh->tls.file, vh->tls.line, vh->name, ca);
+        return -EINVAL;
+    }
+    SSL_CTX_set_client_CA_list(c, names);
+    SSL_CTX_set_verify(
+        c, SSL_VERIFY_PEER | (vh->tls.client_required ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), NULL);
+    return 0;
+}
+
+/* The session id context: a digest of the vhost's name and of its client
+ * certificate policy (the mode, the CA file's bytes), so that a session is
+ * resumed only under the vhost that made it, and not after a reload that
+ * changed whom it accepts (a session carries its client's verification). */
+static int session_context(const lx_vhost_t *vh, SSL_CTX *c, char *err, size_t errlen) {
+    unsigned char sid[EVP_MAX_MD_SIZE];
+    unsigned int sidlen = 0;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
+             EVP_DigestUpdate(md, vh->name, strlen(vh->name) + 1);
+    if (ok && vh->tls.client_ca) {
+        ok = EVP_DigestUpdate(md, vh->tls.client_required ? "R" : "O", 1);
+        FILE *f = fopen(vh->tls.client_ca, "rb");
+        char buf[4096];
+        size_t n;
+        while (ok && f && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+            ok = EVP_DigestUpdate(md, buf, n);
+        ok = ok && f != NULL;
+        if (f) fclose(f);
+    }
+    ok = ok && EVP_DigestFinal_ex(md, sid, &sidlen) && sidlen <= SSL_MAX_SID_CTX_LENGTH &&
+         SSL_CTX_set_session_id_context(c, sid, sidlen);
+    EVP_MD_CTX_free(md);
+    if (!ok) {
+        snprintf(err, errlen, "%s:%d: vhost \"%s\": tls: %s", vh->tls.file, vh->tls.line, vh->name,
+                 ssl_reason());
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
     SSL_CTX *c = ctx_new(g, err, errlen);
     if (c == NULL) return -EINVAL;
@@ -177,15 +230,8 @@ static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
         }
         check_dates(g, vh, i, x);
     }
-    unsigned char sid[EVP_MAX_MD_SIZE];
-    unsigned int sidlen = 0;
-    if (!EVP_Digest(vh->name, strlen(vh->name), sid, &sidlen, EVP_sha256(), NULL) ||
-        sidlen > SSL_MAX_SID_CTX_LENGTH || !SSL_CTX_set_session_id_context(c, sid, sidlen)) {
-        snprintf(err, errlen, "%s:%d: vhost \"%s\": tls: %s", vh->tls.file, vh->tls.line, vh->name,
-                 ssl_reason());
-        return -ENOMEM;
-    }
-    return 0;
+    int r = vh->tls.client_ca ? client_certs(vh, c, err, errlen) : 0;
+    return r < 0 ? r : session_context(vh, c, err, errlen);
 }
 
 /* server { tls = { ticket_key_file = ... } }: the keys, read as the
@@ -264,6 +310,9 @@ void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent) {
     for (int i = 0; i < t->npairs; i++)
         fprintf(out, "%stls cert %s key %s  (%s:%d)\n", indent, t->cert[i], t->key[i], t->file,
                 t->line);
+    if (t->client_ca)
+        fprintf(out, "%stls client certificates %s, signed by %s\n", indent,
+                t->client_required ? "required" : "optional", t->client_ca);
 }
 
 void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len) {

@@ -33,10 +33,18 @@ typedef struct lx_tp_s {
 
 /* What a TLS connection tells of itself, for the access log and policies:
  * its protocol ("TLSv1.3"), cipher (OpenSSL's name), the server name the
- * client sent, and "r" when it resumed a session ("." when not). NULL on a
- * plain connection, before the handshake is done, or when there is none
- * (no server name). */
-typedef enum { LX_TLS_PROTOCOL, LX_TLS_CIPHER, LX_TLS_SNI, LX_TLS_REUSED } lx_tls_field_t;
+ * client sent, "r" when it resumed a session ("." when not), and the
+ * verified client certificate's subject (RFC 2253) and SHA-256
+ * fingerprint (hex). NULL on a plain connection, before the handshake is
+ * done, or when there is none (no server name, no client certificate). */
+typedef enum {
+    LX_TLS_PROTOCOL,
+    LX_TLS_CIPHER,
+    LX_TLS_SNI,
+    LX_TLS_REUSED,
+    LX_TLS_CLIENT_SUBJECT,
+    LX_TLS_CLIENT_FINGERPRINT,
+} lx_tls_field_t;
 const char *lx_tls_field(const lx_tp_t *tp, lx_tls_field_t f);
 
 int lx_tls_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb read);

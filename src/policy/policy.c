@@ -285,7 +285,7 @@ static int req_index(lua_State *L) {
             }
             const char *sni = lx_req_tls(r, LX_TLS_SNI);
             const char *reused = lx_req_tls(r, LX_TLS_REUSED);
-            lua_createtable(L, 0, 4);
+            lua_createtable(L, 0, 5);
             lua_pushstring(L, proto);
             lua_setfield(L, -2, "protocol");
             lua_pushstring(L, lx_req_tls(r, LX_TLS_CIPHER));
@@ -296,6 +296,15 @@ static int req_index(lua_State *L) {
             }
             lua_pushboolean(L, reused && reused[0] == 'r');
             lua_setfield(L, -2, "resumed");
+            const char *subject = lx_req_tls(r, LX_TLS_CLIENT_SUBJECT);
+            if (subject) {
+                lua_createtable(L, 0, 2);
+                lua_pushstring(L, subject);
+                lua_setfield(L, -2, "subject");
+                lua_pushstring(L, lx_req_tls(r, LX_TLS_CLIENT_FINGERPRINT));
+                lua_setfield(L, -2, "fingerprint");
+                lua_setfield(L, -2, "client");
+            }
             return 1;
         }
         break;
