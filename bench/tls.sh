@@ -57,6 +57,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$HERE/lib.sh"
+# shellcheck source=bench/tls_lib.sh
+. "$HERE/tls_lib.sh"
 
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-6}
@@ -114,15 +116,7 @@ if ((want_test)); then deps_install test; fi
 has openssl || die "openssl not found (Debian package openssl)"
 has python3 || die "python3 not found (for the medians)"
 has ab || die "ab not found (Debian package apache2-utils)"
-# lighttpd's TLS is a module of its own package.
-LIGHTTPD_MODDIR=/usr/lib/lighttpd
-if [[ " ${SERVERS[*]} " == *" lighttpd "* && ! -e $LIGHTTPD_MODDIR/mod_openssl.so ]]; then
-  say "lighttpd: mod_openssl missing, installing lighttpd-mod-openssl"
-  SUDO=""
-  [[ $(id -u) -eq 0 ]] || SUDO=sudo
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends lighttpd-mod-openssl >&2 ||
-    say "lighttpd: apt-get install lighttpd-mod-openssl failed; lighttpd will be skipped"
-fi
+[[ " ${SERVERS[*]} " == *" lighttpd "* ]] && lighttpd_tls_module
 check_tools_and_cpus
 check_idle
 
@@ -162,25 +156,7 @@ big_file() { # NAME BYTES — 64-byte lines, as static.sh's
 big_file 100k.html 102400
 [[ " ${ROWS[*]} " == *" tls-10m "* ]] && big_file 10m.html 10485760
 
-# One self-signed ECDSA P-256 certificate for every server, made for this run.
-CERT=$TMP/cert.pem KEY=$TMP/key.pem
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$KEY" -out "$CERT" -days 2 \
-  -subj /CN=bench.test -addext 'subjectAltName=DNS:bench.test,IP:127.0.0.1' >"$TMP/openssl-req.log" 2>&1 ||
-  die "openssl req failed: $(tail -n 3 "$TMP/openssl-req.log")"
-chmod 644 "$CERT" "$KEY"
-
-if ((TLS12)); then
-  WANT_PROTO=TLSv1.2
-  LUXD_PROTOCOLS='"TLSv1.2"' NGINX_PROTOCOLS=TLSv1.2 MAX_PROTOCOL=TLSv1.2
-  # h2o 2.2 has no maximum-version: OpenSSL's own config caps every context.
-  H2O_OPENSSL_CONF=$TMP/openssl-tls12.cnf
-  printf '%s\n' 'openssl_conf = bench_init' '[bench_init]' 'ssl_conf = bench_ssl' '[bench_ssl]' \
-    'system_default = bench_tls' '[bench_tls]' 'MaxProtocol = TLSv1.2' >"$H2O_OPENSSL_CONF"
-else
-  WANT_PROTO=TLSv1.3
-  LUXD_PROTOCOLS='{ "TLSv1.2", "TLSv1.3" }' NGINX_PROTOCOLS='TLSv1.2 TLSv1.3' MAX_PROTOCOL=TLSv1.3
-  H2O_OPENSSL_CONF=""
-fi
+tls_setup
 
 # ---- rows ---------------------------------------------------------------------
 # row_scheme ROW / row_path ROW / row_client ROW / row_args ROW
@@ -235,102 +211,6 @@ parse_wrk() { # FILE — "rps requests non2xx errors"
   ' "$1"
 }
 
-# ---- per-server start functions --------------------------------------------
-# start_NAME PORT TLS_PORT: writes the config, starts the server pinned to
-# SERVER_CPU, sets SERVER_PID. Returns non-zero with SKIP_REASON set when it
-# cannot run. HAS_TLS[NAME]=0 for a server measured on the plain rows only.
-SERVER_PID="" SKIP_REASON=""
-PIN=(taskset -c "$SERVER_CPU")
-declare -A HAS_TLS=([luxd]=1 [luxd-base]=1 [nginx]=1 [lighttpd]=1 [h2o]=1)
-
-start_luxd_binary() { # NAME BINARY PORT TLS_PORT
-  local name=$1 bin=$2 port=$3 tport=$4 conf=$TMP/$1.lua
-  render "$HERE/conf/luxd-tls.lua.in" "$conf" PORT="$port" TLS_PORT="$tport" DIR="$TMP" DOCROOT="$DOCROOT" \
-    CERT="$CERT" KEY="$KEY" LUXD_PROTOCOLS="$LUXD_PROTOCOLS" NAME="$name"
-  if ! "$bin" -t -c "$conf" >"$TMP/$name-check.log" 2>&1; then
-    # A luxd from before TLS: its plain rows only, from static.sh's config.
-    HAS_TLS[$name]=0
-    render "$HERE/conf/luxd.lua.in" "$conf" PORT="$port" DIR="$TMP" DOCROOT="$DOCROOT"
-    sed -i "s|$TMP/luxd-error.log|$TMP/$name-error.log|" "$conf"
-    say "$name: refuses the TLS config ($(head -n 1 "$TMP/$name-check.log")): plain rows only"
-  fi
-  start_bg "$TMP/$name-stderr.log" "${PIN[@]}" "$bin" -c "$conf"
-  SERVER_PID=$BENCH_LAST_PID
-}
-
-start_luxd() {
-  if [[ ! -x $LUXD ]]; then
-    SKIP_REASON="$LUXD missing and 'make' did not build it"
-    return 1
-  fi
-  start_luxd_binary luxd "$LUXD" "$1" "$2"
-}
-
-start_luxd-base() {
-  if [[ -z ${LUXD_BASE:-} || ! -x $LUXD_BASE ]]; then
-    SKIP_REASON="LUXD_BASE is not set to an executable luxd"
-    return 1
-  fi
-  start_luxd_binary luxd-base "$LUXD_BASE" "$1" "$2"
-}
-
-start_nginx() {
-  local port=$1 tport=$2 conf=$TMP/nginx.conf user_line=""
-  [[ $(id -u) -eq 0 ]] && user_line="user root;"
-  mkdir -p "$TMP/nginx/logs" "$TMP/nginx-tmp"
-  render "$HERE/conf/nginx-tls.conf.in" "$conf" PORT="$port" TLS_PORT="$tport" DIR="$TMP" DOCROOT="$DOCROOT" \
-    NGINX_USER="$user_line" CERT="$CERT" KEY="$KEY" NGINX_PROTOCOLS="$NGINX_PROTOCOLS"
-  start_bg "$TMP/nginx-stderr.log" "${PIN[@]}" "$NGINX" -p "$TMP/nginx/" -e "$TMP/nginx-error.log" \
-    -c "$conf" -g 'daemon off;'
-  SERVER_PID=$BENCH_LAST_PID
-}
-
-start_lighttpd() {
-  local port=$1 tport=$2 conf=$TMP/lighttpd.conf
-  if [[ ! -e $LIGHTTPD_MODDIR/mod_openssl.so ]]; then
-    SKIP_REASON="$LIGHTTPD_MODDIR/mod_openssl.so missing (Debian package lighttpd-mod-openssl)"
-    return 1
-  fi
-  render "$HERE/conf/lighttpd-tls.conf.in" "$conf" PORT="$port" TLS_PORT="$tport" DIR="$TMP" DOCROOT="$DOCROOT" \
-    CERT="$CERT" KEY="$KEY" MAX_PROTOCOL="$MAX_PROTOCOL"
-  start_bg "$TMP/lighttpd-stderr.log" "${PIN[@]}" "$LIGHTTPD" -D -f "$conf"
-  SERVER_PID=$BENCH_LAST_PID
-}
-
-start_h2o() {
-  local port=$1 tport=$2 conf=$TMP/h2o.conf user_line=""
-  local -a env=()
-  [[ $(id -u) -eq 0 ]] && user_line="user: root"
-  render "$HERE/conf/h2o-tls.conf.in" "$conf" PORT="$port" TLS_PORT="$tport" DIR="$TMP" DOCROOT="$DOCROOT" \
-    H2O_USER="$user_line" CERT="$CERT" KEY="$KEY"
-  [[ -n $H2O_OPENSSL_CONF ]] && env=(env OPENSSL_CONF="$H2O_OPENSSL_CONF")
-  start_bg "$TMP/h2o-stderr.log" "${env[@]}" "${PIN[@]}" "$H2O" -c "$conf"
-  SERVER_PID=$BENCH_LAST_PID
-}
-
-# ---- checks ------------------------------------------------------------------
-# tls_info NAME TLS_PORT ROUND — one full handshake and one resumption with
-# openssl s_client; appends protocol, cipher, group, signature and whether
-# the session resumed to TLSINFO, and prints the protocol.
-tls_info() {
-  local name=$1 tport=$2 round=$3 sess=$TMP/$1-session.pem out1=$TMP/$1-s_client1.txt out2=$TMP/$1-s_client2.txt
-  local req proto cipher group sig resumed=no
-  req=$'GET /1k.html HTTP/1.0\r\nHost: bench.test\r\n\r\n'
-  rm -f "$sess"
-  printf '%s' "$req" | timeout 10 openssl s_client -connect "127.0.0.1:$tport" -servername bench.test \
-    -CAfile "$CERT" -ign_eof -sess_out "$sess" >"$out1" 2>&1 || true
-  printf '%s' "$req" | timeout 10 openssl s_client -connect "127.0.0.1:$tport" -servername bench.test \
-    -CAfile "$CERT" -ign_eof -sess_in "$sess" >"$out2" 2>&1 || true
-  proto=$(awk -F': *' '/^ *Protocol *:/ { print $2; exit }' "$out1")
-  cipher=$(awk -F': *' '/^ *Cipher *:/ { print $2; exit }' "$out1")
-  group=$(sed -n 's/^Server Temp Key: \([^,]*\).*/\1/p' "$out1" | head -n 1)
-  sig=$(sed -n 's/^Peer signature type: //p' "$out1" | head -n 1)
-  grep -q '^Reused,' "$out2" && resumed=yes
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "${proto:-?}" "${cipher:-?}" "${group:-?}" "${sig:-?}" \
-    "$resumed" >>"$TLSINFO"
-  echo "${proto:-?}"
-}
-
 # ---- measuring ---------------------------------------------------------------
 FAILED=()
 record_skip() { # ROUND NAME REASON
@@ -343,15 +223,10 @@ declare -A PID_OF PORT_OF TPORT_OF
 # start_checked ROUND NAME — starts NAME and checks it; sets PID_OF[NAME]
 # (empty when skipped), PORT_OF and TPORT_OF.
 start_checked() {
-  local round=$1 name=$2 port tport rc p proto
+  local round=$1 name=$2 port tport rc p info proto
   PID_OF[$name]=""
   SERVER_PID="" SKIP_REASON=""
-  port=$(free_port) || { record_skip "$round" "$name" "no free port found"; return 0; }
-  # free_port runs in a subshell here: it cannot remember port for us.
-  for ((rc = 0; rc < 10; rc++)); do
-    tport=$(free_port) || { record_skip "$round" "$name" "no free port found"; return 0; }
-    [[ $tport != "$port" ]] && break
-  done
+  read -r port tport < <(two_ports) || { record_skip "$round" "$name" "no free port found"; return 0; }
   if ! "start_$name" "$port" "$tport"; then
     record_skip "$round" "$name" "$SKIP_REASON"
     return 0
@@ -385,13 +260,15 @@ start_checked() {
         return 0
       fi
     done
-    proto=$(tls_info "$name" "$tport" "$round")
+    info=$(tls_info "$name" "$tport")
+    printf '%s\t%s\t%s\n' "$round" "$name" "$info" >>"$TLSINFO"
+    proto=${info%%$'\t'*}
     if [[ $proto != "$WANT_PROTO" ]]; then
       record_skip "$round" "$name" "negotiated '$proto', want $WANT_PROTO (see $TMP/$name-s_client1.txt)"
       stop_tree "$SERVER_PID"
       return 0
     fi
-    [[ $(tail -n 1 "$TLSINFO" | cut -f7) == yes ]] || say "round $round: $name: a session did not resume (openssl s_client -sess_in)"
+    [[ $info == *$'\t'yes ]] || say "round $round: $name: a session did not resume (openssl s_client -sess_in)"
   fi
   PID_OF[$name]=$SERVER_PID PORT_OF[$name]=$port TPORT_OF[$name]=$tport
   say "round $round: $name: pid $SERVER_PID, $(proc_tree "$SERVER_PID" | wc -l) process(es), http $port, https $tport: checked"
@@ -419,16 +296,6 @@ measure_row() { # ROUND NAME ROW
 }
 
 # ---- run ---------------------------------------------------------------------
-version_of() {
-  case $1 in
-    luxd) echo "luxd $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') ($LUXD_SRC$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo ', src/ differs from HEAD'))" ;;
-    luxd-base) echo "luxd ${LUXD_BASE_SRC:-$LUXD_BASE}" ;;
-    nginx) "$NGINX" -v 2>&1 | head -n 1 ;;
-    lighttpd) "$LIGHTTPD" -v 2>&1 | head -n 1 ;;
-    h2o) "$H2O" -v 2>&1 | head -n 1 ;;
-  esac
-}
-
 {
   echo "date:       $(date -Is)"
   echo "host:       $(uname -srm), $(nproc) CPUs, $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
@@ -487,7 +354,7 @@ for row in rows:
     r = {s: med([v[1] for v in runs[(row, s)].values()]) for s in servers}
     cells = []
     for s in servers:
-        note = f' ({len(runs[(row, s)])}/{nrounds})' if 0 < len(runs[(row, s)]) < nrounds or bad[(row, s)] else ''
+        note = f' ({len(runs[(row, s)])}/{nrounds})' if 0 < len(runs[(row, s)]) < nrounds or bad.get((row, s)) else ''
         cells.append(f'{fmt(m[s], 2 if (m[s] or 0) < 100 else 0)}{note} | {fmt(r[s], 0)}')
     have = [(m[p], p) for p in peers if m[p] is not None]
     best = min(have) if have else (None, '-')
@@ -519,7 +386,7 @@ for line in list(open(tlsinfo))[1:]:
 print('\nNegotiated (openssl s_client, each round):')
 for s, v in info.items():
     print(f'- {s}: ' + '; '.join(sorted(v)))
-notclean = [f'{s}/{row} x{n}' for (row, s), n in bad.items()]
+notclean = [f'{s}/{row} x{n}' for (row, s), n in bad.items() if n]
 if notclean:
     print('\nNot clean (left out of the medians): ' + ', '.join(notclean))
 PY

@@ -76,7 +76,7 @@ my %SCOPE = (
     'server' => 'server', 'vhost' => 'vhost', 'location' => 'location',
     'upstream' => 'upstream', 'upstream server' => 'upstream_server',
     'access rule' => 'rule', 'access_log' => 'access_log', 'real_ip' => 'real_ip',
-    'redirect entry' => 'redirect', 'listen entry' => 'listen', 'tls' => 'tls', 'server tls' => 'server_tls',
+    'redirect entry' => 'redirect', 'listen entry' => 'listen', 'tls' => 'tls', 'server tls' => 'server_tls', 'upstream tls' => 'upstream_tls',
 );
 
 my $HEAD = qr/^\.It Ic (\S+)\n\.Bl -tag -width Default: -compact\n/m;

@@ -87,6 +87,10 @@ my %SET = (
     'access_log.format'        => ['"json"', qr/^  access_log \S+ \(json/m],
     'access_log.escape'        => ['"json"', qr/; JSON escaping/],
     'upstream.connect_timeout' => [7, qr/\bconnect_timeout 7000ms/],
+    'upstream.tls'             => ['true', qr/^    tls: certificate checked for 127\.0\.0\.1 against the system's CAs/m],
+    'upstream_tls.verify'      => ['false', qr/^    tls: certificate not checked/m],
+    'upstream_tls.ca'          => [qq{"$C"}, qr/^    tls: .* against \Q$C\E/m],
+    'upstream_tls.name'        => ['"be.test"', qr/^    tls: certificate checked for be\.test /m],
     'upstream.fail_timeout'    => [7, qr/\bfail_timeout 7000ms/],
     'upstream.keepalive'       => [7, qr/^  keepalive 7,/m],
     'upstream.keepalive_timeout' => [7, qr/^  keepalive 32, keepalive_timeout 7000ms$/m],
@@ -131,6 +135,10 @@ my %PLACE = (
     vhost    => sub { server() . $UP . vhost($_[0]) },
     location => sub { server() . $UP . vhost(qq{location "/l/" { $_[0] }}) },
     upstream => sub { server() . qq{upstream "u" { "127.0.0.1:1", $_[0] }\n} . vhost('proxy = "u"') },
+    upstream_tls => sub {
+        my $kv = $_[0] eq '' ? 'verify = true' : $_[0];
+        server() . qq{upstream "u" { "127.0.0.1:1", tls = { $kv } }\n} . vhost('proxy = "u"');
+    },
     upstream_server => sub {
         server() . qq{upstream "u" { { "127.0.0.1:1", $_[0] } }\n} . vhost('proxy = "u"');
     },

@@ -409,6 +409,11 @@ my %PROOF = (
     },
 
     # upstream "name" { }: each key against its default, in -T.
+    # upstream { tls } (t/271 proxies through each against a TLS backend).
+    'upstream.tls'               => { dump => 1, a => up('tls = true'), b => up(''), want => qr/^    tls: certificate checked for 127\.0\.0\.1 against the system's CAs/m },
+    'upstream_tls.verify'        => { dump => 1, a => up('tls = { verify = false }'), b => up('tls = true'), want => qr/^    tls: certificate not checked \(verify = false\)/m },
+    'upstream_tls.ca'            => { dump => 1, a => up(qq{tls = { ca = "$TLS->{localhost}{cert}" }}), b => up('tls = true'), want => qr/^    tls: .* against \Q$TLS->{localhost}{cert}\E/m },
+    'upstream_tls.name'          => { dump => 1, a => up('tls = { name = "be.test" }'), b => up('tls = true'), want => qr/^    tls: certificate checked for be\.test .*, sent as SNI$/m },
     'upstream.keepalive'         => { dump => 1, a => up('keepalive = 7'),         b => up(''), want => qr/^  keepalive 7,/m },
     'upstream.keepalive_timeout' => { dump => 1, a => up('keepalive_timeout = 2'), b => up(''), want => qr/keepalive_timeout 2000ms/ },
     'upstream.connect_timeout'   => { dump => 1, a => up('connect_timeout = 1.5'), b => up(''), want => qr/connect_timeout 1500ms/ },

@@ -389,7 +389,7 @@ local SERVER_KEYS = {
 
 S.UPSTREAM_ORDER = {
   "keepalive", "keepalive_timeout", "connect_timeout", "read_timeout", "send_timeout",
-  "max_fails", "fail_timeout", "max_header_bytes",
+  "max_fails", "fail_timeout", "max_header_bytes", "tls",
 }
 
 -- What an upstream gets for a key it does not set (seconds for timeouts).
@@ -404,7 +404,37 @@ S.UPSTREAM_DEFAULTS = {
   max_header_bytes = 32768,  -- a response's status line and headers
 }
 
+-- upstream { tls = true | { verify, ca, name } }: its servers are spoken to
+-- over TLS, their certificates checked against ca (the system's CAs when
+-- not given) for name (each server's host as written when not given).
+-- src/net/tlsctx.c reads ca at every load.
+local UPSTREAM_TLS_SCHEMA = {
+  keys = { verify = T.boolean(), ca = T.path(), name = T.string({ max = 253, check = function(ctx, key, v, what)
+    if not V.is_hostname(v:lower()) and not V.is_ipv4(v) and not V.is_ipv6(v) then
+      V.fail(ctx, key, fmt("%s must be a host name or an IP address, got %s", what, V.q(v)))
+    end
+  end }) },
+  order = { "verify", "ca", "name" },
+}
+
+local function check_upstream_tls(ctx, key, v, what)
+  if v == false then return nil end
+  if v == true then v = {} end
+  if type(v) ~= "table" then
+    V.fail(ctx, key, fmt('%s must be true or a table such as { ca = "/etc/luxd/backend-ca.pem", ' ..
+                         'name = "app.internal" }, got %s', what, V.show(v)))
+  end
+  local c = ctx:child("tls", ctx:key_line(key))
+  local got = V.check_block(c, v, UPSTREAM_TLS_SCHEMA)
+  if got.verify == false and (got.ca or got.name) then
+    V.fail(c, got.ca and "ca" or "name", "verify = false checks no certificate: ca and name " ..
+                                        "would not be used")
+  end
+  return { verify = got.verify ~= false, ca = got.ca, name = got.name, _file = c.file, _line = c:start() }
+end
+
 local UPSTREAM_KEYS = {
+  tls = check_upstream_tls,
   keepalive = int(0, 10000),
   keepalive_timeout = seconds(),
   connect_timeout = seconds(),
@@ -1203,7 +1233,7 @@ S.KEYS = {
   upstream_server = SERVER_ITEM_SCHEMA.keys,
   rule = RULE_KEYS, vhost = VHOST_KEYS, location = LOCATION_KEYS, redirect = REDIRECT_KEYS,
   listen = LISTEN_ITEM_SCHEMA.keys, real_ip = REAL_IP_SCHEMA.keys, tls = TLS_KEYS,
-  server_tls = SERVER_TLS_SCHEMA.keys,
+  server_tls = SERVER_TLS_SCHEMA.keys, upstream_tls = UPSTREAM_TLS_SCHEMA.keys,
 }
 
 function S.vhost(ctx, t)
@@ -1265,6 +1295,14 @@ function S.upstream(ctx, name, t)
   })
   if not got.servers then
     V.fail(ctx, nil, 'needs at least one server: upstream "name" { "127.0.0.1:8081" }')
+  end
+  if got.tls then
+    for _, sv in ipairs(got.servers) do
+      if sv.unix then
+        V.fail(ctx, "tls", fmt("tls to a unix: socket (server %s) is not supported: a local " ..
+                               "socket needs no encryption", V.q(sv.text)))
+      end
+    end
   end
   local u = { name = name, servers = got.servers, _file = ctx.file, _line = ctx.line }
   for _, k in ipairs(S.UPSTREAM_ORDER) do

@@ -24,6 +24,16 @@ typedef enum {
     LX_SYMLINKS_REFUSE,    /**< false: none; a path through a link is 403 */
 } lx_symlinks_t;
 
+/* upstream { tls = ... }: its servers are spoken to over TLS. */
+typedef struct {
+    int verify;       /**< their certificates are checked (the default) */
+    const char *ca;   /**< against these CAs, PEM, or NULL: the system's */
+    const char *name; /**< the name checked and sent (SNI), or NULL: each server's host */
+    void *ctx;        /**< the client SSL_CTX (net/tlsctx.c), built at load */
+    const char *file; /**< where tls is written */
+    int line;
+} lx_upstream_tls_t;
+
 /* One server of an upstream. A name that resolves to several addresses is
  * one entry per address (nginx does the same), all with the weight given. */
 typedef struct {
@@ -36,7 +46,12 @@ typedef struct {
     uint32_t stat_slot;           /**< its counters (stats.h, LX_ST_PEER), by addr_text */
     uint32_t pool_keepalive;      /**< idle connections its address's pool keeps: the most of
                                        the upstreams naming the address */
-    const char *file;             /**< where it was written */
+    const lx_upstream_tls_t *tls; /**< its upstream's TLS, or NULL: plain */
+    const char *tls_name;         /**< the name its certificate is checked for and SNI */
+    int tls_name_ip;              /**< tls_name is an IP address: checked, not sent */
+    uint64_t pool_id; /**< what besides the address a pooled connection must match: 0 plain,
+                         else a digest of the TLS settings */
+    const char *file; /**< where it was written */
     int line;
 } lx_upstream_server_t;
 
@@ -55,6 +70,7 @@ typedef struct lx_upstream_s {
     uint32_t max_fails;      /**< failures within fail_timeout that mark a server down; 0: never */
     uint32_t fail_timeout;   /**< ms: the window for max_fails, and how long a server stays down */
     size_t max_header_bytes; /**< response status line plus headers */
+    lx_upstream_tls_t *tls;  /**< over TLS, or NULL */
     const char *file;        /**< where it was declared */
     int line;
 } lx_upstream_t;

@@ -285,6 +285,13 @@ static void dump_upstreams(const lx_gen_t *g, FILE *out) {
             const lx_upstream_server_t *sv = &u->servers[j];
             fprintf(out, "  server %s weight %u  (\"%s\", %s:%d)\n", sv->addr_text, sv->weight,
                     sv->text, sv->file, sv->line);
+            if (u->tls && u->tls->verify)
+                fprintf(out, "    tls: certificate checked for %s against %s%s\n", sv->tls_name,
+                        u->tls->ca ? u->tls->ca : "the system's CAs",
+                        sv->tls_name_ip ? " (no SNI: an address)" : ", sent as SNI");
+            else if (u->tls)
+                fprintf(out, "    tls: certificate not checked (verify = false), SNI %s\n",
+                        sv->tls_name_ip ? "none" : sv->tls_name);
         }
         fprintf(out,
                 "  keepalive %u, keepalive_timeout %ums\n"

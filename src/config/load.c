@@ -882,6 +882,25 @@ static int push_server(server_vec_t *vec, size_t from, const lx_upstream_server_
     return 0;
 }
 
+/* The name a TLS server's certificate is checked for (and sent as SNI
+ * unless it is an address), and what its pooled connections must match. */
+static void upstream_tls_name(loader_t *ld, const lx_upstream_t *u, const char *host,
+                              lx_upstream_server_t *s) {
+    const char *name = u->tls->name ? u->tls->name : host;
+    struct in6_addr a;
+    s->tls = u->tls;
+    s->tls_name = lx_arena_strdup(&ld->g->arena, name);
+    s->tls_name_ip = inet_pton(AF_INET, name, &a) == 1 || inet_pton(AF_INET6, name, &a) == 1;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over what the handshake depends on */
+    const char *parts[] = {name, u->tls->ca ? u->tls->ca : "", u->tls->verify ? "v" : "-"};
+    for (size_t i = 0; i < 3; i++)
+        for (const char *p = parts[i];; p++) {
+            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+            if (*p == '\0') break;
+        }
+    s->pool_id = h ? h : 1;
+}
+
 /* One server of upstream u, the table at idx, into vec: one entry per
  * address it has. */
 static int read_upstream_server(loader_t *ld, int idx, const lx_upstream_t *u, server_vec_t *vec) {
@@ -922,6 +941,7 @@ static int read_upstream_server(loader_t *ld, int idx, const lx_upstream_t *u, s
     const char *host = lua_tostring(ld->L, -1);
     int port = (int)get_num(ld, idx, "port", 0);
     int r = 0;
+    if (u->tls && host) upstream_tls_name(ld, u, host, &s);
     struct sockaddr_in *a4 = (struct sockaddr_in *)&s.addr;
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&s.addr;
     if (host == NULL || port < 1 || port > 65535) {
@@ -972,6 +992,26 @@ static int read_upstream_server(loader_t *ld, int idx, const lx_upstream_t *u, s
     return r;
 }
 
+/* upstream { tls = { verify, ca, name } }, as the schema gives it; the
+ * CA file is read by lx_tls_gen_build. */
+static int read_upstream_tls(loader_t *ld, int idx, lx_upstream_t *u) {
+    lua_State *L = ld->L;
+    lua_getfield(L, idx, "tls");
+    if (lua_istable(L, -1)) {
+        int t = lua_gettop(L);
+        lx_upstream_tls_t *tls = lx_arena_calloc(&ld->g->arena, sizeof(*tls));
+        if (tls == NULL) return -ENOMEM;
+        tls->verify = get_bool(ld, t, "verify", 1);
+        tls->ca = get_str(ld, t, "ca", NULL);
+        tls->name = get_str(ld, t, "name", NULL);
+        tls->file = get_str(ld, t, "_file", u->file);
+        tls->line = (int)get_num(ld, t, "_line", u->line);
+        u->tls = tls;
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
 static int read_upstream(loader_t *ld, int idx, lx_upstream_t *u) {
     lua_State *L = ld->L;
     locate(ld, idx);
@@ -988,7 +1028,7 @@ static int read_upstream(loader_t *ld, int idx, lx_upstream_t *u) {
     u->max_header_bytes = (size_t)get_num(ld, idx, "max_header_bytes", 32768);
 
     server_vec_t vec = {0};
-    int r = 0;
+    int r = read_upstream_tls(ld, idx, u);
     lua_getfield(L, idx, "servers");
     size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
     for (size_t i = 0; r == 0 && i < n; i++) {

@@ -357,7 +357,7 @@ static int px_next(px_t *px) {
             return 0;
         }
         px->fresh = 0;
-        int rc = lx_upconn_connect(pool, &px_ops, px, px->u->connect_timeout, &px->uc);
+        int rc = lx_upconn_connect(pool, srv, &px_ops, px, px->u->connect_timeout, &px->uc);
         if (rc == 0) return 0;
         px->uc = NULL;
         lx_log_error("upstream %s: connect to %s: %s", px->u->name, srv->addr_text,
@@ -421,8 +421,9 @@ static void on_connected(lx_upconn_t *uc, int status) {
         return;
     }
     const lx_upstream_server_t *srv = &px->u->servers[px->server];
+    const char *why = lx_upconn_why(uc);
     lx_log_error("upstream %s: connect to %s: %s", px->u->name, srv->addr_text,
-                 uv_strerror(status));
+                 why ? why : uv_strerror(status));
     if (px->uc) lx_upconn_close(px->uc); /* (a timed-out one is closed already) */
     px->uc = NULL;
     px->last_status = status == UV_ETIMEDOUT ? 504 : 502;

@@ -60,30 +60,33 @@ struct lx_tls_s {
     uv_read_cb read_cb;
     lx_tls_pick_fn pick;
     void *pick_arg;
-    lx_tls_ready_fn ready;    /**< told when the handshake is done */
-    size_t hs_bytes;          /**< bytes read while the handshake was not done */
-    const char *in;           /**< ciphertext the BIO reads from now */
-    size_t in_len;            /**< its bytes left */
-    char *keep;               /**< ciphertext read while reading was stopped, or past it */
-    size_t keep_len;          /**< bytes in keep */
-    size_t keep_cap;          /**< its size */
-    char *obuf;               /**< records made and not yet handed to the socket */
-    size_t olen, ocap;        /**< bytes in it, its size */
-    uint64_t sent;            /**< plain bytes sent since the start or the last idle spell */
-    uint64_t last_write;      /**< loop ms of the last write */
-    unsigned inflight;        /**< uv_writes of ours in flight */
-    int werr;                 /**< the error one of them met, or 0 */
-    unsigned reading : 1;     /**< the protocol reads */
-    unsigned eof : 1;         /**< the socket's end was read */
-    unsigned first_seen : 1;  /**< the first byte was checked for plain HTTP */
-    unsigned closing : 1;     /**< lx_tls_close was called */
-    unsigned idle_closed : 1; /**< idle's close callback ran */
-    unsigned failed : 1;      /**< a record or the handshake failed: its session is not kept */
-    unsigned hs_done : 1;     /**< the handshake is done and ready was told */
-    unsigned fail : 4;        /**< why the handshake failed (LX_TF_* + 1), 0: not known */
-    unsigned client_read : 1; /**< client_subject and client_fp are made */
-    char *client_subject;     /**< the verified client certificate's subject, or NULL */
-    char client_fp[65];       /**< its SHA-256 in hex, or "" */
+    lx_tls_ready_fn ready;        /**< told when the handshake is done */
+    lx_tls_session_fn on_session; /**< a client's: told of each session it may resume */
+    unsigned long err;            /**< OpenSSL's error that ended the handshake, or 0 */
+    size_t hs_bytes;              /**< bytes read while the handshake was not done */
+    const char *in;               /**< ciphertext the BIO reads from now */
+    size_t in_len;                /**< its bytes left */
+    char *keep;                   /**< ciphertext read while reading was stopped, or past it */
+    size_t keep_len;              /**< bytes in keep */
+    size_t keep_cap;              /**< its size */
+    char *obuf;                   /**< records made and not yet handed to the socket */
+    size_t olen, ocap;            /**< bytes in it, its size */
+    uint64_t sent;                /**< plain bytes sent since the start or the last idle spell */
+    uint64_t last_write;          /**< loop ms of the last write */
+    unsigned inflight;            /**< uv_writes of ours in flight */
+    int werr;                     /**< the error one of them met, or 0 */
+    unsigned reading : 1;         /**< the protocol reads */
+    unsigned eof : 1;             /**< the socket's end was read */
+    unsigned first_seen : 1;      /**< the first byte was checked for plain HTTP */
+    unsigned closing : 1;         /**< lx_tls_close was called */
+    unsigned idle_closed : 1;     /**< idle's close callback ran */
+    unsigned failed : 1;          /**< a record or the handshake failed: its session is not kept */
+    unsigned hs_done : 1;         /**< the handshake is done and ready was told */
+    unsigned fail : 4;            /**< why the handshake failed (LX_TF_* + 1), 0: not known */
+    unsigned client_read : 1;     /**< client_subject and client_fp are made */
+    unsigned client : 1;          /**< luxd is the client (an upstream connection) */
+    char *client_subject;         /**< the verified client certificate's subject, or NULL */
+    char client_fp[65];           /**< its SHA-256 in hex, or "" */
 };
 
 /* A uv_write of ours: the records it sends, and the protocol's write to
@@ -193,6 +196,7 @@ static void set_fail(lx_tls_t *t, unsigned why) {
 /* Counts the handshake's end: done (ready is told then), or, at close, how
  * it failed. */
 static void count_end(lx_tls_t *t) {
+    if (t->client) return; /* the counters are of clients' handshakes */
     lx_stats_t *st = lx_stats_of(t->tp->tcp.loop);
     if (t->hs_done) {
         LX_ST_INC(&st->tls_handshakes);
@@ -223,29 +227,108 @@ static void on_idle_closed(uv_handle_t *h) {
     maybe_free(t);
 }
 
-int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, lx_tls_ready_fn ready, void *arg) {
+static int send_records(lx_tls_t *t, uv_write_t *user, uv_write_cb cb);
+
+/* A session over tp's socket with ctx's settings, not yet started. */
+static lx_tls_t *tls_make(lx_tp_t *tp, SSL_CTX *ctx, lx_tls_ready_fn ready) {
     uv_once(&once, init_once);
-    if (bio_method == NULL || ex_index < 0) return -ENOMEM;
+    if (bio_method == NULL || ex_index < 0) return NULL;
     lx_tls_t *t = calloc(1, sizeof(*t));
-    if (t == NULL) return -ENOMEM;
+    if (t == NULL) return NULL;
     BIO *bio = NULL;
-    if ((t->ssl = SSL_new(base)) == NULL || (bio = BIO_new(bio_method)) == NULL) {
+    if ((t->ssl = SSL_new(ctx)) == NULL || (bio = BIO_new(bio_method)) == NULL) {
         SSL_free(t->ssl);
         free(t);
         ERR_clear_error();
-        return -ENOMEM;
+        return NULL;
     }
     BIO_set_data(bio, t);
     SSL_set_bio(t->ssl, bio, bio);
-    SSL_set_accept_state(t->ssl);
     SSL_set_ex_data(t->ssl, ex_index, t);
     t->tp = tp;
-    t->pick = pick;
-    t->pick_arg = arg;
     t->ready = ready;
     uv_idle_init(tp->tcp.loop, &t->idle);
     tp->tls = t;
+    return t;
+}
+
+int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, lx_tls_ready_fn ready, void *arg) {
+    lx_tls_t *t = tls_make(tp, base, ready);
+    if (t == NULL) return -ENOMEM;
+    SSL_set_accept_state(t->ssl);
+    t->pick = pick;
+    t->pick_arg = arg;
     return 0;
+}
+
+int lx_tls_client(lx_tp_t *tp, SSL_CTX *ctx, const char *name, int name_ip, void *session,
+                  lx_tls_ready_fn ready, lx_tls_session_fn on_session) {
+    lx_tls_t *t = tls_make(tp, ctx, ready);
+    if (t == NULL) return -ENOMEM;
+    t->client = 1;
+    t->on_session = on_session;
+    SSL_set_connect_state(t->ssl);
+    int ok = name_ip || SSL_set_tlsext_host_name(t->ssl, name);
+    if (ok && (SSL_get_verify_mode(t->ssl) & SSL_VERIFY_PEER))
+        ok = name_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), name)
+                     : SSL_set1_host(t->ssl, name);
+    if (ok && session) {
+        /* A copy: OpenSSL changes the session it resumes (a TLS 1.3
+         * client's), and the pool's must stay good for the next one. */
+        SSL_SESSION *copy = SSL_SESSION_dup(session);
+        ok = copy && SSL_set_session(t->ssl, copy);
+        SSL_SESSION_free(copy);
+    }
+    ERR_clear_error();
+    return ok ? 0 : -EPROTO;
+}
+
+int lx_tls_handshake(lx_tp_t *tp) {
+    lx_tls_t *t = tp->tls;
+    ERR_clear_error();
+    int r = SSL_do_handshake(t->ssl);
+    int ok = r == 1 || SSL_get_error(t->ssl, r) == SSL_ERROR_WANT_READ;
+    if (!ok) t->err = ERR_peek_error();
+    ERR_clear_error();
+    return ok ? send_records(t, NULL, NULL) : -EPROTO;
+}
+
+const char *lx_tls_why(const lx_tp_t *tp, char *buf, size_t len) {
+    const lx_tls_t *t = tp->tls;
+    if (t == NULL) return NULL;
+    long v = SSL_get_verify_result(t->ssl);
+    if (t->client && v != X509_V_OK) {
+        X509_VERIFY_PARAM *p = SSL_get0_param(t->ssl);
+        const char *host = X509_VERIFY_PARAM_get0_host(p, 0);
+        char *ip = host ? NULL : X509_VERIFY_PARAM_get1_ip_asc(p);
+        snprintf(buf, len, "TLS handshake: certificate verify failed: %s (checked for %s)",
+                 X509_verify_cert_error_string(v),
+                 host ? host
+                 : ip ? ip
+                      : "no name");
+        OPENSSL_free(ip);
+    } else if (t->err)
+        snprintf(buf, len, "TLS handshake: %s", ERR_reason_error_string(t->err));
+    else
+        snprintf(buf, len, "TLS handshake: the connection ended before it was done");
+    return buf;
+}
+
+static int on_client_session(SSL *ssl, SSL_SESSION *sess) {
+    lx_tls_t *t = SSL_get_ex_data(ssl, ex_index);
+    if (t == NULL || t->tp == NULL || t->on_session == NULL) return 0;
+    t->on_session(t->tp, sess);
+    return 1; /* the reference is the hook's */
+}
+
+void lx_tls_client_ctx_hooks(SSL_CTX *ctx) {
+    uv_once(&once, init_once);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, on_client_session);
+}
+
+void lx_tls_session_free(void *session) {
+    SSL_SESSION_free(session);
 }
 
 void lx_tls_close(lx_tp_t *tp, uv_close_cb cb) {
@@ -465,6 +548,7 @@ static void deliver(lx_tls_t *t) {
             t->hs_done = 1;
             count_end(t);
             t->ready(t->tp);
+            if (t->closing) return;
         }
         int r = send_records(t, NULL, NULL); /* the handshake's answers, alerts, tickets */
         if (r < 0) {
@@ -487,6 +571,7 @@ static void deliver(lx_tls_t *t) {
             return;
         }
         unsigned long e = ERR_peek_error();
+        if (!t->hs_done) t->err = e;
         set_fail(t, e ? why_failed(e) : LX_TF_CLOSED);
         lx_log_debug("TLS: %s", e ? ERR_reason_error_string(e) : "connection broken");
         ERR_clear_error();
@@ -516,7 +601,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         deliver(t);
         return;
     }
-    if (!t->first_seen) {
+    if (!t->first_seen && !t->client) {
         t->first_seen = 1;
         if (looks_plain((unsigned char)buf->base[0])) {
             set_fail(t, LX_TF_PLAIN);
@@ -548,7 +633,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     }
     if (!t->hs_done) t->hs_bytes += (size_t)n;
     deliver(t);
-    if (!t->hs_done && !t->closing && t->hs_bytes > HANDSHAKE_MAX) {
+    if (!t->hs_done && !t->closing && !t->client && t->hs_bytes > HANDSHAKE_MAX) {
         set_fail(t, LX_TF_TOO_LARGE);
         lx_log_debug("TLS: a handshake of more than %d bytes", HANDSHAKE_MAX);
         t->read_cb(st, UV_EPROTO, &(uv_buf_t){0});

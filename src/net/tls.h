@@ -23,6 +23,28 @@ typedef void (*lx_tls_ready_fn)(lx_tp_t *tp);
  * 0 or -ENOMEM. */
 int lx_tls_new(lx_tp_t *tp, SSL_CTX *base, lx_tls_pick_fn pick, lx_tls_ready_fn ready, void *arg);
 
+/* A session luxd may resume as a client (an SSL_SESSION, one reference,
+ * now the hook's: free it with lx_tls_session_free). */
+typedef void (*lx_tls_session_fn)(lx_tp_t *tp, void *session);
+
+/* Puts a TLS session over tp's socket, as the client: ctx's settings,
+ * name sent as SNI (unless name_ip) and checked against the server's
+ * certificate when ctx verifies, session (or NULL) offered for
+ * resumption. ready is told when the handshake is done; on_session of
+ * each session the server hands out. 0 or a negative errno (tp->tls is
+ * set even then: close through the transport). */
+int lx_tls_client(lx_tp_t *tp, SSL_CTX *ctx, const char *name, int name_ip, void *session,
+                  lx_tls_ready_fn ready, lx_tls_session_fn on_session);
+/* Sends the ClientHello, once the socket is connected. Reading must be
+ * started for the handshake to go on; a failure is then a read error, and
+ * lx_tls_why says what it was. 0 or a negative errno. */
+int lx_tls_handshake(lx_tp_t *tp);
+/* Why tp's handshake failed, for a log line, written into buf. */
+const char *lx_tls_why(const lx_tp_t *tp, char *buf, size_t len);
+/* The hooks a client SSL_CTX needs (the new-session callback). */
+void lx_tls_client_ctx_hooks(SSL_CTX *ctx);
+void lx_tls_session_free(void *session);
+
 /* Installs what every server SSL_CTX of luxd needs from the transport: the
  * ClientHello callback that picks the certificates by server name, and
  * ALPN. */

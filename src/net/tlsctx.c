@@ -234,6 +234,51 @@ static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
     return r < 0 ? r : session_context(vh, c, err, errlen);
 }
 
+/* upstream { tls = ... }: the client context its connections share. The
+ * system's CAs unless ca names others; TLS 1.2 at least; sessions are
+ * kept per pool (upstream/upconn.c) through the new-session hook. */
+static int upstream_ctx(lx_upstream_t *u, char *err, size_t errlen) {
+    lx_upstream_tls_t *t = u->tls;
+    SSL_CTX *c = SSL_CTX_new(TLS_client_method());
+    if (c == NULL || !SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION)) {
+        SSL_CTX_free(c);
+        snprintf(err, errlen, "%s:%d: upstream \"%s\": tls: %s", t->file, t->line, u->name,
+                 ssl_reason());
+        return -ENOMEM;
+    }
+    t->ctx = c; /* freed with the generation */
+    SSL_CTX_set_options(c, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
+    static const unsigned char alpn[] = "\x08http/1.1";
+    SSL_CTX_set_alpn_protos(c, alpn, sizeof(alpn) - 1);
+    lx_tls_client_ctx_hooks(c);
+    if (!t->verify) return 0;
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+    if (t->ca == NULL) {
+        if (SSL_CTX_set_default_verify_paths(c) != 1) ERR_clear_error();
+        return 0;
+    }
+    FILE *f = fopen(t->ca, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s:%d: upstream \"%s\": tls ca \"%s\": %s", t->file, t->line,
+                 u->name, t->ca, strerror(errno));
+        return -EINVAL;
+    }
+    fclose(f);
+    STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(t->ca); /* does it hold any? */
+    int any = names && sk_X509_NAME_num(names) > 0;
+    sk_X509_NAME_pop_free(names, X509_NAME_free);
+    if (!any || SSL_CTX_load_verify_locations(c, t->ca, NULL) != 1) {
+        ERR_clear_error();
+        snprintf(err, errlen,
+                 "%s:%d: upstream \"%s\": tls ca \"%s\": no CA certificate in it (PEM, one or "
+                 "more -----BEGIN CERTIFICATE----- blocks)",
+                 t->file, t->line, u->name, t->ca);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* server { tls = { ticket_key_file = ... } }: the keys, read as the
  * certificates are, at every load. */
 static int read_ticket_keys(lx_gen_t *g, char *err, size_t errlen) {
@@ -284,6 +329,10 @@ int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen) {
                         "certificate is not used",
                         vh->name);
     }
+    for (size_t i = 0; i < g->nupstreams; i++) {
+        int r = g->upstreams[i].tls ? upstream_ctx(&g->upstreams[i], err, errlen) : 0;
+        if (r < 0) return r;
+    }
     if (tls_listen == NULL) return 0;
     if (with == NULL) {
         snprintf(err, errlen,
@@ -304,6 +353,8 @@ void lx_tls_gen_free(lx_gen_t *g) {
         SSL_CTX_free(g->vhosts[i].tls.ctx);
     SSL_CTX_free(g->tls_base);
     lx_ticket_keys_free(g->ticket_keys);
+    for (size_t i = 0; i < g->nupstreams; i++)
+        if (g->upstreams[i].tls) SSL_CTX_free(g->upstreams[i].tls->ctx);
 }
 
 void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent) {

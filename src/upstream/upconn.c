@@ -9,6 +9,7 @@
 
 #include "../log.h"
 #include "../lx.h"
+#include "../net/tls.h"
 #include "../stats.h"
 
 /* lx_upconn_is() tells an upstream socket by its data pointing at itself. */
@@ -17,6 +18,8 @@ _Static_assert(offsetof(lx_upconn_t, h) == 0, "the socket is the first member of
 struct lx_uppool_s {
     struct sockaddr_storage addr; /**< the server's address: the pool's key */
     socklen_t addrlen;
+    uint64_t id;    /**< and what else its connections share (lx_upstream_server_t pool_id) */
+    void *tls_sess; /**< the TLS session a new connection offers to resume, or NULL */
     lx_uploop_t *ul;
     lx_upconn_t *idle;      /**< most recently used first */
     lx_upconn_t *idle_tail; /**< least recently used */
@@ -81,6 +84,7 @@ void lx_uploop_free(lx_uploop_t *ul) {
     lx_uppool_t *p = ul->pools;
     while (p) {
         lx_uppool_t *next = p->next;
+        if (p->tls_sess) lx_tls_session_free(p->tls_sess);
         free(p);
         p = next;
     }
@@ -88,12 +92,18 @@ void lx_uploop_free(lx_uploop_t *ul) {
 }
 
 lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s) {
+    /* A TLS server and a plain one on one address (or two names checked
+     * for one address) have pools of their own: a connection lent must
+     * speak what its request expects. */
     for (lx_uppool_t *p = ul->pools; p; p = p->next)
-        if (p->addrlen == s->addrlen && memcmp(&p->addr, &s->addr, s->addrlen) == 0) return p;
+        if (p->addrlen == s->addrlen && p->id == s->pool_id &&
+            memcmp(&p->addr, &s->addr, s->addrlen) == 0)
+            return p;
     lx_uppool_t *p = calloc(1, sizeof(*p));
     if (p == NULL) return NULL;
     memcpy(&p->addr, &s->addr, s->addrlen);
     p->addrlen = s->addrlen;
+    p->id = s->pool_id;
     p->stat_slot = s->stat_slot;
     p->ul = ul;
     p->next = ul->pools;
@@ -134,7 +144,10 @@ void lx_upconn_close(lx_upconn_t *uc) {
     uc->ops = NULL;
     uc->data = NULL;
     lx_sendbatch_cancel(&uc->send);
-    uv_close(&uc->h.handle, on_handle_closed);
+    if (uc->tls)
+        lx_tls_close(&uc->h.tp, on_handle_closed);
+    else
+        uv_close(&uc->h.handle, on_handle_closed);
     uv_close((uv_handle_t *)&uc->timer, on_handle_closed);
 }
 
@@ -222,9 +235,15 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
     *buf = uv_buf_init(uc->pool->ul->rbuf, sizeof(uc->pool->ul->rbuf));
 }
 
+static void handshake_failed(lx_upconn_t *uc, int err);
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     lx_upconn_t *uc = st->data;
-    if (nread == 0) return; /* EAGAIN */
+    if (nread == 0) return;              /* EAGAIN */
+    if (uc->state == LX_UC_CONNECTING) { /* a TLS handshake: it failed */
+        handshake_failed(uc, nread < 0 ? (int)nread : UV_EPROTO);
+        return;
+    }
     if (uc->state == LX_UC_IDLE) {
         /* A close, or bytes nobody asked for: either way the connection
          * cannot carry another request. (The backend closes its longest
@@ -240,6 +259,11 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 int lx_upconn_read(lx_upconn_t *uc, int on) {
     if (on == uc->reading) return 0;
     uc->reading = on != 0;
+    if (uc->tls) {
+        if (on) return lx_tls_read_start(&uc->h.tp, on_alloc, on_read);
+        lx_tls_read_stop(&uc->h.tp);
+        return 0;
+    }
     if (!on) return uv_read_stop(&uc->h.stream);
     return uv_read_start(&uc->h.stream, on_alloc, on_read);
 }
@@ -318,14 +342,50 @@ void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms) {
 
 /* ---- connecting ----------------------------------------------------- */
 
+/* The TLS handshake is done: the connection is the borrower's. */
+static void on_tls_ready(lx_tp_t *tp) {
+    lx_upconn_t *uc = container_of(tp, lx_upconn_t, h.tp);
+    uv_timer_stop(&uc->timer);
+    uc->state = LX_UC_ACTIVE;
+    uc->ops->connected(uc, 0);
+}
+
+/* The server handed out a session: the next connection of the pool offers
+ * it, so that it need not do a full handshake. */
+static void on_tls_session(lx_tp_t *tp, void *session) {
+    lx_uppool_t *p = container_of(tp, lx_upconn_t, h.tp)->pool;
+    if (p->tls_sess) lx_tls_session_free(p->tls_sess);
+    p->tls_sess = session;
+}
+
+static void handshake_failed(lx_upconn_t *uc, int err) {
+    uv_timer_stop(&uc->timer);
+    lx_tls_why(&uc->h.tp, uc->why, sizeof(uc->why));
+    /* A session the server would not resume is not offered again. */
+    if (uc->pool->tls_sess) {
+        lx_tls_session_free(uc->pool->tls_sess);
+        uc->pool->tls_sess = NULL;
+    }
+    uc->ops->connected(uc, err == UV_EOF ? UV_EPROTO : err);
+}
+
+const char *lx_upconn_why(const lx_upconn_t *uc) {
+    return uc->why[0] ? uc->why : NULL;
+}
+
 static void on_connect(uv_connect_t *req, int status) {
     lx_upconn_t *uc = req->data;
     if (uc->state == LX_UC_CLOSING) return;
-    uv_timer_stop(&uc->timer);
-    if (status == 0) {
-        uc->state = LX_UC_ACTIVE;
-        if (uc->h.handle.type == UV_TCP) uv_tcp_nodelay(&uc->h.tcp, 1);
+    if (status == 0 && uc->h.handle.type == UV_TCP) uv_tcp_nodelay(&uc->h.tcp, 1);
+    if (status == 0 && uc->tls) {
+        /* The connect timeout runs on over the handshake. */
+        status = lx_tls_handshake(&uc->h.tp);
+        if (status == 0) status = lx_upconn_read(uc, 1);
+        if (status == 0) return; /* on_tls_ready, or a read error */
+        lx_tls_why(&uc->h.tp, uc->why, sizeof(uc->why));
     }
+    uv_timer_stop(&uc->timer);
+    if (status == 0) uc->state = LX_UC_ACTIVE;
     uc->ops->connected(uc, status);
 }
 
@@ -344,8 +404,8 @@ static void on_connect_timeout(uv_timer_t *t) {
 
 static void on_sent(lx_send_t *q, const char *data, size_t len, size_t sent, int res);
 
-int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, uint32_t timeout_ms,
-                      lx_upconn_t **out) {
+int lx_upconn_connect(lx_uppool_t *p, const lx_upstream_server_t *s, const lx_upconn_ops_t *ops,
+                      void *data, uint32_t timeout_ms, lx_upconn_t **out) {
     uv_loop_t *loop = p->ul->loop;
     lx_upconn_t *uc = calloc(1, sizeof(*uc));
     if (uc == NULL) return -ENOMEM;
@@ -370,6 +430,20 @@ int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, ui
     uc->timer.data = uc;
     uc->creq.data = uc;
     uc->handles = 2;
+    if (s->tls) {
+        /* Made now, while the generation that holds the context is the
+         * request's; the session keeps its own reference to it. */
+        uc->h.tp.tls = NULL;
+        uc->tls = 1;
+        r = lx_tls_client(&uc->h.tp, s->tls->ctx, s->tls_name, s->tls_name_ip, p->tls_sess,
+                          on_tls_ready, on_tls_session);
+        if (r < 0) {
+            uc->ops = NULL;
+            if (uc->h.tp.tls == NULL) uc->tls = 0;
+            lx_upconn_close(uc);
+            return r;
+        }
+    }
     if (p->addr.ss_family == AF_UNIX) {
         const struct sockaddr_un *sun = (const struct sockaddr_un *)&p->addr;
         uv_pipe_connect(&uc->creq, &uc->h.pipe, sun->sun_path, on_connect);
@@ -442,8 +516,21 @@ static void on_sent(lx_send_t *q, const char *data, size_t len, size_t sent, int
     written(uc, res);
 }
 
+/* Over TLS: the transport takes the bytes whole (into records) or not at
+ * all while its records wait for the socket; then they go with a write of
+ * its own, which owns its buffer. */
+static int write_tls(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs) {
+    ssize_t n = lx_tls_try_write(&uc->h.tp, bufs, nbufs);
+    if (n < 0) return (int)n;
+    if (n > 0 || nbufs == 0) return 1;
+    int r = lx_tls_write(&uc->h.tp, &uc->wreq, bufs, nbufs, on_write);
+    if (r == 0) uc->writing = 1;
+    return r;
+}
+
 static int write_bufs(lx_upconn_t *uc, const uv_buf_t *bufs, unsigned nbufs, int batch) {
     if (uc->writing) return -EBUSY;
+    if (uc->tls) return write_tls(uc, bufs, nbufs);
     size_t total = 0;
     for (unsigned i = 0; i < nbufs; i++)
         total += bufs[i].len;

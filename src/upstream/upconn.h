@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "../config/config.h"
+#include "../net/transport.h"
 #include "sendbatch.h"
 
 typedef struct lx_upconn_s lx_upconn_t;
@@ -48,6 +49,7 @@ struct lx_upconn_s {
         uv_handle_t handle;
         uv_stream_t stream;
         uv_tcp_t tcp;
+        lx_tp_t tp; /**< a TCP socket and its TLS (tp.tls valid only when tls is set) */
         uv_pipe_t pipe;
     } h;                        /**< the socket */
     uv_timer_t timer;           /**< connect, read or send deadline */
@@ -69,6 +71,8 @@ struct lx_upconn_s {
     uint8_t handles;      /**< handles still open (socket, timer) */
     unsigned writing : 1; /**< a write is in flight (send in the batch, or wreq) */
     unsigned reading : 1; /**< uv_read_start is in force */
+    unsigned tls : 1; /**< it speaks TLS (h.tp.tls); state CONNECTING until its handshake ends */
+    char why[160];    /**< why its TLS handshake failed, or "" */
 };
 
 /* Whether a handle of the loop is an upstream connection's socket (the
@@ -89,16 +93,20 @@ void lx_uploop_free(lx_uploop_t *ul);
  * beyond it go (once idle a second, as always). */
 void lx_uploop_retune(lx_uploop_t *ul, const lx_upstream_t *ups, size_t n);
 
-/* The pool for the address of s (made on first use; pools live until the
- * loop's end). NULL: out of memory. */
+/* The pool for the address of s and its TLS settings (made on first use;
+ * pools live until the loop's end). NULL: out of memory. */
 lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s);
 /* An idle connection of p, lent to the caller with ops/data; NULL: none.
  * One that has bytes (or a close) waiting unread is closed, not lent. */
 lx_upconn_t *lx_upconn_take(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data);
-/* Starts a fresh connection to p's address; ops->connected is called with
- * its result (after at most timeout_ms). */
-int lx_upconn_connect(lx_uppool_t *p, const lx_upconn_ops_t *ops, void *data, uint32_t timeout_ms,
-                      lx_upconn_t **out);
+/* Starts a fresh connection to p's address, over TLS when s has it;
+ * ops->connected is called with its result (after at most timeout_ms, the
+ * handshake included). */
+int lx_upconn_connect(lx_uppool_t *p, const lx_upstream_server_t *s, const lx_upconn_ops_t *ops,
+                      void *data, uint32_t timeout_ms, lx_upconn_t **out);
+/* Why a connection's TLS handshake failed (after ops->connected was told
+ * UV_EPROTO), or NULL. */
+const char *lx_upconn_why(const lx_upconn_t *uc);
 /* Gives a connection back after a complete response: kept idle for
  * idle_ms; the least recently used beyond keepalive idle ones for a
  * second at most (the next burst of requests takes them); keepalive 0
