@@ -52,6 +52,21 @@ for my $k (1 .. length($hello) - 1) {
 }
 is("@bad", '', 'a ServerHello after the ClientHello cut at each of ' . (length($hello) - 1) . ' places');
 
+# The same ClientHello in records of one payload byte each (its message
+# header cut across four records), and in records of 1 to 8 bytes: the
+# ClientHello length check reads across records; a ServerHello comes back.
+for my $size (1 .. 8) {
+    my $msg = substr($hello, 5);
+    my $wire = '';
+    $wire .= "\x16\x03\x01" . pack('n', length($_)) . $_ for unpack("(a$size)*", $msg);
+    my $sock = conn();
+    syswrite $sock, $wire;
+    my $rec = read_record($sock, 5);
+    push @bad, "records of $size" unless length($rec) >= 6 && substr($rec, 5, 1) eq "\x02";
+    close $sock;
+}
+is("@bad", '', 'a ServerHello after the ClientHello in records of 1 to 8 bytes');
+
 # Garbage: an alert or a close, never an answer of another kind.
 srand(1);
 for my $i (1 .. 50) {

@@ -1,8 +1,9 @@
 # The handshake's bounds and the server-wide TLS settings (issue 19):
 # handshake_timeout closes a connection whose handshake is not done in
-# time, and once it is done, the first request has header_timeout; more
-# than 64 KiB before the handshake is done is cut off (exactly 64 KiB is
-# not); server { tls = { protocols, ciphers } } change what is offered,
+# time, and once it is done, the first request has header_timeout; a
+# ClientHello announcing more than 16 KiB is cut off on its first bytes,
+# and so is more than 64 KiB before the handshake is done (exactly 16 and
+# 64 KiB are not); server { tls = { protocols, ciphers } } change what is offered,
 # and -t names a wrong one at its line; -T shows them. A vhost without a
 # certificate gets the one of the wildcard vhost above it.
 use strict;
@@ -78,31 +79,50 @@ sub tcp { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $_[0], Prot
     $s->stop;
 }
 
-# --- more than 64 KiB before the handshake is done -------------------------
+# --- a ClientHello over 16 KiB; more than 64 KiB before the handshake is done
 {
     my ($s, $tp) = TLSTest::server(config => $CONF, @FILES, server => { tls => \'{ handshake_timeout = 60 }' });
-    # A ClientHello announcing 100000 bytes, in records of 16 KiB: $total
-    # bytes on the wire, records and all.
+    # The first $sent bytes of a ClientHello announcing $len bytes, in
+    # records of $rec bytes of it each.
     my $hello = sub {
-        my ($total) = @_;
-        my $body = "\x01" . substr(pack('N', 100000), 1) . ("\0" x 200000);
+        my ($len, $sent, $rec) = @_;
+        my $body = "\x01" . substr(pack('N', $len), 1) . ("\0" x $len);
         my $wire = '';
-        while (length($wire) < $total) {
-            my $n = $total - length($wire) - 5;
-            $n = 16384 if $n > 16384;
+        while (length($wire) < $sent) {
+            my $left = $sent - length($wire);
+            # The last record takes what is left (no record shorter than
+            # its header is left over).
+            my $n = $left < $rec + 5 + 6 ? $left - 5 : $rec;
             $wire .= "\x16\x03\x01" . pack('n', $n) . substr($body, 0, $n, '');
         }
         return $wire;
     };
-    is(length($hello->(65536)), 65536, 'the first client sends exactly 64 KiB');
+    # OpenSSL makes room for the length announced: it is checked first.
     my $at = tcp($tp);
-    syswrite $at, $hello->(65536);
+    syswrite $at, $hello->(16384, 8000, 16384);
     my $past = tcp($tp);
-    syswrite $past, $hello->(65537);
-    ok(closed_within($past, 10), 'a byte past 64 KiB of handshake: the connection is closed at once');
-    ok(still_open($at), 'exactly 64 KiB: it waits for the rest of the ClientHello');
-    syswrite $at, "\x16";
-    ok(closed_within($at, 10), 'one more byte and it is closed too');
+    syswrite $past, substr($hello->(16385, 8000, 16384), 0, 9);
+    ok(closed_within($past, 10), 'a ClientHello announcing 16 KiB and a byte: closed on its first nine bytes');
+    ok(still_open($at), 'one announcing exactly 16 KiB: it waits for the rest');
+    # Its header cut across records of one byte: read all the same.
+    my $cut = tcp($tp);
+    syswrite $cut, $hello->(16385, 30, 1);
+    ok(closed_within($cut, 10), 'announcing 16 KiB and a byte across one-byte records: closed');
+    my $cut_at = tcp($tp);
+    syswrite $cut_at, $hello->(16384, 30, 1);
+    ok(still_open($cut_at), 'announcing exactly 16 KiB so: it waits');
+    # In records of one byte each, the wire bytes pass 64 KiB long before
+    # the message is whole: 10921 records of one byte and one of five.
+    my $wire = $hello->(16000, 65536, 1);
+    is(length($wire), 65536, 'a client sends exactly 64 KiB of one-byte records');
+    my $at64 = tcp($tp);
+    syswrite $at64, $wire;
+    my $past64 = tcp($tp);
+    syswrite $past64, $hello->(16000, 65537, 1);
+    ok(closed_within($past64, 10), 'a byte past 64 KiB before the handshake is done: closed at once');
+    ok(still_open($at64), 'exactly 64 KiB: it waits');
+    syswrite $at64, "\x16";
+    ok(closed_within($at64, 10), 'one more byte and it is closed too');
     my ($out) = $s->curl('-k', '--resolve', "a.test:$tp:127.0.0.1", "https://a.test:$tp/");
     is($out, "hello\n", 'a normal client is served meanwhile');
     $s->stop;

@@ -85,9 +85,12 @@ static int get_bool(loader_t *ld, int idx, const char *key, int def) {
     return v;
 }
 
+/* Seconds as ms; a positive value is at least 1 ms (0 means "none" to the
+ * deadlines: handshake_timeout = 0.0004 turned the timeout off). */
 static uint32_t get_ms(loader_t *ld, int idx, const char *key, double def_s) {
     double s = get_num(ld, idx, key, def_s);
-    return s <= 0 ? 0 : s * 1000 > 4e9 ? 4000000000u : (uint32_t)(s * 1000);
+    if (s <= 0) return 0;
+    return s * 1000 > 4e9 ? 4000000000u : s * 1000 < 1 ? 1 : (uint32_t)(s * 1000);
 }
 
 static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,7 +23,12 @@ typedef struct {
 } tkey_t;
 _Static_assert(sizeof(tkey_t) == LX_TICKET_KEY_BYTES, "a key file's layout");
 
+/* Held by the generation that read them and by each SSL_CTX it made: a
+ * handshake that began before a reload finishes on its old context after
+ * the generation is gone, and seals its ticket with these (a break
+ * review: freed with the generation, they were zeros by then). */
 struct lx_ticket_keys_s {
+    int refs; /**< atomic */
     size_t n;
     tkey_t k[LX_TICKET_KEYS_MAX];
 };
@@ -39,8 +45,15 @@ static struct {
 static int key_ex = -1;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* An SSL_CTX is freed (its last connection ended): its reference goes. */
+static void keys_of_ctx_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+                             void *argp) {
+    (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+    lx_ticket_keys_free(ptr);
+}
+
 static void init_once(void) {
-    key_ex = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    key_ex = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, keys_of_ctx_free);
 }
 
 static int fresh(tkey_t *k) {
@@ -51,6 +64,9 @@ static int fresh(tkey_t *k) {
  * what current was; after two periods (or a clock gone backwards) every
  * key is new, since nothing sealed then may be opened any more. */
 static int ring_advance(int64_t now) {
+    /* A clock a little behind (another thread's reading of it, or a small
+     * step back) is the same period; a large step back, a new ring. */
+    if (ring.since && now < ring.since && ring.since - now < LX_TICKET_PERIOD) return 0;
     if (ring.since == 0 || now < ring.since || now - ring.since >= 2 * LX_TICKET_PERIOD) {
         for (int i = 0; i < 3; i++)
             if (fresh(&ring.k[i]) < 0) return -EIO;
@@ -73,9 +89,11 @@ static int find(const tkey_t *keys, size_t n, const unsigned char *name) {
 }
 
 /* The key to seal with (name NULL) or the one named name, copied to *out:
- * its index, or -1. */
+ * its index, or -1. now < 0: the time is read under the lock, so that the
+ * threads' readings of it come in order. */
 static int ring_key(int64_t now, const unsigned char *name, tkey_t *out) {
     pthread_mutex_lock(&ring.mu);
+    if (now < 0) now = (int64_t)time(NULL);
     int i = ring_advance(now) < 0 ? -1 : name ? find(ring.k, 3, name) : 0;
     if (i >= 0) *out = ring.k[i];
     pthread_mutex_unlock(&ring.mu);
@@ -103,7 +121,7 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char iv[EVP_MAX_
         i = enc ? 0 : find(file->k, file->n, name);
         if (i >= 0) k = file->k[i];
     } else {
-        i = ring_key((int64_t)time(NULL), enc ? NULL : name, &k);
+        i = ring_key(-1, enc ? NULL : name, &k);
     }
     if (i < 0) return enc ? -1 : 0;
     int ok = 1;
@@ -126,10 +144,14 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char iv[EVP_MAX_
 }
 
 int lx_ticket_keys_read(const char *path, lx_ticket_keys_t **out, char *why, size_t whylen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        snprintf(why, whylen, "%s", strerror(e));
+    /* Without blocking, and a regular file only: a FIFO would stall the
+     * load (a break review). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        int e = fd < 0 ? errno : EINVAL;
+        if (fd >= 0) close(fd);
+        snprintf(why, whylen, "%s", e == EINVAL ? "not a regular file" : strerror(e));
         return -e;
     }
     lx_ticket_keys_t *keys = calloc(1, sizeof(*keys));
@@ -155,6 +177,7 @@ int lx_ticket_keys_read(const char *path, lx_ticket_keys_t **out, char *why, siz
                  LX_TICKET_KEYS_MAX, LX_TICKET_KEY_BYTES, LX_TICKET_KEY_BYTES);
         r = -EINVAL;
     } else {
+        keys->refs = 1;
         keys->n = len / LX_TICKET_KEY_BYTES;
         memcpy(keys->k, buf, len);
     }
@@ -168,7 +191,7 @@ int lx_ticket_keys_read(const char *path, lx_ticket_keys_t **out, char *why, siz
 }
 
 void lx_ticket_keys_free(lx_ticket_keys_t *keys) {
-    if (keys == NULL) return;
+    if (keys == NULL || __atomic_sub_fetch(&keys->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     OPENSSL_cleanse(keys, sizeof(*keys));
     free(keys);
 }
@@ -299,9 +322,14 @@ static void on_remove_session(SSL_CTX *ctx, SSL_SESSION *sess) {
     pthread_mutex_unlock(&cache.mu);
 }
 
-int lx_tls_resumption(SSL_CTX *ctx, const lx_ticket_keys_t *keys) {
+int lx_tls_resumption(SSL_CTX *ctx, lx_ticket_keys_t *keys) {
     pthread_once(&once, init_once);
-    if (key_ex < 0 || !SSL_CTX_set_ex_data(ctx, key_ex, (void *)keys)) return -ENOMEM;
+    if (key_ex < 0) return -ENOMEM;
+    if (keys) __atomic_add_fetch(&keys->refs, 1, __ATOMIC_RELAXED);
+    if (!SSL_CTX_set_ex_data(ctx, key_ex, keys)) {
+        lx_ticket_keys_free(keys);
+        return -ENOMEM;
+    }
     SSL_CTX_set_timeout(ctx, LX_TICKET_PERIOD);
     SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, on_ticket);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER | SSL_SESS_CACHE_NO_INTERNAL |

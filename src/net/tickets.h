@@ -33,14 +33,15 @@ typedef struct lx_ticket_keys_s lx_ticket_keys_t;
  * first sealing new tickets, all of them opening. 0 with *out, or a
  * negative errno with the reason (no file:line) in why. */
 int lx_ticket_keys_read(const char *path, lx_ticket_keys_t **out, char *why, size_t whylen);
-/* Wipes and frees keys (NULL is fine). */
+/* Lets go of a reference to keys (NULL is fine); the last one wipes and
+ * frees them. */
 void lx_ticket_keys_free(lx_ticket_keys_t *keys);
 
 /* Makes ctx resume sessions through the process: tickets sealed with keys
- * (NULL: the process's own rotating keys), TLS 1.2 session ids in the
- * shared cache, both good for LX_TICKET_PERIOD seconds. keys must outlive
- * ctx. 0 or -ENOMEM. */
-int lx_tls_resumption(SSL_CTX *ctx, const lx_ticket_keys_t *keys);
+ * (NULL: the process's own rotating keys; ctx takes a reference, given
+ * back when it is freed), TLS 1.2 session ids in the shared cache, both
+ * good for LX_TICKET_PERIOD seconds. 0 or -ENOMEM. */
+int lx_tls_resumption(SSL_CTX *ctx, lx_ticket_keys_t *keys);
 
 /* The rotation of the process's own keys at time now (seconds), for the
  * unit test: which of current (0), next (1) and previous (2) the key

@@ -39,6 +39,11 @@
  * with post-quantum key shares is about 2 KiB, a client certificate chain
  * some more; OpenSSL alone would take a ClientHello of 128 KiB. */
 #define HANDSHAKE_MAX (64 * 1024)
+/* The longest ClientHello taken. OpenSSL makes room for the length a
+ * ClientHello announces (up to 128 KiB) from its first four bytes: 300
+ * clients announcing 100000 bytes held 139 KiB each (a break review). A
+ * real one is under 2 KiB; some with many tickets or key shares, 4. */
+#define CLIENT_HELLO_MAX (16 * 1024)
 /* A record buffer larger than this is not kept between writes. */
 #define OBUF_KEEP (64 * 1024)
 
@@ -64,29 +69,34 @@ struct lx_tls_s {
     lx_tls_session_fn on_session; /**< a client's: told of each session it may resume */
     unsigned long err;            /**< OpenSSL's error that ended the handshake, or 0 */
     size_t hs_bytes;              /**< bytes read while the handshake was not done */
-    const char *in;               /**< ciphertext the BIO reads from now */
-    size_t in_len;                /**< its bytes left */
-    char *keep;                   /**< ciphertext read while reading was stopped, or past it */
-    size_t keep_len;              /**< bytes in keep */
-    size_t keep_cap;              /**< its size */
-    char *obuf;                   /**< records made and not yet handed to the socket */
-    size_t olen, ocap;            /**< bytes in it, its size */
-    uint64_t sent;                /**< plain bytes sent since the start or the last idle spell */
-    uint64_t last_write;          /**< loop ms of the last write */
-    unsigned inflight;            /**< uv_writes of ours in flight */
-    int werr;                     /**< the error one of them met, or 0 */
-    unsigned reading : 1;         /**< the protocol reads */
-    unsigned eof : 1;             /**< the socket's end was read */
-    unsigned first_seen : 1;      /**< the first byte was checked for plain HTTP */
-    unsigned closing : 1;         /**< lx_tls_close was called */
-    unsigned idle_closed : 1;     /**< idle's close callback ran */
-    unsigned failed : 1;          /**< a record or the handshake failed: its session is not kept */
-    unsigned hs_done : 1;         /**< the handshake is done and ready was told */
-    unsigned fail : 4;            /**< why the handshake failed (LX_TF_* + 1), 0: not known */
-    unsigned client_read : 1;     /**< client_subject and client_fp are made */
-    unsigned client : 1;          /**< luxd is the client (an upstream connection) */
-    char *client_subject;         /**< the verified client certificate's subject, or NULL */
-    char client_fp[65];           /**< its SHA-256 in hex, or "" */
+    /* The ClientHello's length, read before OpenSSL sees it (hello_len). */
+    unsigned char rec_head[5]; /**< the record header being read */
+    unsigned char msg_head[4]; /**< the first message's header */
+    uint8_t rec_got, msg_got;  /**< bytes of each read so far (msg_got 4: done) */
+    uint16_t rec_left;         /**< payload bytes left in the record being read */
+    const char *in;            /**< ciphertext the BIO reads from now */
+    size_t in_len;             /**< its bytes left */
+    char *keep;                /**< ciphertext read while reading was stopped, or past it */
+    size_t keep_len;           /**< bytes in keep */
+    size_t keep_cap;           /**< its size */
+    char *obuf;                /**< records made and not yet handed to the socket */
+    size_t olen, ocap;         /**< bytes in it, its size */
+    uint64_t sent;             /**< plain bytes sent since the start or the last idle spell */
+    uint64_t last_write;       /**< loop ms of the last write */
+    unsigned inflight;         /**< uv_writes of ours in flight */
+    int werr;                  /**< the error one of them met, or 0 */
+    unsigned reading : 1;      /**< the protocol reads */
+    unsigned eof : 1;          /**< the socket's end was read */
+    unsigned first_seen : 1;   /**< the first byte was checked for plain HTTP */
+    unsigned closing : 1;      /**< lx_tls_close was called */
+    unsigned idle_closed : 1;  /**< idle's close callback ran */
+    unsigned failed : 1;       /**< a record or the handshake failed: its session is not kept */
+    unsigned hs_done : 1;      /**< the handshake is done and ready was told */
+    unsigned fail : 4;         /**< why the handshake failed (LX_TF_* + 1), 0: not known */
+    unsigned client_read : 1;  /**< client_subject and client_fp are made */
+    unsigned client : 1;       /**< luxd is the client (an upstream connection) */
+    char *client_subject;      /**< the verified client certificate's subject, or NULL */
+    char client_fp[65];        /**< its SHA-256 in hex, or "" */
 };
 
 /* A uv_write of ours: the records it sends, and the protocol's write to
@@ -375,7 +385,7 @@ static void on_written(uv_write_t *req, int status) {
     /* The buffer is kept for the next records unless one is there or it
      * is large; with its real size (a break review: claiming OBUF_KEEP
      * for a smaller one let the next records overrun it). */
-    if (t->obuf == NULL && !t->closing && q->buf && q->cap <= OBUF_KEEP) {
+    if (t->obuf == NULL && !t->closing && t->hs_done && q->buf && q->cap <= OBUF_KEEP) {
         t->obuf = q->buf;
         t->ocap = q->cap;
         t->olen = 0;
@@ -586,6 +596,37 @@ static int looks_plain(unsigned char c) {
     return c >= 'A' && c <= 'Z';
 }
 
+/* Whether the ClientHello the first bytes announce is longer than
+ * CLIENT_HELLO_MAX, read from the stream as it comes: record headers (a
+ * handshake record is 22) and the first four bytes of their payload, the
+ * message's type (1: ClientHello) and length, which may be cut across
+ * records and reads at any byte (a break review). Once the length is
+ * known, or the stream is not a handshake, it looks no further. */
+static int hello_too_long(lx_tls_t *t, const char *p, size_t n) {
+    for (size_t i = 0; i < n && t->msg_got < sizeof(t->msg_head); i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (t->rec_left == 0) {
+            t->rec_head[t->rec_got++] = c;
+            if (t->rec_got < sizeof(t->rec_head)) continue;
+            t->rec_got = 0;
+            if (t->rec_head[0] != 22) {
+                t->msg_got = sizeof(t->msg_head); /* OpenSSL refuses it */
+                return 0;
+            }
+            t->rec_left = (uint16_t)(t->rec_head[3] << 8 | t->rec_head[4]);
+            continue;
+        }
+        t->msg_head[t->msg_got++] = c;
+        t->rec_left--;
+        if (t->msg_got == sizeof(t->msg_head)) {
+            size_t len =
+                (size_t)t->msg_head[1] << 16 | (size_t)t->msg_head[2] << 8 | t->msg_head[3];
+            return t->msg_head[0] == 1 && len > CLIENT_HELLO_MAX;
+        }
+    }
+    return 0;
+}
+
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     lx_tls_t *t = container_of((uv_tcp_t *)st, lx_tp_t, tcp)->tls;
     if (n == 0) return;
@@ -630,6 +671,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     } else {
         t->in = buf->base;
         t->in_len = (size_t)n;
+    }
+    if (!t->client && t->msg_got < sizeof(t->msg_head) && hello_too_long(t, buf->base, (size_t)n)) {
+        set_fail(t, LX_TF_TOO_LARGE);
+        lx_log_debug("TLS: a ClientHello of more than %d bytes", CLIENT_HELLO_MAX);
+        t->read_cb(st, UV_EPROTO, &(uv_buf_t){0});
+        return;
     }
     if (!t->hs_done) t->hs_bytes += (size_t)n;
     deliver(t);

@@ -7,12 +7,14 @@
 #include "net/tlsctx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "net/tickets.h"
 #include "net/tls.h"
@@ -52,10 +54,13 @@ static SSL_CTX *ctx_new(const lx_gen_t *g, char *err, size_t errlen) {
     }
     if (!SSL_CTX_set_cipher_list(c, st->ciphers ? st->ciphers : CIPHERS_12)) {
         ERR_clear_error();
-        snprintf(err, errlen,
-                 "%s:%d: server tls ciphers \"%s\": OpenSSL knows no cipher of that list (see "
-                 "openssl-ciphers(1): names such as ECDHE-ECDSA-AES128-GCM-SHA256, joined by :)",
-                 st->file, st->ciphers_line, st->ciphers);
+        snprintf(err, errlen, "%s:%d: server tls ciphers \"%s\": %s", st->file, st->ciphers_line,
+                 st->ciphers,
+                 strncmp(st->ciphers, "TLS_", 4) == 0
+                     ? "those are TLS 1.3 suites: ciphers is the TLS 1.2 list (TLS 1.3 keeps "
+                       "OpenSSL's suites, all of them AEAD)"
+                     : "OpenSSL knows no cipher of that list (see openssl-ciphers(1): names "
+                       "such as ECDHE-ECDSA-AES128-GCM-SHA256, joined by :)");
         SSL_CTX_free(c);
         return NULL;
     }
@@ -75,18 +80,26 @@ static SSL_CTX *ctx_new(const lx_gen_t *g, char *err, size_t errlen) {
     return c;
 }
 
+/* 0 when path is a regular file luxd can read, else a negative errno
+ * (-EINVAL: not a regular file). Opened without blocking: a FIFO named
+ * by mistake would stall -t, and a reload for good (a break review). */
+static int regular_file(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    struct stat sb;
+    int r = fstat(fd, &sb) < 0 ? -errno : S_ISREG(sb.st_mode) ? 0 : -EINVAL;
+    close(fd);
+    return r;
+}
+
 /* Whether path can be opened for reading, with the reason in err when not:
  * OpenSSL's own message for a missing file says less. */
 static int readable(const char *path, const char *what, const lx_vhost_t *vh, char *err,
                     size_t errlen) {
-    FILE *f = fopen(path, "r");
-    if (f) {
-        fclose(f);
-        return 1;
-    }
-    int e = errno;
+    int e = -regular_file(path);
+    if (e == 0) return 1;
     snprintf(err, errlen, "%s:%d: vhost \"%s\": tls %s \"%s\": %s%s", vh->tls.file, vh->tls.line,
-             vh->name, what, path, strerror(e),
+             vh->name, what, path, e == EINVAL ? "not a regular file" : strerror(e),
              e == EACCES ? " (luxd reads certificates and keys as the user it runs as at a "
                            "reload: see luxd(8), \"TLS keys\")"
                          : "");
@@ -183,6 +196,22 @@ static int session_context(const lx_vhost_t *vh, SSL_CTX *c, char *err, size_t e
     return 0;
 }
 
+/* Whether a TLS 1.2 cipher of c can be used with a key of one of types
+ * (an ECDSA cipher for an EC or EdDSA key, an RSA one for RSA). */
+static int cipher_for(SSL_CTX *c, const int *types, int ntypes) {
+    STACK_OF(SSL_CIPHER) *cs = SSL_CTX_get_ciphers(c);
+    for (int i = 0; cs && i < sk_SSL_CIPHER_num(cs); i++) {
+        const SSL_CIPHER *ci = sk_SSL_CIPHER_value(cs, i);
+        int auth = SSL_CIPHER_get_auth_nid(ci);
+        if (auth == NID_auth_any) continue; /* a TLS 1.3 suite */
+        for (int k = 0; k < ntypes; k++) {
+            int rsa = types[k] == EVP_PKEY_RSA || types[k] == EVP_PKEY_RSA_PSS;
+            if (rsa ? auth == NID_auth_rsa : auth == NID_auth_ecdsa) return 1;
+        }
+    }
+    return 0;
+}
+
 static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
     SSL_CTX *c = ctx_new(g, err, errlen);
     if (c == NULL) return -EINVAL;
@@ -230,6 +259,15 @@ static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
         }
         check_dates(g, vh, i, x);
     }
+    if (g->srv.tls.max_version < TLS1_3_VERSION && !cipher_for(c, types, vh->tls.npairs)) {
+        snprintf(err, errlen,
+                 "%s:%d: vhost \"%s\": tls: no cipher of server tls ciphers can be used with its "
+                 "%s certificate%s, and TLS 1.3 is not offered: every handshake would fail",
+                 vh->tls.file, vh->tls.line, vh->name,
+                 types[0] == EVP_PKEY_RSA || types[0] == EVP_PKEY_RSA_PSS ? "RSA" : "ECDSA",
+                 vh->tls.npairs > 1 ? "s" : "");
+        return -EINVAL;
+    }
     int r = vh->tls.client_ca ? client_certs(vh, c, err, errlen) : 0;
     return r < 0 ? r : session_context(vh, c, err, errlen);
 }
@@ -258,13 +296,12 @@ static int upstream_ctx(lx_upstream_t *u, char *err, size_t errlen) {
         if (SSL_CTX_set_default_verify_paths(c) != 1) ERR_clear_error();
         return 0;
     }
-    FILE *f = fopen(t->ca, "r");
-    if (f == NULL) {
+    int e = -regular_file(t->ca);
+    if (e) {
         snprintf(err, errlen, "%s:%d: upstream \"%s\": tls ca \"%s\": %s", t->file, t->line,
-                 u->name, t->ca, strerror(errno));
+                 u->name, t->ca, e == EINVAL ? "not a regular file" : strerror(e));
         return -EINVAL;
     }
-    fclose(f);
     STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(t->ca); /* does it hold any? */
     int any = names && sk_X509_NAME_num(names) > 0;
     sk_X509_NAME_pop_free(names, X509_NAME_free);
