@@ -366,10 +366,17 @@ for row in rows:
             paired.append(v[0] / min(pv))
     pr = f'{med(paired):.2f} ({min(paired):.2f}-{max(paired):.2f})' if paired else '-'
     print(f'| {row} | ' + ' | '.join(cells) + f' | {best[1]} {fmt(best[0], 2)} | {fmt(ratio, 2)} | {pr} |')
-if 'luxd-base' in servers:
-    print('\nluxd / luxd-base (medians): ' + ', '.join(
-        f'{row} {med([v[0] for v in runs[(row, "luxd")].values()]) / med([v[0] for v in runs[(row, "luxd-base")].values()]):.2f}'
-        for row in rows if runs[(row, 'luxd')] and runs[(row, 'luxd-base')]))
+if 'luxd' in servers and 'luxd-base' in servers:
+    parts = []
+    for row in rows:
+        a, b = runs[(row, 'luxd')], runs[(row, 'luxd-base')]
+        if not a or not b:
+            continue
+        paired = [a[k][0] / b[k][0] for k in a if k in b]
+        parts.append(f'{row} {med([v[0] for v in a.values()]) / med([v[0] for v in b.values()]):.2f}'
+                     + (f' (paired {med(paired):.2f}, {min(paired):.2f}-{max(paired):.2f})' if paired else ''))
+    print('\nluxd / luxd-base, ratio of the medians (paired: median, min-max of the per-round ratios): '
+          + '; '.join(parts))
 print('\nTarget (issue 19): luxd/best <= 0.85 on every TLS row; the plain rows must not move.')
 for row in rows:
     if not row.startswith('tls-'):

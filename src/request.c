@@ -190,17 +190,13 @@ static LX_ROUTE_INLINE lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_st
 
 /* Whether a request over TLS names a vhost whose certificate is not the
  * one its connection's server name chose (RFC 9110 15.5.20): a client
- * must not reach a vhost it never checked the certificate of, over a
- * connection it opened for another name (a browser reuses connections
- * across names one certificate covers). Both are looked up in the
- * request's generation, so a reload between the handshake and the
- * request changes nothing. A vhost without a certificate of its own is
- * served over any connection, as it was before. */
+ * must not reach a vhost it never checked the certificate of, or whose
+ * client certificate policy it never met, over a connection it opened for
+ * another name (a browser reuses connections across names one certificate
+ * covers). Both are looked up in the request's generation, so a reload
+ * between the handshake and the request changes nothing (net/tlsctx.c). */
 static int misdirected(lx_req_t *r) {
-    const void *want = r->vhost->tls.ctx;
-    if (want == NULL) return 0;
-    const char *sni = lx_req_tls(r, LX_TLS_SNI);
-    return lx_tls_pick(r->gen, sni, sni ? strlen(sni) : 0) != want;
+    return lx_tls_misdirected(r->gen, r->vhost, r->host.p, r->host.len, lx_req_tls(r, LX_TLS_SNI));
 }
 
 /* The site's error page for status, or NULL. */

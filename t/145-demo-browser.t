@@ -18,21 +18,13 @@ use strict;
 use warnings;
 use Test::More;
 use Luxd;
+use Chromium;
 use Compress::Zlib qw(uncompress);
 use File::Temp qw(tempdir);
 use POSIX qw(:sys_wait_h);
 use Time::HiRes qw(time sleep);
 
-my $TIMEOUT = 60;    # seconds one Chromium run may take before it is killed
-
-sub find_in_path {
-    my ($name) = @_;
-    for my $d (split /:/, $ENV{PATH} // '') { return "$d/$name" if -x "$d/$name" && !-d "$d/$name" }
-    return undef;
-}
-
-my $chromium = find_in_path('chromium');
-unless ($chromium) {
+unless (Chromium::path()) {
     ok(0, 'chromium is installed')
       or diag("chromium (Debian's package) is not installed or not in PATH: `make deps-test` installs it "
         . "(it is listed in deps/packages-test.txt)");
@@ -79,74 +71,11 @@ sub browser_req {
     return qr/"GET \Q$path\E HTTP\/1\.1" $status \d+ "[^"]*" "[^"]*HeadlessChrome\/[^"]*"$/;
 }
 
-# --- running Chromium ---------------------------------------------------------
-sub procs_with {
-    my ($needle) = @_;
-    my @p;
-    for my $d (glob '/proc/[0-9]*') {
-        my $c = slurp("$d/cmdline") // next;
-        push @p, $d =~ s{.*/}{}r if index($c, $needle) >= 0;
-    }
-    return @p;
-}
-
-# Runs Chromium headless on $url with @extra flags; returns its stdout. Each
-# run gets a fresh profile; its process group is killed at the end whatever
-# happened, and the test checks that no process using the profile is left.
-my $runs = 0;
+# --- running Chromium (t/lib/Chromium.pm) ----------------------------------------
 sub chromium {
     my ($url, @extra) = @_;
-    $runs++;
-    my $tmp = tempdir('chromium-XXXXXX', TMPDIR => 1, CLEANUP => !$ENV{LUXD_KEEP});
-    my $profile = "$tmp/profile";
-    my @cmd = (
-        $chromium, '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync',
-        '--disable-default-apps', '--disable-extensions', '--no-default-browser-check',
-        # Only loopback: no proxy (nor its auto-detection), every host name
-        # unresolvable; the test loads 127.0.0.1 by address (the rules apply
-        # to addresses too, hence the EXCLUDE).
-        '--no-proxy-server', '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
-        "--user-data-dir=$profile", @extra, $url,
-    );
-    my $pid = fork // die "fork: $!";
-    if ($pid == 0) {
-        setpgrp(0, 0);
-        $ENV{HOME} = $tmp;
-        $ENV{XDG_CONFIG_HOME} = "$tmp/config";
-        $ENV{XDG_CACHE_HOME} = "$tmp/cache";
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', "$tmp/stdout" or POSIX::_exit(126);
-        open STDERR, '>', "$tmp/stderr" or POSIX::_exit(126);
-        no warnings 'exec';
-        exec { $cmd[0] } @cmd;
-        POSIX::_exit(127);
-    }
-    my $deadline = time + $TIMEOUT;
-    my $st;
-    while (1) {
-        my $r = waitpid($pid, WNOHANG);
-        if ($r == $pid) { $st = $?; last }
-        last if time > $deadline;
-        sleep 0.05;
-    }
-    kill 'KILL', -$pid;    # the group: helpers (zygote, renderer) too
-    if (!defined $st) { waitpid($pid, 0) }
-    my $what = "chromium run $runs ($url @extra)";
-    ok(defined $st, "$what finished within $TIMEOUT s");
-    my $err = slurp("$tmp/stderr") // '';
-    is($st, 0, "$what exited 0") or diag("stderr:\n$err");
-    # Chromium exits 0 when the load failed too; it says so on stderr.
-    unlike($err, qr/Page load failed/, "$what loaded the page") or diag("stderr:\n$err");
-    my @left;
-    # Every process of this run names its temp dir: the browser's processes
-    # the profile, the crash handlers (which leave the process group) their
-    # database under HOME.
-    # Up to 20 s: on a loaded machine Chromium's helpers take seconds to go.
-    my $deadline = time + 20;
-    while (1) { @left = procs_with($tmp); last if !@left || time > $deadline; sleep 0.05 }
-    ok(!@left, "$what left no process behind") or do { diag("left: @left"); kill 'KILL', @left };
-    return slurp("$tmp/stdout") // '';
+    my ($out) = Chromium::run($url, flags => \@extra);
+    return $out;
 }
 
 sub entities {

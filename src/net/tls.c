@@ -213,6 +213,9 @@ static void count_end(lx_tls_t *t) {
         if (SSL_session_reused(t->ssl)) LX_ST_INC(&st->tls_resumed);
         return;
     }
+    /* A connection that sent nothing is no handshake (a balancer's health
+     * check connects and closes): not counted. */
+    if (t->hs_bytes == 0 && t->fail == 0) return;
     unsigned why = t->fail ? t->fail - 1u : t->eof ? LX_TF_CLOSED : LX_TF_UNFINISHED;
     LX_ST_INC(&st->tls_failures[why]);
 }
@@ -306,8 +309,10 @@ int lx_tls_handshake(lx_tp_t *tp) {
 const char *lx_tls_why(const lx_tp_t *tp, char *buf, size_t len) {
     const lx_tls_t *t = tp->tls;
     if (t == NULL) return NULL;
+    /* OpenSSL works the verify result out with verify = false too: it is
+     * the cause only when the certificate is checked. */
     long v = SSL_get_verify_result(t->ssl);
-    if (t->client && v != X509_V_OK) {
+    if (t->client && v != X509_V_OK && (SSL_get_verify_mode(t->ssl) & SSL_VERIFY_PEER)) {
         X509_VERIFY_PARAM *p = SSL_get0_param(t->ssl);
         const char *host = X509_VERIFY_PARAM_get0_host(p, 0);
         char *ip = host ? NULL : X509_VERIFY_PARAM_get1_ip_asc(p);
@@ -632,7 +637,9 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     if (n == 0) return;
     if (n < 0) {
         if (n != UV_EOF) {
-            set_fail(t, LX_TF_CLOSED);
+            /* After the handshake, a reset is how many clients go: the
+             * session stays resumable (a break review: it was dropped). */
+            if (!t->hs_done) set_fail(t, LX_TF_CLOSED);
             t->read_cb(st, n, &(uv_buf_t){0});
             return;
         }

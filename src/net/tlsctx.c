@@ -272,6 +272,25 @@ static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
     return r < 0 ? r : session_context(vh, c, err, errlen);
 }
 
+/* A 64-bit digest of a file's bytes (0 when it cannot be read). */
+static uint64_t file_digest(const char *path) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    FILE *f = fopen(path, "rb");
+    int ok = c && f && EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+    char buf[4096];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+        ok = EVP_DigestUpdate(c, buf, n);
+    ok = ok && EVP_DigestFinal_ex(c, md, &mdlen) && mdlen >= 8;
+    if (f) fclose(f);
+    EVP_MD_CTX_free(c);
+    uint64_t h = 0;
+    if (ok) memcpy(&h, md, sizeof(h));
+    return h;
+}
+
 /* upstream { tls = ... }: the client context its connections share. The
  * system's CAs unless ca names others; TLS 1.2 at least; sessions are
  * kept per pool (upstream/upconn.c) through the new-session hook. */
@@ -313,6 +332,13 @@ static int upstream_ctx(lx_upstream_t *u, char *err, size_t errlen) {
                  t->file, t->line, u->name, t->ca);
         return -EINVAL;
     }
+    /* Pools outlive generations, with their idle connections and the
+     * session they offer (which OpenSSL resumes without checking the
+     * certificate again): a reload that changes the file's CAs must not
+     * find the old pool (a break review). */
+    uint64_t h = file_digest(t->ca);
+    for (size_t i = 0; i < u->nservers; i++)
+        u->servers[i].pool_id = (u->servers[i].pool_id ^ h) * 1099511628211ull | 1;
     return 0;
 }
 
@@ -401,6 +427,13 @@ void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent) {
     if (t->client_ca)
         fprintf(out, "%stls client certificates %s, signed by %s\n", indent,
                 t->client_required ? "required" : "optional", t->client_ca);
+}
+
+int lx_tls_misdirected(const lx_gen_t *g, const lx_vhost_t *vh, const char *host, size_t hlen,
+                       const char *sni) {
+    const SSL_CTX *want = lx_tls_pick(g, host, hlen);
+    if (want == lx_tls_pick(g, sni, sni ? strlen(sni) : 0)) return 0;
+    return vh->tls.ctx != NULL || (want && (SSL_CTX_get_verify_mode(want) & SSL_VERIFY_PEER));
 }
 
 void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len) {

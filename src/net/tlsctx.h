@@ -22,5 +22,13 @@ void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent);
  * the nearest wildcard vhost above it with some, else the default
  * vhost's; NULL when none has any (the handshake is refused). */
 void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len);
+/* Whether a request over TLS for vh (Host host) came over a connection
+ * whose server name (sni, NULL: none) chose other certificates than host
+ * gets, where that matters (RFC 9110 15.5.20, 421): vh has certificates
+ * of its own, or those host gets ask for a client certificate (a vhost
+ * without tls under a wildcard with client_ca: a break review found it
+ * reached over another vhost's connection without one). */
+int lx_tls_misdirected(const lx_gen_t *g, const lx_vhost_t *vh, const char *host, size_t hlen,
+                       const char *sni);
 
 #endif

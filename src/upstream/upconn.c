@@ -121,8 +121,8 @@ void lx_uploop_retune(lx_uploop_t *ul, const lx_upstream_t *ups, size_t n) {
         for (size_t i = 0; i < n; i++)
             for (size_t k = 0; k < ups[i].nservers; k++) {
                 const lx_upstream_server_t *s = &ups[i].servers[k];
-                if (s->addrlen == p->addrlen && memcmp(&s->addr, &p->addr, p->addrlen) == 0 &&
-                    s->pool_keepalive > keep)
+                if (s->addrlen == p->addrlen && s->pool_id == p->id &&
+                    memcmp(&s->addr, &p->addr, p->addrlen) == 0 && s->pool_keepalive > keep)
                     keep = s->pool_keepalive;
             }
         p->keepalive = keep;
@@ -345,6 +345,7 @@ void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms) {
 /* The TLS handshake is done: the connection is the borrower's. */
 static void on_tls_ready(lx_tp_t *tp) {
     lx_upconn_t *uc = container_of(tp, lx_upconn_t, h.tp);
+    uc->handshaking = 0;
     uv_timer_stop(&uc->timer);
     uc->state = LX_UC_ACTIVE;
     uc->ops->connected(uc, 0);
@@ -379,6 +380,7 @@ static void on_connect(uv_connect_t *req, int status) {
     if (status == 0 && uc->h.handle.type == UV_TCP) uv_tcp_nodelay(&uc->h.tcp, 1);
     if (status == 0 && uc->tls) {
         /* The connect timeout runs on over the handshake. */
+        uc->handshaking = 1;
         status = lx_tls_handshake(&uc->h.tp);
         if (status == 0) status = lx_upconn_read(uc, 1);
         if (status == 0) return; /* on_tls_ready, or a read error */
@@ -391,6 +393,9 @@ static void on_connect(uv_connect_t *req, int status) {
 
 static void on_connect_timeout(uv_timer_t *t) {
     lx_upconn_t *uc = container_of(t, lx_upconn_t, timer);
+    if (uc->tls && uc->handshaking)
+        snprintf(uc->why, sizeof(uc->why),
+                 "TLS handshake: not done within connect_timeout (the TCP connect was)");
     const lx_upconn_ops_t *ops = uc->ops;
     void *data = uc->data;
     /* The connect callback comes with UV_ECANCELED after the close and is

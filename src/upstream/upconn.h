@@ -72,7 +72,8 @@ struct lx_upconn_s {
     unsigned writing : 1; /**< a write is in flight (send in the batch, or wreq) */
     unsigned reading : 1; /**< uv_read_start is in force */
     unsigned tls : 1; /**< it speaks TLS (h.tp.tls); state CONNECTING until its handshake ends */
-    char why[160];    /**< why its TLS handshake failed, or "" */
+    unsigned handshaking : 1; /**< connected, its TLS handshake under way */
+    char why[160];            /**< why its TLS handshake failed, or "" */
 };
 
 /* Whether a handle of the loop is an upstream connection's socket (the
