@@ -106,7 +106,7 @@ has taskset || want_bench=1
 for s in "${SERVERS[@]}"; do
   case $s in
     nginx) [[ -x $NGINX ]] || want_bench=1 ;;
-    lighttpd) [[ -x $LIGHTTPD ]] || want_bench=1 ;;
+    lighttpd) [[ -x $LIGHTTPD && -e $LIGHTTPD_MODDIR/mod_openssl.so ]] || want_bench=1 ;;
     h2o) [[ -x $H2O ]] || want_bench=1 ;;
   esac
 done
@@ -116,7 +116,6 @@ if ((want_test)); then deps_install test; fi
 has openssl || die "openssl not found (Debian package openssl)"
 has python3 || die "python3 not found (for the medians)"
 has ab || die "ab not found (Debian package apache2-utils)"
-[[ " ${SERVERS[*]} " == *" lighttpd "* ]] && lighttpd_tls_module
 check_tools_and_cpus
 check_idle
 
@@ -365,7 +364,7 @@ for row in rows:
         if len(pv) == len(peers) and pv:
             paired.append(v[0] / min(pv))
     pr = f'{med(paired):.2f} ({min(paired):.2f}-{max(paired):.2f})' if paired else '-'
-    print(f'| {row} | ' + ' | '.join(cells) + f' | {best[1]} {fmt(best[0], 2)} | {fmt(ratio, 2)} | {pr} |')
+    print(f'| {row} | ' + ' | '.join(cells) + f' | {best[1]} {fmt(best[0], 2 if (best[0] or 0) < 100 else 0)} | {fmt(ratio, 2)} | {pr} |')
 if 'luxd' in servers and 'luxd-base' in servers:
     parts = []
     for row in rows:

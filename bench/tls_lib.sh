@@ -7,18 +7,6 @@
 
 LIGHTTPD_MODDIR=/usr/lib/lighttpd
 
-# lighttpd_tls_module — lighttpd's TLS is a module of its own Debian package
-# (lighttpd-mod-openssl, not in deps/packages-bench.txt): installs it when
-# missing. lighttpd is skipped later if that fails.
-lighttpd_tls_module() {
-  local sudo=""
-  [[ -e $LIGHTTPD_MODDIR/mod_openssl.so ]] && return 0
-  say "lighttpd: mod_openssl missing, installing lighttpd-mod-openssl"
-  [[ $(id -u) -eq 0 ]] || sudo=sudo
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends lighttpd-mod-openssl >&2 ||
-    say "lighttpd: apt-get install lighttpd-mod-openssl failed; lighttpd will be skipped"
-}
-
 # tls_setup — makes TMP/cert.pem and TMP/key.pem, one self-signed ECDSA
 # P-256 certificate for 127.0.0.1 and bench.test, and sets the protocol
 # settings: TLS 1.2 and 1.3 offered (clients negotiate 1.3), or with TLS12=1

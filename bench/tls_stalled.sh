@@ -84,7 +84,7 @@ has taskset || want_bench=1
 for s in "${SERVERS[@]}"; do
   case $s in
     nginx) [[ -x $NGINX ]] || want_bench=1 ;;
-    lighttpd) [[ -x $LIGHTTPD ]] || want_bench=1 ;;
+    lighttpd) [[ -x $LIGHTTPD && -e $LIGHTTPD_MODDIR/mod_openssl.so ]] || want_bench=1 ;;
     h2o) [[ -x $H2O ]] || want_bench=1 ;;
   esac
 done
@@ -93,7 +93,6 @@ if ((want_bench)); then deps_install bench; fi
 if ((want_test)); then deps_install test; fi
 for c in taskset curl openssl python3 cmp awk; do has "$c" || die "$c not found"; done
 python3 -c 'import ssl; ssl.MemoryBIO' 2>/dev/null || die "python3 has no ssl.MemoryBIO"
-[[ " ${SERVERS[*]} " == *" lighttpd "* ]] && lighttpd_tls_module
 taskset -c "$SERVER_CPU" true 2>/dev/null || die "cannot pin to CPU $SERVER_CPU (SERVER_CPU)"
 taskset -c "$CLIENT_CPU" true 2>/dev/null || die "cannot pin to CPU $CLIENT_CPU (CLIENT_CPU)"
 NEED_FDS=$((CONNS + 256))
