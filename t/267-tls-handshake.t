@@ -141,6 +141,19 @@ sub tcp { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $_[0], Prot
     $s->stop;
 }
 
+# --- the server's cipher order; the server name acknowledged ---------------
+{
+    my $rsa = TLSTest::cert($cdir, 'r.test', type => 'rsa');
+    my ($s, $tp) = TLSTest::server(config => qq{vhost "r.test" { default = true, root = "\$DIR/www", @{[TLSTest::tls_lua($rsa)]} }\n}, @FILES);
+    like(TLSTest::s_client($tp, servername => 'r.test', tls12 => 1,
+                           args => ['-cipher', 'DHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256']),
+         qr/^New, TLSv1\.2, Cipher is ECDHE-RSA-AES128-GCM-SHA256$/m,
+         'a client that lists DHE first gets ECDHE: the server\'s order (testssl rated the client\'s HIGH)');
+    like(TLSTest::s_client($tp, servername => 'r.test', args => ['-tlsextdebug']),
+         qr/TLS server extension "server name" \(id=0\), len=0/, 'the server name is acknowledged (RFC 6066 3)');
+    $s->stop;
+}
+
 # --- a vhost without a certificate under a wildcard that has one -----------
 {
     my ($s, $tp) = TLSTest::server(config => $CONF, @FILES);

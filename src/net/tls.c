@@ -849,8 +849,17 @@ const char *lx_tls_field(const lx_tp_t *tp, lx_tls_field_t f) {
     return NULL;
 }
 
+/* The certificates were chosen by the ClientHello callback; this one only
+ * makes OpenSSL acknowledge the server name (an empty server_name in the
+ * answer: RFC 6066 3 says a server that used the name sends it). */
+static int on_servername(SSL *ssl, int *alert, void *arg) {
+    (void)ssl, (void)alert, (void)arg;
+    return SSL_TLSEXT_ERR_OK;
+}
+
 void lx_tls_ctx_hooks(SSL_CTX *ctx) {
     uv_once(&once, init_once);
     SSL_CTX_set_client_hello_cb(ctx, on_client_hello, NULL);
+    SSL_CTX_set_tlsext_servername_callback(ctx, on_servername);
     SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
 }
