@@ -69,34 +69,30 @@ struct lx_tls_s {
     lx_tls_session_fn on_session; /**< a client's: told of each session it may resume */
     unsigned long err;            /**< OpenSSL's error that ended the handshake, or 0 */
     size_t hs_bytes;              /**< bytes read while the handshake was not done */
-    /* The ClientHello's length, read before OpenSSL sees it (hello_len). */
-    unsigned char rec_head[5]; /**< the record header being read */
-    unsigned char msg_head[4]; /**< the first message's header */
-    uint8_t rec_got, msg_got;  /**< bytes of each read so far (msg_got 4: done) */
-    uint16_t rec_left;         /**< payload bytes left in the record being read */
-    const char *in;            /**< ciphertext the BIO reads from now */
-    size_t in_len;             /**< its bytes left */
-    char *keep;                /**< ciphertext read while reading was stopped, or past it */
-    size_t keep_len;           /**< bytes in keep */
-    size_t keep_cap;           /**< its size */
-    char *obuf;                /**< records made and not yet handed to the socket */
-    size_t olen, ocap;         /**< bytes in it, its size */
-    uint64_t sent;             /**< plain bytes sent since the start or the last idle spell */
-    uint64_t last_write;       /**< loop ms of the last write */
-    unsigned inflight;         /**< uv_writes of ours in flight */
-    int werr;                  /**< the error one of them met, or 0 */
-    unsigned reading : 1;      /**< the protocol reads */
-    unsigned eof : 1;          /**< the socket's end was read */
-    unsigned first_seen : 1;   /**< the first byte was checked for plain HTTP */
-    unsigned closing : 1;      /**< lx_tls_close was called */
-    unsigned idle_closed : 1;  /**< idle's close callback ran */
-    unsigned failed : 1;       /**< a record or the handshake failed: its session is not kept */
-    unsigned hs_done : 1;      /**< the handshake is done and ready was told */
-    unsigned fail : 4;         /**< why the handshake failed (LX_TF_* + 1), 0: not known */
-    unsigned client_read : 1;  /**< client_subject and client_fp are made */
-    unsigned client : 1;       /**< luxd is the client (an upstream connection) */
-    char *client_subject;      /**< the verified client certificate's subject, or NULL */
-    char client_fp[65];        /**< its SHA-256 in hex, or "" */
+    lx_tls_hello_scan_t hello;    /**< the ClientHello's length, read before OpenSSL sees it */
+    const char *in;               /**< ciphertext the BIO reads from now */
+    size_t in_len;                /**< its bytes left */
+    char *keep;                   /**< ciphertext read while reading was stopped, or past it */
+    size_t keep_len;              /**< bytes in keep */
+    size_t keep_cap;              /**< its size */
+    char *obuf;                   /**< records made and not yet handed to the socket */
+    size_t olen, ocap;            /**< bytes in it, its size */
+    uint64_t sent;                /**< plain bytes sent since the start or the last idle spell */
+    uint64_t last_write;          /**< loop ms of the last write */
+    unsigned inflight;            /**< uv_writes of ours in flight */
+    int werr;                     /**< the error one of them met, or 0 */
+    unsigned reading : 1;         /**< the protocol reads */
+    unsigned eof : 1;             /**< the socket's end was read */
+    unsigned first_seen : 1;      /**< the first byte was checked for plain HTTP */
+    unsigned closing : 1;         /**< lx_tls_close was called */
+    unsigned idle_closed : 1;     /**< idle's close callback ran */
+    unsigned failed : 1;          /**< a record or the handshake failed: its session is not kept */
+    unsigned hs_done : 1;         /**< the handshake is done and ready was told */
+    unsigned fail : 4;            /**< why the handshake failed (LX_TF_* + 1), 0: not known */
+    unsigned client_read : 1;     /**< client_subject and client_fp are made */
+    unsigned client : 1;          /**< luxd is the client (an upstream connection) */
+    char *client_subject;         /**< the verified client certificate's subject, or NULL */
+    char client_fp[65];           /**< its SHA-256 in hex, or "" */
 };
 
 /* A uv_write of ours: the records it sends, and the protocol's write to
@@ -601,35 +597,32 @@ static int looks_plain(unsigned char c) {
     return c >= 'A' && c <= 'Z';
 }
 
-/* Whether the ClientHello the first bytes announce is longer than
- * CLIENT_HELLO_MAX, read from the stream as it comes: record headers (a
- * handshake record is 22) and the first four bytes of their payload, the
- * message's type (1: ClientHello) and length, which may be cut across
- * records and reads at any byte (a break review). Once the length is
- * known, or the stream is not a handshake, it looks no further. */
-static int hello_too_long(lx_tls_t *t, const char *p, size_t n) {
-    for (size_t i = 0; i < n && t->msg_got < sizeof(t->msg_head); i++) {
+int lx_tls_hello_scan(lx_tls_hello_scan_t *h, const char *p, size_t n) {
+    for (size_t i = 0; i < n && h->msg_got < sizeof(h->msg_head); i++) {
         unsigned char c = (unsigned char)p[i];
-        if (t->rec_left == 0) {
-            t->rec_head[t->rec_got++] = c;
-            if (t->rec_got < sizeof(t->rec_head)) continue;
-            t->rec_got = 0;
-            if (t->rec_head[0] != 22) {
-                t->msg_got = sizeof(t->msg_head); /* OpenSSL refuses it */
-                return 0;
+        if (h->rec_left == 0) {
+            h->rec_head[h->rec_got++] = c;
+            if (h->rec_got < sizeof(h->rec_head)) continue;
+            h->rec_got = 0;
+            if (h->rec_head[0] != 22) {
+                h->msg_got = sizeof(h->msg_head); /* OpenSSL refuses it */
+                return -2;
             }
-            t->rec_left = (uint16_t)(t->rec_head[3] << 8 | t->rec_head[4]);
+            h->rec_left = (uint16_t)(h->rec_head[3] << 8 | h->rec_head[4]);
             continue;
         }
-        t->msg_head[t->msg_got++] = c;
-        t->rec_left--;
-        if (t->msg_got == sizeof(t->msg_head)) {
-            size_t len =
-                (size_t)t->msg_head[1] << 16 | (size_t)t->msg_head[2] << 8 | t->msg_head[3];
-            return t->msg_head[0] == 1 && len > CLIENT_HELLO_MAX;
-        }
+        h->msg_head[h->msg_got++] = c;
+        h->rec_left--;
     }
-    return 0;
+    if (h->msg_got < sizeof(h->msg_head)) return -1;
+    if (h->rec_head[0] != 22 || h->msg_head[0] != 1) return -2;
+    return (int)((uint32_t)h->msg_head[1] << 16 | (uint32_t)h->msg_head[2] << 8 | h->msg_head[3]);
+}
+
+/* Whether the ClientHello the stream announces is longer than
+ * CLIENT_HELLO_MAX (lx_tls_hello_scan reads it as the bytes come). */
+static int hello_too_long(lx_tls_t *t, const char *p, size_t n) {
+    return lx_tls_hello_scan(&t->hello, p, n) > CLIENT_HELLO_MAX;
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
@@ -679,7 +672,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         t->in = buf->base;
         t->in_len = (size_t)n;
     }
-    if (!t->client && t->msg_got < sizeof(t->msg_head) && hello_too_long(t, buf->base, (size_t)n)) {
+    if (!t->client && t->hello.msg_got < sizeof(t->hello.msg_head) &&
+        hello_too_long(t, buf->base, (size_t)n)) {
         set_fail(t, LX_TF_TOO_LARGE);
         lx_log_debug("TLS: a ClientHello of more than %d bytes", CLIENT_HELLO_MAX);
         t->read_cb(st, UV_EPROTO, &(uv_buf_t){0});

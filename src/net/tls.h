@@ -5,6 +5,7 @@
 
 #include <openssl/ssl.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "net/transport.h"
 
@@ -54,6 +55,21 @@ void lx_tls_ctx_hooks(SSL_CTX *ctx);
  * the host_name entry of ext[0, len). 1 with *name, *nlen set; 0 when
  * there is none; -1 when the extension is malformed. */
 int lx_tls_sni_parse(const unsigned char *ext, size_t len, const char **name, size_t *nlen);
+
+/* Reads the length a ClientHello announces from the first bytes of a
+ * TLS stream, fed as they come (cut anywhere, its header cut across
+ * records of any size): record headers (a handshake record is 22) and the
+ * first four bytes of their payload, the message's type and length. Start
+ * zeroed. Returns the length once known, -1 while more bytes are needed,
+ * -2 when the stream is not a handshake or its first message is no
+ * ClientHello (1); bytes after the length is known are not looked at. */
+typedef struct {
+    unsigned char rec_head[5]; /**< the record header being read */
+    unsigned char msg_head[4]; /**< the first message's header */
+    uint8_t rec_got, msg_got;  /**< bytes of each read so far (msg_got 4: done) */
+    uint16_t rec_left;         /**< payload bytes left in the record being read */
+} lx_tls_hello_scan_t;
+int lx_tls_hello_scan(lx_tls_hello_scan_t *h, const char *p, size_t n);
 
 /* The ALPN protocol to choose from a client's list (RFC 7301 wire form):
  * "http/1.1" when offered. 1 with *out, *outlen pointing into list; 0 when
