@@ -13,6 +13,7 @@ use Test::More;
 use IPC::Open3 qw(open3);
 use lib 't/lib';
 use Luxd;
+use File::Temp ();
 use TLSTest;
 
 my ($c, $cdir) = TLSTest::certs('a.test', 'b.test');
@@ -123,6 +124,29 @@ like(read_response($outfh), qr/\r\n\r\nv1\n\z/, 'and the open connection still g
 close $in;
 waitpid $pid, 0;
 $s->stop;
+# Started as root with user = nobody: a key nobody cannot read loads now
+# and would fail every reload; -t says so (the file, or a directory above
+# it, by its mode bits).
+{
+    my $kd = File::Temp::tempdir('luxd-keys-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    chmod 0755, $kd;
+    system('cp', $c->{'a.test'}{key}, "$kd/a.key") == 0 && system('cp', $c->{'a.test'}{cert}, "$kd/a.pem") == 0 or die;
+    chmod 0644, "$kd/a.pem";
+    my $conf = qq{server { listen = { { "127.0.0.1:\$PORT", tls = true } }, user = "nobody" }\n}
+             . qq{vhost "a.test" {\n default = true, root = "/tmp",\n tls = { cert = "$kd/a.pem", key = "$kd/a.key" } }\n};
+    chmod 0600, "$kd/a.key";
+    my ($rc, $out) = Luxd::check_config($conf);
+    is($rc, 0, 'as root: a key only root may read loads');
+    like($out, qr/luxd\.lua:4: vhost "a\.test": tls file "\Q$kd\E\/a\.key" is not readable by user "nobody": it loads now, as root, and every reload \(as nobody\) will fail; see luxd\(8\), "TLS keys"/,
+         'with a warning that the next reload as nobody will fail') or diag $out;
+    chmod 0644, "$kd/a.key";
+    ($rc, $out) = Luxd::check_config($conf);
+    unlike($out, qr/not readable by user/, 'readable by all: no warning');
+    chmod 0700, $kd;
+    ($rc, $out) = Luxd::check_config($conf);
+    like($out, qr/tls file "\Q$kd\E\/a\.key" is not readable by user "nobody"/, 'a directory nobody may not enter: warned too');
+}
+
 done_testing;
 
 # The SHA-256 of the server's certificate from s_client -showcerts.

@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -369,6 +371,64 @@ static int read_ticket_keys(lx_gen_t *g, char *err, size_t errlen) {
     return 0;
 }
 
+/* Whether the user (uid, its groups) may read path by its mode bits: the
+ * file readable, each directory above it searchable (ACLs aside). */
+static int user_may_read(const char *path, uid_t uid, const gid_t *groups, int ngroups) {
+    char p[4096];
+    snprintf(p, sizeof(p), "%s", path);
+    for (int file = 1;; file = 0) {
+        struct stat sb;
+        if (stat(p, &sb) < 0) return 1; /* a missing one is reported elsewhere */
+        int in_group = 0;
+        for (int i = 0; i < ngroups && !in_group; i++)
+            in_group = groups[i] == sb.st_gid;
+        mode_t need = file ? 4 : 1; /* r for the file, x for a directory */
+        mode_t bits = sb.st_uid == uid ? sb.st_mode >> 6 : in_group ? sb.st_mode >> 3 : sb.st_mode;
+        if ((bits & need) == 0) return 0;
+        char *slash = strrchr(p, '/');
+        if (slash == NULL || slash == p) return 1;
+        *slash = '\0';
+    }
+}
+
+/* Started as root with a user to become: the files a reload will read as
+ * that user and it may not. They load now and fail at the next reload
+ * (which keeps the old generation serving): warned of here, at -t too. */
+static void warn_unreadable(lx_gen_t *g) {
+    const char *user = g->srv.user;
+    if (user == NULL || geteuid() != 0) return;
+    struct passwd *pw = getpwnam(user);
+    if (pw == NULL) return; /* the start says so */
+    gid_t groups[256];
+    int n = 256;
+    if (getgrouplist(user, pw->pw_gid, groups, &n) < 0) n = 0;
+    const char *why = "is not readable by user \"%s\": it loads now, as root, and every reload "
+                      "(as %s) will fail; see luxd(8), \"TLS keys\"";
+    char msg[512];
+    for (size_t i = 0; i < g->nvhosts; i++) {
+        const lx_vhost_tls_t *t = &g->vhosts[i].tls;
+        const char *files[2 * LX_TLS_PAIRS + 1];
+        int nf = 0;
+        for (int k = 0; k < t->npairs; k++) {
+            files[nf++] = t->cert[k];
+            files[nf++] = t->key[k];
+        }
+        if (t->client_ca) files[nf++] = t->client_ca;
+        for (int k = 0; k < nf; k++)
+            if (!user_may_read(files[k], pw->pw_uid, groups, n)) {
+                snprintf(msg, sizeof(msg), why, user, user);
+                lx_gen_warn(g, t->file, t->line, "vhost \"%s\": tls file \"%s\" %s",
+                            g->vhosts[i].name, files[k], msg);
+            }
+    }
+    const lx_server_tls_t *st = &g->srv.tls;
+    if (st->ticket_key_file && !user_may_read(st->ticket_key_file, pw->pw_uid, groups, n)) {
+        snprintf(msg, sizeof(msg), why, user, user);
+        lx_gen_warn(g, st->file, st->ticket_key_file_line, "server tls ticket_key_file \"%s\" %s",
+                    st->ticket_key_file, msg);
+    }
+}
+
 int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen) {
     const lx_listen_t *tls_listen = NULL;
     for (size_t i = 0; i < g->srv.nlisten && tls_listen == NULL; i++)
@@ -408,6 +468,7 @@ int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen) {
                  tls_listen->file, tls_listen->line, tls_listen->text);
         return -EINVAL;
     }
+    warn_unreadable(g);
     if (g->srv.vhost_dir)
         lx_gen_warn(g, g->srv.file, g->srv.line,
                     "vhost_dir: its hosts have no certificates of their own: over TLS they get "
