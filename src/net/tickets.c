@@ -44,6 +44,10 @@ static struct {
 
 static int key_ex = -1;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* Fetched once: OpenSSL 3.0 looks a cipher named by EVP_aes_256_cbc() up
+ * again, under read locks the loops contend for, at every ticket
+ * (openssl#23388). */
+static EVP_CIPHER *aes;
 
 /* An SSL_CTX is freed (its last connection ended): its reference goes. */
 static void keys_of_ctx_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
@@ -54,6 +58,7 @@ static void keys_of_ctx_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int id
 
 static void init_once(void) {
     key_ex = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, keys_of_ctx_free);
+    aes = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
 }
 
 static int fresh(tkey_t *k) {
@@ -128,9 +133,9 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char iv[EVP_MAX_
     if (enc) {
         memcpy(name, k.name, sizeof(k.name));
         ok = RAND_bytes(iv, 16) == 1 &&
-             EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), NULL, k.aes, iv) == 1;
+             EVP_EncryptInit_ex(cipher, aes ? aes : EVP_aes_256_cbc(), NULL, k.aes, iv) == 1;
     } else {
-        ok = EVP_DecryptInit_ex(cipher, EVP_aes_256_cbc(), NULL, k.aes, iv) == 1;
+        ok = EVP_DecryptInit_ex(cipher, aes ? aes : EVP_aes_256_cbc(), NULL, k.aes, iv) == 1;
     }
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, k.hmac, sizeof(k.hmac)),
