@@ -97,22 +97,7 @@ for r in "${ROWS[@]}"; do
 done
 
 # ---- dependencies ----------------------------------------------------------
-NGINX=${NGINX:-/usr/sbin/nginx}
-LIGHTTPD=${LIGHTTPD:-/usr/sbin/lighttpd}
-H2O=${H2O:-/usr/bin/h2o}
-LUXD=${LUXD:-$ROOT/build/luxd}
-want_bench=0 want_test=0
-has taskset || want_bench=1
-for s in "${SERVERS[@]}"; do
-  case $s in
-    nginx) [[ -x $NGINX ]] || want_bench=1 ;;
-    lighttpd) [[ -x $LIGHTTPD && -e $LIGHTTPD_MODDIR/mod_openssl.so ]] || want_bench=1 ;;
-    h2o) [[ -x $H2O ]] || want_bench=1 ;;
-  esac
-done
-for c in wrk curl ab; do has "$c" || want_test=1; done
-if ((want_bench)); then deps_install bench; fi
-if ((want_test)); then deps_install test; fi
+tls_deps wrk curl ab
 has openssl || die "openssl not found (Debian package openssl)"
 has python3 || die "python3 not found (for the medians)"
 has ab || die "ab not found (Debian package apache2-utils)"

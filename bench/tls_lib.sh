@@ -7,6 +7,28 @@
 
 LIGHTTPD_MODDIR=/usr/lib/lighttpd
 
+# tls_deps TOOL... — the peers' binaries (NGINX LIGHTTPD H2O, and LUXD),
+# with lighttpd's TLS module, and the clients TOOL...: what is missing is
+# installed through deps/ (bench and test groups). Reads SERVERS.
+tls_deps() {
+  NGINX=${NGINX:-/usr/sbin/nginx}
+  LIGHTTPD=${LIGHTTPD:-/usr/sbin/lighttpd}
+  H2O=${H2O:-/usr/bin/h2o}
+  LUXD=${LUXD:-$ROOT/build/luxd}
+  local want_bench=0 want_test=0 s c
+  has taskset || want_bench=1
+  for s in "${SERVERS[@]}"; do
+    case $s in
+      nginx) [[ -x $NGINX ]] || want_bench=1 ;;
+      lighttpd) [[ -x $LIGHTTPD && -e $LIGHTTPD_MODDIR/mod_openssl.so ]] || want_bench=1 ;;
+      h2o) [[ -x $H2O ]] || want_bench=1 ;;
+    esac
+  done
+  for c in "$@"; do has "$c" || want_test=1; done
+  if ((want_bench)); then deps_install bench; fi
+  if ((want_test)); then deps_install test; fi
+}
+
 # tls_setup — makes TMP/cert.pem and TMP/key.pem, one self-signed ECDSA
 # P-256 certificate for 127.0.0.1 and bench.test, and sets the protocol
 # settings: TLS 1.2 and 1.3 offered (clients negotiate 1.3), or with TLS12=1

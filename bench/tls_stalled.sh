@@ -75,22 +75,7 @@ need_whole CONNS BATCH SETTLE CAP CURLS SERVER_CPU CLIENT_CPU
 [[ $TLS12 == 0 || $TLS12 == 1 ]] || die "TLS12 must be 0 or 1"
 
 # ---- dependencies ----------------------------------------------------------
-NGINX=${NGINX:-/usr/sbin/nginx}
-LIGHTTPD=${LIGHTTPD:-/usr/sbin/lighttpd}
-H2O=${H2O:-/usr/bin/h2o}
-LUXD=${LUXD:-$ROOT/build/luxd}
-want_bench=0 want_test=0
-has taskset || want_bench=1
-for s in "${SERVERS[@]}"; do
-  case $s in
-    nginx) [[ -x $NGINX ]] || want_bench=1 ;;
-    lighttpd) [[ -x $LIGHTTPD && -e $LIGHTTPD_MODDIR/mod_openssl.so ]] || want_bench=1 ;;
-    h2o) [[ -x $H2O ]] || want_bench=1 ;;
-  esac
-done
-has curl || want_test=1
-if ((want_bench)); then deps_install bench; fi
-if ((want_test)); then deps_install test; fi
+tls_deps curl
 for c in taskset curl openssl python3 cmp awk; do has "$c" || die "$c not found"; done
 python3 -c 'import ssl; ssl.MemoryBIO' 2>/dev/null || die "python3 has no ssl.MemoryBIO"
 taskset -c "$SERVER_CPU" true 2>/dev/null || die "cannot pin to CPU $SERVER_CPU (SERVER_CPU)"
