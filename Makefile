@@ -247,6 +247,11 @@ $(BUILD)/unit/test_tickets: t/unit/test_tickets.c src/net/tickets.c src/net/tick
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_tickets.c src/net/tickets.c $(PKG_LIBS)
 
+# The session id cache, its static functions included whole.
+$(BUILD)/unit/test_session_cache: t/unit/test_session_cache.c src/net/tickets.c src/net/tickets.h t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_session_cache.c $(PKG_LIBS)
+
 unit: $(UNITS)
 
 # The reference is the man pages (mdoc): doc/luxd.lua.5 and doc/luxd.8,

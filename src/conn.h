@@ -68,6 +68,8 @@ struct lx_conn_s {
     uint8_t dl_kind;         /**< lx_dl_kind_t of dl */
     uint8_t vh_host_len;     /**< bytes in vh_host */
     uint8_t vh_name_len;     /**< bytes of vh_host that name the host (host_name's answer) */
+    uint8_t vh_421;          /**< over TLS, the cached answer's 421 verdict (request.c
+                                misdirected): 0 not known yet, 1 served, 2 misdirected */
     unsigned eof : 1;        /**< the client closed its sending side */
     unsigned reading : 1;    /**< uv_read_start is in force */
     unsigned draining : 1;   /**< no keep-alive: the server stops or reloads */

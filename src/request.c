@@ -166,6 +166,7 @@ static LX_ROUTE_INLINE lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_st
             c->vh_name_len = (uint8_t)host.len;
             c->vh_gen_id = g->id;
             c->vh = vh;
+            c->vh_421 = 0;
         }
         return vh;
     }
@@ -195,8 +196,15 @@ static LX_ROUTE_INLINE lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_st
  * another name (a browser reuses connections across names one certificate
  * covers). Both are looked up in the request's generation, so a reload
  * between the handshake and the request changes nothing (net/tlsctx.c). */
-static int misdirected(lx_req_t *r) {
-    return lx_tls_misdirected(r->gen, r->vhost, r->host.p, r->host.len, lx_req_tls(r, LX_TLS_SNI));
+static int misdirected(lx_req_t *r, int cached) {
+    /* The verdict for a connection's cached Host holds as long as that
+     * answer does (its server name never changes): keep-alive requests
+     * do not look both names up again. */
+    lx_conn_t *c = lx_sess_of(r)->c;
+    if (cached && c->vh_421) return c->vh_421 - 1;
+    int m = lx_tls_misdirected(r->gen, r->vhost, r->host.p, r->host.len, lx_req_tls(r, LX_TLS_SNI));
+    if (cached) c->vh_421 = (uint8_t)(m + 1);
+    return m;
 }
 
 /* The site's error page for status, or NULL. */
@@ -481,6 +489,7 @@ static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
     }
     lx_str_t raw = r->known[LX_H_HOST];
     r->vhost = t ? NULL : cached_vhost(r, raw, &host);
+    int cached = r->vhost != NULL;
     if (r->vhost == NULL) {
         if (host_name(raw, &host) < 0) {
             r->keepalive = 0;
@@ -491,7 +500,7 @@ static LX_ROUTE_INLINE int route(lx_req_t *r, lx_trace_t *t, const char **hdr) {
     r->host = host;
     if (r->vhost == NULL) return route_stop(t, LX_TRACE_AT_VHOST, host.len ? 404 : 400);
     r->site = &r->vhost->site;
-    if (r->secure && !t && misdirected(r)) return route_stop(t, LX_TRACE_AT_VHOST, 421);
+    if (r->secure && !t && misdirected(r, cached)) return route_stop(t, LX_TRACE_AT_VHOST, 421);
     if (r->root == NULL) {
         r->root = r->site->root;
         r->root_len = r->site->root_len;

@@ -88,7 +88,16 @@ ok($r->{body} eq $big, '3 MB response over TLS, byte for byte');
 $r = $s->http(method => 'POST', path => '/echo', body => 'y' x 200000, headers => [ 'Content-Type' => 'x/y' ]);
 is($r->{body}, 'POST 200000', 'a 200 KB request body over TLS');
 
-# -t
+# -t: name at its limit (253 bytes, a DNS name's most) and one past.
+{
+    my $n253 = join('.', ('a' x 63) x 3) . '.' . ('b' x 61);
+    is(length $n253, 253, 'a name of 253 bytes');
+    my ($rc, $out) = Luxd::check_config(qq{upstream "u" { "127.0.0.1:9", tls = { name = "$n253" } }\nvhost "v" { default = true, proxy = "u" }\n});
+    is($rc, 0, 'tls name of 253 bytes: accepted') or diag $out;
+    ($rc, $out) = Luxd::check_config(qq{upstream "u" { "127.0.0.1:9", tls = { name = "${n253}b" } }\nvhost "v" { default = true, proxy = "u" }\n});
+    isnt($rc, 0, 'one past, 254: refused');
+    like($out, qr/luxd\.lua:1: .*name/, 'at its line') or diag $out;
+}
 for my $c (
     [ 'a missing ca', qq{tls = { ca = "$dir/none.pem" }}, qr/luxd\.lua:1: upstream "u": tls ca "[^"]+none\.pem": No such file or directory/ ],
     [ 'a ca without a certificate', qq{tls = { ca = "$be->{key}" }}, qr/luxd\.lua:1: upstream "u": tls ca "[^"]+": no CA certificate in it/ ],

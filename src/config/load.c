@@ -886,7 +886,7 @@ static int push_server(server_vec_t *vec, size_t from, const lx_upstream_server_
 }
 
 /* The name a TLS server's certificate is checked for (and sent as SNI
- * unless it is an address), and what its pooled connections must match. */
+ * unless it is an address). */
 static void upstream_tls_name(loader_t *ld, const lx_upstream_t *u, const char *host,
                               lx_upstream_server_t *s) {
     const char *name = u->tls->name ? u->tls->name : host;
@@ -894,14 +894,7 @@ static void upstream_tls_name(loader_t *ld, const lx_upstream_t *u, const char *
     s->tls = u->tls;
     s->tls_name = lx_arena_strdup(&ld->g->arena, name);
     s->tls_name_ip = inet_pton(AF_INET, name, &a) == 1 || inet_pton(AF_INET6, name, &a) == 1;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over what the handshake depends on */
-    const char *parts[] = {name, u->tls->ca ? u->tls->ca : "", u->tls->verify ? "v" : "-"};
-    for (size_t i = 0; i < 3; i++)
-        for (const char *p = parts[i];; p++) {
-            h = (h ^ (unsigned char)*p) * 1099511628211ull;
-            if (*p == '\0') break;
-        }
-    s->pool_id = h ? h : 1;
+    /* pool_id: net/tlsctx.c, which reads the CA file. */
 }
 
 /* One server of upstream u, the table at idx, into vec: one entry per

@@ -266,9 +266,8 @@ static int cache_ready(void) {
     return 1;
 }
 
-static int on_new_session(SSL *ssl, SSL_SESSION *sess) {
-    /* TLS 1.3 resumes by tickets only: its sessions are not looked up. */
-    if (SSL_version(ssl) >= TLS1_3_VERSION) return 0;
+/* Keeps sess (a copy of its bytes), the oldest of a full cache going. */
+static void cache_put(SSL_SESSION *sess) {
     unsigned idlen;
     const unsigned char *id = SSL_SESSION_get_id(sess, &idlen);
     int derlen = i2d_SSL_SESSION(sess, NULL);
@@ -276,7 +275,7 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess) {
     unsigned char *p = der;
     if (idlen == 0 || der == NULL || i2d_SSL_SESSION(sess, &p) != derlen) {
         OPENSSL_free(der);
-        return 0;
+        return;
     }
     pthread_mutex_lock(&cache.mu);
     if (cache_ready()) {
@@ -297,12 +296,10 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess) {
     }
     pthread_mutex_unlock(&cache.mu);
     OPENSSL_free(der);
-    return 0; /* no reference of sess kept */
 }
 
-static SSL_SESSION *on_get_session(SSL *ssl, const unsigned char *id, int len, int *copy) {
-    (void)ssl;
-    *copy = 0; /* the session returned is OpenSSL's to free */
+/* The session of id, unexpired, as a new SSL_SESSION, or NULL. */
+static SSL_SESSION *cache_get(const unsigned char *id, int len) {
     if (len <= 0 || len > SSL_MAX_SSL_SESSION_ID_LENGTH) return NULL;
     SSL_SESSION *sess = NULL;
     pthread_mutex_lock(&cache.mu);
@@ -315,6 +312,18 @@ static SSL_SESSION *on_get_session(SSL *ssl, const unsigned char *id, int len, i
     }
     pthread_mutex_unlock(&cache.mu);
     return sess;
+}
+
+static int on_new_session(SSL *ssl, SSL_SESSION *sess) {
+    /* TLS 1.3 resumes by tickets only: its sessions are not looked up. */
+    if (SSL_version(ssl) < TLS1_3_VERSION) cache_put(sess);
+    return 0; /* no reference of sess kept */
+}
+
+static SSL_SESSION *on_get_session(SSL *ssl, const unsigned char *id, int len, int *copy) {
+    (void)ssl;
+    *copy = 0; /* the session returned is OpenSSL's to free */
+    return cache_get(id, len);
 }
 
 static void on_remove_session(SSL_CTX *ctx, SSL_SESSION *sess) {

@@ -149,23 +149,48 @@ static void check_dates(lx_gen_t *g, const lx_vhost_t *vh, int i, X509 *x) {
                     vh->name, vh->tls.cert[i]);
 }
 
+/* Adds the bytes of the file at path to md; 0 when it cannot be read. */
+static int digest_file(EVP_MD_CTX *md, const char *path) {
+    FILE *f = fopen(path, "rb");
+    char buf[4096];
+    size_t n;
+    int ok = f != NULL;
+    while (ok && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+        ok = EVP_DigestUpdate(md, buf, n);
+    if (f) fclose(f);
+    return ok;
+}
+
+/* Loads the CA certificates of the PEM file at path into c's store (and
+ * names them to clients when names is set); 0, or -EINVAL when the file
+ * holds no certificate. */
+static int load_cas(SSL_CTX *c, const char *path, int names) {
+    STACK_OF(X509_NAME) *list = SSL_load_client_CA_file(path);
+    if (list == NULL || sk_X509_NAME_num(list) == 0 ||
+        SSL_CTX_load_verify_locations(c, path, NULL) != 1) {
+        sk_X509_NAME_pop_free(list, X509_NAME_free);
+        ERR_clear_error();
+        return -EINVAL;
+    }
+    if (names)
+        SSL_CTX_set_client_CA_list(c, list);
+    else
+        sk_X509_NAME_pop_free(list, X509_NAME_free);
+    return 0;
+}
+
+#define NO_CA "no CA certificate in it (PEM, one or more -----BEGIN CERTIFICATE----- blocks)"
+
 /* client_ca: the CAs whose certificates a client must (or may) show,
  * named to the client in the CertificateRequest. */
 static int client_certs(const lx_vhost_t *vh, SSL_CTX *c, char *err, size_t errlen) {
     const char *ca = vh->tls.client_ca;
     if (!readable(ca, "client_ca", vh, err, errlen)) return -EINVAL;
-    STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca);
-    if (names == NULL || sk_X509_NAME_num(names) == 0 ||
-        SSL_CTX_load_verify_locations(c, ca, NULL) != 1) {
-        sk_X509_NAME_pop_free(names, X509_NAME_free);
-        ERR_clear_error();
-        snprintf(err, errlen,
-                 "%s:%d: vhost \"%s\": tls client_ca \"%s\": no CA certificate in it (PEM, "
-                 "one or more -----BEGIN CERTIFICATE----- blocks)",
-                 vh->tls.file, vh->tls.line, vh->name, ca);
+    if (load_cas(c, ca, 1) < 0) {
+        snprintf(err, errlen, "%s:%d: vhost \"%s\": tls client_ca \"%s\": " NO_CA, vh->tls.file,
+                 vh->tls.line, vh->name, ca);
         return -EINVAL;
     }
-    SSL_CTX_set_client_CA_list(c, names);
     SSL_CTX_set_verify(
         c, SSL_VERIFY_PEER | (vh->tls.client_required ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), NULL);
     return 0;
@@ -181,16 +206,9 @@ static int session_context(const lx_vhost_t *vh, SSL_CTX *c, char *err, size_t e
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
              EVP_DigestUpdate(md, vh->name, strlen(vh->name) + 1);
-    if (ok && vh->tls.client_ca) {
-        ok = EVP_DigestUpdate(md, vh->tls.client_required ? "R" : "O", 1);
-        FILE *f = fopen(vh->tls.client_ca, "rb");
-        char buf[4096];
-        size_t n;
-        while (ok && f && (n = fread(buf, 1, sizeof(buf), f)) > 0)
-            ok = EVP_DigestUpdate(md, buf, n);
-        ok = ok && f != NULL;
-        if (f) fclose(f);
-    }
+    if (ok && vh->tls.client_ca)
+        ok = EVP_DigestUpdate(md, vh->tls.client_required ? "R" : "O", 1) &&
+             digest_file(md, vh->tls.client_ca);
     ok = ok && EVP_DigestFinal_ex(md, sid, &sidlen) && sidlen <= SSL_MAX_SID_CTX_LENGTH &&
          SSL_CTX_set_session_id_context(c, sid, sidlen);
     EVP_MD_CTX_free(md);
@@ -278,23 +296,28 @@ static int vhost_ctx(lx_gen_t *g, lx_vhost_t *vh, char *err, size_t errlen) {
     return r < 0 ? r : session_context(vh, c, err, errlen);
 }
 
-/* A 64-bit digest of a file's bytes (0 when it cannot be read). */
-static uint64_t file_digest(const char *path) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    EVP_MD_CTX *c = EVP_MD_CTX_new();
-    FILE *f = fopen(path, "rb");
-    int ok = c && f && EVP_DigestInit_ex(c, EVP_sha256(), NULL);
-    char buf[4096];
-    size_t n;
-    while (ok && (n = fread(buf, 1, sizeof(buf), f)) > 0)
-        ok = EVP_DigestUpdate(c, buf, n);
-    ok = ok && EVP_DigestFinal_ex(c, md, &mdlen) && mdlen >= 8;
-    if (f) fclose(f);
-    EVP_MD_CTX_free(c);
-    uint64_t h = 0;
-    if (ok) memcpy(&h, md, sizeof(h));
-    return h;
+/* What a pooled connection must share with the server of a new request
+ * besides its address (upstream/upconn.c): a digest of the name checked,
+ * whether it is checked, and the CA file's bytes. Pools outlive
+ * generations, with their idle connections and the session they offer,
+ * which OpenSSL resumes without checking the certificate again: a reload
+ * that changes any of these must not find the old pool (a break review). */
+static void pool_ids(lx_upstream_t *u) {
+    const lx_upstream_tls_t *t = u->tls;
+    for (size_t i = 0; i < u->nservers; i++) {
+        lx_upstream_server_t *s = &u->servers[i];
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int mdlen = 0;
+        uint64_t id = 0;
+        EVP_MD_CTX *c = EVP_MD_CTX_new();
+        if (c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) &&
+            EVP_DigestUpdate(c, s->tls_name, strlen(s->tls_name) + 1) &&
+            EVP_DigestUpdate(c, t->verify ? "v" : "-", 1) && (!t->ca || digest_file(c, t->ca)) &&
+            EVP_DigestFinal_ex(c, md, &mdlen) && mdlen >= sizeof(id))
+            memcpy(&id, md, sizeof(id));
+        EVP_MD_CTX_free(c);
+        s->pool_id = id | 1; /* 0 is plain */
+    }
 }
 
 /* upstream { tls = ... }: the client context its connections share. The
@@ -315,36 +338,22 @@ static int upstream_ctx(lx_upstream_t *u, char *err, size_t errlen) {
     static const unsigned char alpn[] = "\x08http/1.1";
     SSL_CTX_set_alpn_protos(c, alpn, sizeof(alpn) - 1);
     lx_tls_client_ctx_hooks(c);
-    if (!t->verify) return 0;
-    SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
-    if (t->ca == NULL) {
-        if (SSL_CTX_set_default_verify_paths(c) != 1) ERR_clear_error();
-        return 0;
+    if (t->verify) {
+        SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+        int e = t->ca ? -regular_file(t->ca) : 0;
+        if (e) {
+            snprintf(err, errlen, "%s:%d: upstream \"%s\": tls ca \"%s\": %s", t->file, t->line,
+                     u->name, t->ca, e == EINVAL ? "not a regular file" : strerror(e));
+            return -EINVAL;
+        }
+        if (t->ca && load_cas(c, t->ca, 0) < 0) {
+            snprintf(err, errlen, "%s:%d: upstream \"%s\": tls ca \"%s\": " NO_CA, t->file, t->line,
+                     u->name, t->ca);
+            return -EINVAL;
+        }
+        if (t->ca == NULL && SSL_CTX_set_default_verify_paths(c) != 1) ERR_clear_error();
     }
-    int e = -regular_file(t->ca);
-    if (e) {
-        snprintf(err, errlen, "%s:%d: upstream \"%s\": tls ca \"%s\": %s", t->file, t->line,
-                 u->name, t->ca, e == EINVAL ? "not a regular file" : strerror(e));
-        return -EINVAL;
-    }
-    STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(t->ca); /* does it hold any? */
-    int any = names && sk_X509_NAME_num(names) > 0;
-    sk_X509_NAME_pop_free(names, X509_NAME_free);
-    if (!any || SSL_CTX_load_verify_locations(c, t->ca, NULL) != 1) {
-        ERR_clear_error();
-        snprintf(err, errlen,
-                 "%s:%d: upstream \"%s\": tls ca \"%s\": no CA certificate in it (PEM, one or "
-                 "more -----BEGIN CERTIFICATE----- blocks)",
-                 t->file, t->line, u->name, t->ca);
-        return -EINVAL;
-    }
-    /* Pools outlive generations, with their idle connections and the
-     * session they offer (which OpenSSL resumes without checking the
-     * certificate again): a reload that changes the file's CAs must not
-     * find the old pool (a break review). */
-    uint64_t h = file_digest(t->ca);
-    for (size_t i = 0; i < u->nservers; i++)
-        u->servers[i].pool_id = (u->servers[i].pool_id ^ h) * 1099511628211ull | 1;
+    pool_ids(u);
     return 0;
 }
 
@@ -405,6 +414,7 @@ static void warn_unreadable(lx_gen_t *g) {
     const char *why = "is not readable by user \"%s\": it loads now, as root, and every reload "
                       "(as %s) will fail; see luxd(8), \"TLS keys\"";
     char msg[512];
+    snprintf(msg, sizeof(msg), why, user, user);
     for (size_t i = 0; i < g->nvhosts; i++) {
         const lx_vhost_tls_t *t = &g->vhosts[i].tls;
         const char *files[2 * LX_TLS_PAIRS + 1];
@@ -415,18 +425,14 @@ static void warn_unreadable(lx_gen_t *g) {
         }
         if (t->client_ca) files[nf++] = t->client_ca;
         for (int k = 0; k < nf; k++)
-            if (!user_may_read(files[k], pw->pw_uid, groups, n)) {
-                snprintf(msg, sizeof(msg), why, user, user);
+            if (!user_may_read(files[k], pw->pw_uid, groups, n))
                 lx_gen_warn(g, t->file, t->line, "vhost \"%s\": tls file \"%s\" %s",
                             g->vhosts[i].name, files[k], msg);
-            }
     }
     const lx_server_tls_t *st = &g->srv.tls;
-    if (st->ticket_key_file && !user_may_read(st->ticket_key_file, pw->pw_uid, groups, n)) {
-        snprintf(msg, sizeof(msg), why, user, user);
+    if (st->ticket_key_file && !user_may_read(st->ticket_key_file, pw->pw_uid, groups, n))
         lx_gen_warn(g, st->file, st->ticket_key_file_line, "server tls ticket_key_file \"%s\" %s",
                     st->ticket_key_file, msg);
-    }
 }
 
 int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen) {
