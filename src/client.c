@@ -189,6 +189,12 @@ const char *lx_req_tls(lx_req_t *r, int field) {
     return c ? lx_tls_field(&c->tp, (lx_tls_field_t)field) : NULL;
 }
 
+const unsigned char *lx_req_tls_sid(lx_req_t *r, unsigned *len) {
+    lx_conn_t *c = conn_of_req(r);
+    *len = 0;
+    return c ? lx_tls_sid_ctx(&c->tp, len) : NULL;
+}
+
 /* ---- the PROXY protocol ------------------------------------------------ */
 
 /* The header a proxy_protocol listener's connections begin with, at the

@@ -189,20 +189,22 @@ static LX_ROUTE_INLINE lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_st
     return g->default_vhost;
 }
 
-/* Whether a request over TLS names a vhost whose certificate is not the
- * one its connection's server name chose (RFC 9110 15.5.20): a client
- * must not reach a vhost it never checked the certificate of, or whose
- * client certificate policy it never met, over a connection it opened for
- * another name (a browser reuses connections across names one certificate
- * covers). Both are looked up in the request's generation, so a reload
- * between the handshake and the request changes nothing (net/tlsctx.c). */
+/* Whether a request over TLS names a vhost whose certificates or client
+ * certificate policy are not those its connection's handshake was made
+ * for (RFC 9110 15.5.20): a client must not reach a vhost it never
+ * checked the certificate of, or whose client certificate policy it never
+ * met, over a connection it opened for another name (a browser reuses
+ * connections across names one certificate covers), nor over one opened
+ * before a reload tightened that policy (net/tlsctx.c). */
 static int misdirected(lx_req_t *r, int cached) {
     /* The verdict for a connection's cached Host holds as long as that
-     * answer does (its server name never changes): keep-alive requests
-     * do not look both names up again. */
+     * answer does (its handshake never changes): keep-alive requests do
+     * not look the Host's certificates up again. */
     lx_conn_t *c = lx_sess_of(r)->c;
     if (cached && c->vh_421) return c->vh_421 - 1;
-    int m = lx_tls_misdirected(r->gen, r->vhost, r->host.p, r->host.len, lx_req_tls(r, LX_TLS_SNI));
+    unsigned len;
+    const unsigned char *sid = lx_req_tls_sid(r, &len);
+    int m = lx_tls_misdirected(r->gen, r->vhost, r->host.p, r->host.len, sid, len);
     if (cached) c->vh_421 = (uint8_t)(m + 1);
     return m;
 }

@@ -242,6 +242,9 @@ const char *lx_req_conn_peer(lx_req_t *r, char *buf);
 /* What the request's TLS connection tells of itself (an lx_tls_field_t of
  * net/transport.h), or NULL: over plain HTTP, or the connection is gone. */
 const char *lx_req_tls(lx_req_t *r, int field);
+/* The session id context of the request's TLS connection (net/tlsctx.h
+ * lx_tls_misdirected), or NULL with *len 0. */
+const unsigned char *lx_req_tls_sid(lx_req_t *r, unsigned *len);
 
 /* ---- the response (response.c) ------------------------------------------- */
 

@@ -156,7 +156,9 @@ typedef struct {
     int client_required;            /**< client_verify = "require" (else "optional") */
     const char *file;               /**< where tls = { } is written */
     int line;
-    void *ctx; /**< its SSL_CTX (one reference), built by lx_tls_gen_build */
+    void *ctx;             /**< its SSL_CTX (one reference), built by lx_tls_gen_build */
+    unsigned char sid[32]; /**< its session id context (net/tlsctx.c session_context) */
+    unsigned sid_len;
 } lx_vhost_tls_t;
 
 typedef struct lx_vhost_s {

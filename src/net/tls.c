@@ -843,6 +843,12 @@ const char *lx_tls_field(const lx_tp_t *tp, lx_tls_field_t f) {
     return NULL;
 }
 
+const unsigned char *lx_tls_sid_ctx(const lx_tp_t *tp, unsigned *len) {
+    const lx_tls_t *t = tp->tls;
+    const SSL_SESSION *s = t && t->hs_done ? SSL_get_session(t->ssl) : NULL;
+    return s ? SSL_SESSION_get0_id_context(s, len) : NULL;
+}
+
 /* The certificates were chosen by the ClientHello callback; this one only
  * makes OpenSSL acknowledge the server name (an empty server_name in the
  * answer: RFC 6066 3 says a server that used the name sends it). */

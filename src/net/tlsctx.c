@@ -200,7 +200,7 @@ static int client_certs(const lx_vhost_t *vh, SSL_CTX *c, char *err, size_t errl
  * certificate policy (the mode, the CA file's bytes), so that a session is
  * resumed only under the vhost that made it, and not after a reload that
  * changed whom it accepts (a session carries its client's verification). */
-static int session_context(const lx_vhost_t *vh, SSL_CTX *c, char *err, size_t errlen) {
+static int session_context(lx_vhost_t *vh, SSL_CTX *c, char *err, size_t errlen) {
     unsigned char sid[EVP_MAX_MD_SIZE];
     unsigned int sidlen = 0;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -210,7 +210,11 @@ static int session_context(const lx_vhost_t *vh, SSL_CTX *c, char *err, size_t e
         ok = EVP_DigestUpdate(md, vh->tls.client_required ? "R" : "O", 1) &&
              digest_file(md, vh->tls.client_ca);
     ok = ok && EVP_DigestFinal_ex(md, sid, &sidlen) && sidlen <= SSL_MAX_SID_CTX_LENGTH &&
-         SSL_CTX_set_session_id_context(c, sid, sidlen);
+         sidlen <= sizeof(vh->tls.sid) && SSL_CTX_set_session_id_context(c, sid, sidlen);
+    if (ok) {
+        memcpy(vh->tls.sid, sid, sidlen);
+        vh->tls.sid_len = sidlen;
+    }
     EVP_MD_CTX_free(md);
     if (!ok) {
         snprintf(err, errlen, "%s:%d: vhost \"%s\": tls: %s", vh->tls.file, vh->tls.line, vh->name,
@@ -500,14 +504,8 @@ void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent) {
                 t->client_required ? "required" : "optional", t->client_ca);
 }
 
-int lx_tls_misdirected(const lx_gen_t *g, const lx_vhost_t *vh, const char *host, size_t hlen,
-                       const char *sni) {
-    const SSL_CTX *want = lx_tls_pick(g, host, hlen);
-    if (want == lx_tls_pick(g, sni, sni ? strlen(sni) : 0)) return 0;
-    return vh->tls.ctx != NULL || (want && (SSL_CTX_get_verify_mode(want) & SSL_VERIFY_PEER));
-}
-
-void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len) {
+/* The vhost whose certificates a server name gets (lx_tls_pick), or NULL. */
+static const lx_vhost_t *pick_vhost(const lx_gen_t *g, const char *name, size_t len) {
     const lx_vhost_t *vh = name ? lx_gen_match_vhost(g, name, len) : NULL;
     /* A vhost without certificates of its own is covered by the wildcard
      * above it that has some ("www.a.test" by "*.a.test"), as a client
@@ -515,5 +513,19 @@ void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len) {
     for (size_t i = 1; vh && vh->tls.ctx == NULL && i < len; i++)
         if (name[i] == '.') vh = lx_gen_match_vhost(g, name + i, len - i);
     if (vh == NULL || vh->tls.ctx == NULL) vh = g->default_vhost;
+    return vh && vh->tls.ctx ? vh : NULL;
+}
+
+int lx_tls_misdirected(const lx_gen_t *g, const lx_vhost_t *vh, const char *host, size_t hlen,
+                       const unsigned char *sid, unsigned sid_len) {
+    const lx_vhost_t *want = pick_vhost(g, host, hlen);
+    if (want == NULL ||
+        (sid_len == want->tls.sid_len && sid && memcmp(sid, want->tls.sid, sid_len) == 0))
+        return 0;
+    return vh->tls.ctx != NULL || want->tls.client_ca != NULL;
+}
+
+void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len) {
+    const lx_vhost_t *vh = pick_vhost(g, name, len);
     return vh ? vh->tls.ctx : NULL;
 }

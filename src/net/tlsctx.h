@@ -23,12 +23,16 @@ void lx_tls_dump(const lx_vhost_tls_t *t, FILE *out, const char *indent);
  * vhost's; NULL when none has any (the handshake is refused). */
 void *lx_tls_pick(const lx_gen_t *g, const char *name, size_t len);
 /* Whether a request over TLS for vh (Host host) came over a connection
- * whose server name (sni, NULL: none) chose other certificates than host
- * gets, where that matters (RFC 9110 15.5.20, 421): vh has certificates
- * of its own, or those host gets ask for a client certificate (a vhost
- * without tls under a wildcard with client_ca: a break review found it
- * reached over another vhost's connection without one). */
+ * whose handshake was not made for the certificates and client
+ * certificate policy host gets now (RFC 9110 15.5.20, 421): the session
+ * id context it negotiated (sid: net/transport.h lx_tls_sid_ctx) is not
+ * the one of the vhost host gets, and vh has certificates of its own or
+ * that vhost asks for a client certificate. The context digests the
+ * vhost's name and client certificate policy, so a reload that adds
+ * client_ca to a vhost refuses its open keep-alive connections (a break
+ * review: they went on without a certificate), while one that swaps only
+ * the certificate does not. */
 int lx_tls_misdirected(const lx_gen_t *g, const lx_vhost_t *vh, const char *host, size_t hlen,
-                       const char *sni);
+                       const unsigned char *sid, unsigned sid_len);
 
 #endif

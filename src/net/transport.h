@@ -46,6 +46,9 @@ typedef enum {
     LX_TLS_CLIENT_FINGERPRINT,
 } lx_tls_field_t;
 const char *lx_tls_field(const lx_tp_t *tp, lx_tls_field_t f);
+/* The session id context the connection's handshake was made under (the
+ * vhost and its client certificate policy, net/tlsctx.c), or NULL. */
+const unsigned char *lx_tls_sid_ctx(const lx_tp_t *tp, unsigned *len);
 
 int lx_tls_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb read);
 void lx_tls_read_stop(lx_tp_t *tp);
