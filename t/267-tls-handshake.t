@@ -149,6 +149,16 @@ sub tcp { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $_[0], Prot
                            args => ['-cipher', 'DHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256']),
          qr/^New, TLSv1\.2, Cipher is ECDHE-RSA-AES128-GCM-SHA256$/m,
          'a client that lists DHE first gets ECDHE: the server\'s order (testssl rated the client\'s HIGH)');
+    # TLS 1.3: Mozilla's order, whatever the client's (OpenSSL's puts
+    # AES-256 first); ChaCha20 for a client that puts it first.
+    like(TLSTest::s_client($tp, servername => 'r.test',
+                           args => ['-ciphersuites', 'TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256']),
+         qr/^New, TLSv1\.3, Cipher is TLS_AES_128_GCM_SHA256$/m, 'TLS 1.3: AES-128-GCM first, the server\'s order');
+    like(TLSTest::s_client($tp, servername => 'r.test',
+                           args => ['-ciphersuites', 'TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256']),
+         qr/^New, TLSv1\.3, Cipher is TLS_CHACHA20_POLY1305_SHA256$/m, 'TLS 1.3: ChaCha20 for a client that puts it first');
+    like(TLSTest::s_client($tp, servername => 'r.test', args => ['-ciphersuites', 'TLS_AES_256_GCM_SHA384']),
+         qr/^New, TLSv1\.3, Cipher is TLS_AES_256_GCM_SHA384$/m, 'TLS 1.3: AES-256-GCM for a client that offers only it');
     like(TLSTest::s_client($tp, servername => 'r.test', args => ['-tlsextdebug']),
          qr/TLS server extension "server name" \(id=0\), len=0/, 'the server name is acknowledged (RFC 6066 3)');
     $s->stop;
