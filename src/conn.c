@@ -134,6 +134,14 @@ static void timed_out_reading(lx_conn_t *c) {
     lx_resp_done(&s->req);
 }
 
+/* An idle connection rested: its transport lets go of its buffers, and
+ * keepalive_timeout runs on from when the wait began. */
+static void conn_rest(lx_conn_t *c) {
+    lx_tp_rest(&c->tp);
+    uint32_t ka = worker_of(c)->gen->srv.keepalive_timeout;
+    if (ka) set_deadline_at(c, LX_DL_IDLE, c->dl.due - LX_TP_REST_MS + ka);
+}
+
 void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind) {
     lx_conn_t *c = container_of(d, lx_conn_t, dl);
     (void)q;
@@ -141,6 +149,7 @@ void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind) {
     switch (kind) {
     case LX_DL_HEADER:
     case LX_DL_BODY: timed_out_reading(c); return;
+    case LX_DL_REST: conn_rest(c); return;
     default: lx_conn_close(c); return;
     }
 }
@@ -794,8 +803,13 @@ static void conn_idle(lx_conn_t *c, lx_sess_t *s) {
     /* A PROXY header alone: the first request's header_timeout, set at
      * accept, runs on (keepalive_timeout is for clients that were answered). */
     if (c->nreq == 0) return;
-    set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
+    uint32_t ka = worker_of(c)->gen->srv.keepalive_timeout;
+    if (lx_tp_can_rest(&c->tp) && (ka == 0 || ka > LX_TP_REST_MS))
+        set_deadline(c, LX_DL_REST, LX_TP_REST_MS);
+    else
+        set_deadline(c, LX_DL_IDLE, ka);
 }
+
 
 /* Runs llhttp over what the read buffer holds, as far as the state lets. */
 static void conn_parse(lx_conn_t *c) {

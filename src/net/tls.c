@@ -591,6 +591,9 @@ static void deliver(lx_tls_t *t) {
             continue;
         }
         if (err == SSL_ERROR_WANT_READ) {
+            /* A handshake waiting for the client's next flight holds no
+             * read buffer (17 KiB of a stalled one's cost). */
+            if (!t->hs_done && t->in_len == 0) SSL_free_buffers(t->ssl);
             t->read_cb(st, 0, &pb); /* the buffer goes back: pb is not the protocol's now */
             if (t->closing) return;
             if (t->eof && t->in_len == 0 && t->reading) t->read_cb(st, UV_EOF, &(uv_buf_t){0});
@@ -718,6 +721,20 @@ static void on_idle(uv_idle_t *h) {
     t->in = t->keep;
     t->in_len = t->keep_len;
     deliver(t);
+}
+
+void lx_tls_rest(lx_tp_t *tp) {
+    lx_tls_t *t = tp->tls;
+    if (t->closing || t->olen || t->inflight) return;
+    SSL_free_buffers(t->ssl); /* declines while it holds bytes */
+    free(t->obuf);
+    t->obuf = NULL;
+    t->ocap = 0;
+    if (t->keep_len == 0) {
+        free(t->keep);
+        t->keep = NULL;
+        t->keep_cap = 0;
+    }
 }
 
 int lx_tls_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb read) {
