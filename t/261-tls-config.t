@@ -76,6 +76,13 @@ like($out, qr/luxd\.lua:4: vhost "old\.test": tls cert "[^"]+" has expired: clie
 # A certificate with no listener to use it: a warning.
 ($rc, $out) = Luxd::check_config(conf(qq{vhost "a.test" {\n default = true, root = "/tmp",\n $A }\n}, listen => '"127.0.0.1:$PORT"'));
 like($out, qr/luxd\.lua:4: .*no listen entry has tls = true/, 'a certificate no listener uses: a warning');
+# A default vhost without a certificate beside one with: clients without a
+# known name are refused; a warning says so, at the default's line.
+($rc, $out) = Luxd::check_config(conf(qq{vhost "a.test" {\n root = "/tmp",\n $A }\nvhost "d.test" {\n default = true, root = "/tmp" }\n}));
+is($rc, 0, 'a default vhost without a certificate does not stop the load') or diag $out;
+like($out, qr/luxd\.lua:5: vhost "d\.test" is the default but has no certificate: a TLS client that sends no server name, or a name no vhost with a certificate has, is refused/,
+     'it is a warning with file:line');
+unlike(join('', (Luxd::check_config(conf($both)))[1]), qr/is the default but has no certificate/, 'a default with a certificate: no such warning');
 # -T.
 ($rc, $out) = Luxd::run_luxd('-T', '-c', (Luxd::check_config(conf($both)))[2]);
 like($out, qr/^  listen 127\.0\.0\.1:\d+ tls$/m, '-T: the listener says tls');

@@ -485,6 +485,13 @@ int lx_tls_gen_build(lx_gen_t *g, char *err, size_t errlen) {
         return -EINVAL;
     }
     warn_unreadable(g);
+    const lx_vhost_t *dv = g->default_vhost;
+    if (dv && dv->tls.npairs == 0)
+        lx_gen_warn(g, dv->file, dv->line,
+                    "vhost \"%s\" is the default but has no certificate: a TLS client that "
+                    "sends no server name, or a name no vhost with a certificate has, is refused "
+                    "(as nginx's ssl_reject_handshake); give it tls = { cert, key } to serve them",
+                    dv->name);
     if (g->srv.vhost_dir)
         lx_gen_warn(g, g->srv.file, g->srv.line,
                     "vhost_dir: its hosts have no certificates of their own: over TLS they get "
