@@ -109,6 +109,7 @@ typedef struct lx_stats_s {
     uint64_t tls_handshakes;             /**< TLS handshakes done, resumed ones too */
     uint64_t tls_resumed;                /**< those that resumed a session */
     uint64_t tls_failures[LX_TF_KINDS];  /**< TLS handshakes that failed, by why */
+    uint64_t up_pools;                   /**< gauge: upstream connection pools the loop keeps */
     uint64_t generation;                 /**< gauge: the generation the loop serves */
     uint64_t draining;                   /**< gauge: older generations it still runs requests of */
     uint64_t lags[LX_ST_LAG_BUCKETS];    /**< the loop's lag, sampled, by size (lx_st_lag_le) */

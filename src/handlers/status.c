@@ -110,6 +110,7 @@ typedef struct {
     uint64_t aborted, cache_hits, cache_misses, io_jobs, io_jobs_total, policy_runs;
     uint64_t policy_faults[LX_PF_KINDS];
     uint64_t tls_handshakes, tls_resumed, tls_failures[LX_TF_KINDS];
+    uint64_t up_pools;
     uint64_t req[LX_ST_CLASSES];
 } totals_t;
 
@@ -133,6 +134,7 @@ static void sum_loop(totals_t *t, const lx_stats_t *st) {
     t->tls_resumed += lx_st_get(&st->tls_resumed);
     for (int i = 0; i < LX_TF_KINDS; i++)
         t->tls_failures[i] += lx_st_get(&st->tls_failures[i]);
+    t->up_pools += lx_st_get(&st->up_pools);
 }
 
 typedef struct {
@@ -342,6 +344,10 @@ static void render_prom(lx_buf_t *o, const lx_req_t *r, const loops_t *l, const 
                       esc(&nb, lx_stats_slot_name(LX_ST_UPSTREAM, s), 0), (unsigned long long)v[1]);
     }
     free(live);
+    prom_one(o, "luxd_upstream_pools", "gauge",
+             "Pools of upstream connections the loops keep: one per server address and TLS "
+             "settings an upstream names, and those that still lend a connection.",
+             t->up_pools);
     uint32_t np = lx_stats_nslots(LX_ST_PEER);
     live = live_slots(r->gen, LX_ST_PEER, np);
     static const char *const peer_metric[PE_WORDS][3] = {
@@ -441,7 +447,8 @@ static void render_json(lx_buf_t *o, const lx_req_t *r, const loops_t *l, const 
                       i ? "," : "", (unsigned long long)lx_st_get(&l->loops[i]->generation),
                       (unsigned long long)lx_st_get(&l->loops[i]->draining),
                       (double)lx_st_get(&l->loops[i]->lag_max_ns) / 1e9);
-    lx_buf_printf(o, "],\n\"upstreams\":{");
+    lx_buf_printf(o, "],\n\"upstream_pools\":%llu,\n\"upstreams\":{",
+                  (unsigned long long)t->up_pools);
     uint32_t nu = lx_stats_nslots(LX_ST_UPSTREAM);
     live = live_slots(r->gen, LX_ST_UPSTREAM, nu);
     first = 1;

@@ -24,6 +24,9 @@ struct lx_uppool_s {
     lx_upconn_t *idle;      /**< most recently used first */
     lx_upconn_t *idle_tail; /**< least recently used */
     uint32_t nidle;
+    uint32_t nconns; /**< its connections not closed yet, idle or lent */
+    unsigned named;  /**< an upstream of the loop's generation names it (else it goes once
+                        nconns is 0: lx_uploop_retune) */
     uint32_t keepalive; /**< idle ones kept longer than SURPLUS_MS, as the last put said: the most
                            of the upstreams naming the address (config/load.c) */
     uint32_t stat_slot; /**< the address's counters (stats.h, LX_ST_PEER) */
@@ -72,6 +75,18 @@ static void idle_unlink(lx_upconn_t *uc) {
     if (ps) LX_ST_DEC(&ps->idle);
 }
 
+/* A pool no upstream names and no connection uses any more goes: reloads
+ * that move upstreams (new ports, new TLS settings) would otherwise add
+ * pools for ever, and lx_uppool_of looks through them all. One that still
+ * lends a connection goes at a later reload. */
+static void pool_drop(lx_uploop_t *ul, lx_uppool_t **link) {
+    lx_uppool_t *p = *link;
+    *link = p->next;
+    if (p->tls_sess) lx_tls_session_free(p->tls_sess);
+    free(p);
+    if (ul->stats) LX_ST_DEC(&ul->stats->up_pools);
+}
+
 void lx_uploop_free(lx_uploop_t *ul) {
     if (ul == NULL) return;
     for (lx_uppool_t *p = ul->pools; p; p = p->next)
@@ -81,13 +96,8 @@ void lx_uploop_free(lx_uploop_t *ul) {
     /* The close callbacks run on the loop; it has stopped serving, so one
      * turn of it frees the connections before the pools go. */
     uv_run(ul->loop, UV_RUN_NOWAIT);
-    lx_uppool_t *p = ul->pools;
-    while (p) {
-        lx_uppool_t *next = p->next;
-        if (p->tls_sess) lx_tls_session_free(p->tls_sess);
-        free(p);
-        p = next;
-    }
+    while (ul->pools)
+        pool_drop(ul, &ul->pools);
     free(ul);
 }
 
@@ -105,7 +115,9 @@ lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s) {
     p->addrlen = s->addrlen;
     p->id = s->pool_id;
     p->stat_slot = s->stat_slot;
+    p->named = 1;
     p->ul = ul;
+    if (ul->stats) LX_ST_INC(&ul->stats->up_pools);
     p->next = ul->pools;
     ul->pools = p;
     return p;
@@ -116,17 +128,29 @@ lx_uppool_t *lx_uppool_of(lx_uploop_t *ul, const lx_upstream_server_t *s) {
 static void trim(lx_uppool_t *p);
 
 void lx_uploop_retune(lx_uploop_t *ul, const lx_upstream_t *ups, size_t n) {
-    for (lx_uppool_t *p = ul->pools; p; p = p->next) {
+    lx_uppool_t **link = &ul->pools;
+    while (*link) {
+        lx_uppool_t *p = *link;
         uint32_t keep = 0; /* an address no upstream names any more: none */
+        p->named = 0;
         for (size_t i = 0; i < n; i++)
             for (size_t k = 0; k < ups[i].nservers; k++) {
                 const lx_upstream_server_t *s = &ups[i].servers[k];
                 if (s->addrlen == p->addrlen && s->pool_id == p->id &&
-                    memcmp(&s->addr, &p->addr, p->addrlen) == 0 && s->pool_keepalive > keep)
-                    keep = s->pool_keepalive;
+                    memcmp(&s->addr, &p->addr, p->addrlen) == 0) {
+                    p->named = 1;
+                    if (s->pool_keepalive > keep) keep = s->pool_keepalive;
+                }
             }
         p->keepalive = keep;
+        if (!p->named) /* its idle ones close now, whatever their idle time */
+            while (p->idle)
+                lx_upconn_close(p->idle);
         trim(p);
+        if (!p->named && p->nconns == 0)
+            pool_drop(ul, link);
+        else
+            link = &p->next;
     }
 }
 
@@ -140,6 +164,7 @@ static void on_handle_closed(uv_handle_t *h) {
 void lx_upconn_close(lx_upconn_t *uc) {
     if (uc->state == LX_UC_CLOSING) return;
     if (uc->state == LX_UC_IDLE) idle_unlink(uc);
+    uc->pool->nconns--;
     uc->state = LX_UC_CLOSING;
     uc->ops = NULL;
     uc->data = NULL;
@@ -435,6 +460,7 @@ int lx_upconn_connect(lx_uppool_t *p, const lx_upstream_server_t *s, const lx_up
     uc->timer.data = uc;
     uc->creq.data = uc;
     uc->handles = 2;
+    p->nconns++; /* from here on, lx_upconn_close counts it out */
     if (s->tls) {
         /* Made now, while the generation that holds the context is the
          * request's; the session keeps its own reference to it. */
