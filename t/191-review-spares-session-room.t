@@ -25,14 +25,7 @@ use POSIX ();
 use Luxd;
 
 # luxd's anonymous resident memory (RssAnon) in kB: where the buffers are.
-# VmRSS also counts file-backed pages, which page-cache reclaim (DAMON on
-# the CI machine) evicts and faults bring back, megabytes either way.
-sub rss_kb {
-    my ($pid) = @_;
-    open my $fh, '<', "/proc/$pid/status" or return undef;
-    while (<$fh>) { return $1 if /^RssAnon:\s+(\d+)\s+kB/ }
-    return undef;
-}
+sub rss_kb { Luxd::rss_anon_kb(@_) }
 
 # Buffers at or above 32 KiB are mmap()ed and unmapped at free: VmRSS shows
 # what is held (as t/185). ASan's quarantine off (as t/33, t/185).

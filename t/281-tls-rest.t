@@ -13,13 +13,7 @@ use lib 't/lib';
 use Luxd;
 use TLSTest;
 
-# luxd's anonymous resident memory (RssAnon) in kB.
-sub rss_kb {
-    my ($pid) = @_;
-    open my $fh, '<', "/proc/$pid/status" or return undef;
-    while (<$fh>) { return $1 if /^RssAnon:\s+(\d+)\s+kB/ }
-    return undef;
-}
+sub rss_kb { Luxd::rss_anon_kb(@_) }
 
 # Buffers of 16 KiB and more are mmap()ed and unmapped at free, so that
 # RssAnon shows what is held; under AddressSanitizer, no quarantine, and

@@ -436,6 +436,16 @@ sub as_user {
     return $? == 0;
 }
 
+# A process's anonymous resident memory (RssAnon) in kB, or undef: where
+# heap and buffers are (VmRSS also counts file-backed pages, which page
+# cache reclaim evicts and faults bring back, megabytes either way).
+sub rss_anon_kb {
+    my ($pid) = @_;
+    open my $fh, '<', "/proc/$pid/status" or return undef;
+    while (<$fh>) { return $1 if /^RssAnon:\s+(\d+)\s+kB/ }
+    return undef;
+}
+
 # Polls COND every 0.05 s until it returns true or TIMEOUT seconds (10 by
 # default) pass; returns its last value. What a test awaits instead of a sleep.
 sub wait_for {
