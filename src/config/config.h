@@ -16,8 +16,8 @@
 
 /* follow_symlinks: which symbolic links below a document root are followed
  * when a file is opened (nginx's disable_symlinks). The default is OWNER for
- * named vhosts and REFUSE for vhost_dir hosts: see read_site and the end of
- * load_vhosts in load.c for why. */
+ * named vhosts and REFUSE for vhost_dir hosts: see ld_read_site (load_site.c)
+ * and the vhost_dir part of convert (load.c) for why. */
 typedef enum {
     LX_SYMLINKS_OWNER = 0, /**< "owner": when the link and its target have one owner */
     LX_SYMLINKS_FOLLOW,    /**< true: every link */
@@ -191,7 +191,7 @@ typedef struct {
 } lx_listen_t;
 
 /* What a $name of an access-log template stands for (io/accesslog.c
- * prints each; lua/luxd/schema.lua has the same list for -t's errors). */
+ * prints each; lua/luxd/schema_server.lua has the same list for -t's errors). */
 typedef enum {
     LX_LV_TEXT, /**< not a variable: literal bytes */
     LX_LV_REMOTE_ADDR,

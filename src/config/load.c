@@ -196,7 +196,7 @@ int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err,
     install_modules(L);
     /* require("luxd.config").load(path, host): Lua errors come back as
      * "file:line: message" strings, ready for the operator. */
-    /* Only luxd-test has the test handler; schema.lua refuses its key
+    /* Only luxd-test has the test handler; schema_site.lua refuses its key
      * elsewhere. */
     lua_pushboolean(L, lx_config_test_handlers);
     lua_setglobal(L, "LUXD_TEST_HANDLERS");

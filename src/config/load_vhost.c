@@ -40,7 +40,7 @@ static int read_vhost_log(loader_t *ld, int t, lx_vhost_t *vh) {
     if (type == LUA_TNIL) {
         vh->access_log = s->access_log.path ? &s->access_log : NULL;
     } else if (type == LUA_TBOOLEAN) {
-        vh->access_log = NULL; /* false: schema.lua turns true into a table */
+        vh->access_log = NULL; /* false: schema_server.lua turns true into a table */
     } else {
         lx_access_log_conf_t *c = lx_arena_calloc(&ld->g->arena, sizeof(*c));
         if (c == NULL) r = -ENOMEM;

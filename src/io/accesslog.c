@@ -31,7 +31,7 @@ static const char JSON[] =
     "\"status\":$status,\"bytes\":$body_bytes_sent,\"request_time\":$request_time,"
     "\"host\":\"$http_host\",\"referer\":\"$http_referer\",\"user_agent\":\"$http_user_agent\"}";
 
-/* The names a template may use besides $http_NAME; lua/luxd/schema.lua
+/* The names a template may use besides $http_NAME; lua/luxd/schema_server.lua
  * (LOG_VARIABLES) checks templates against the same list for -t. */
 static const struct {
     const char *name;

@@ -661,7 +661,7 @@ static int gather(lua_State *L, int desc, const char *path, char *err, size_t er
     return 0;
 }
 
-/* Finds, for each slot load.c numbered, the function this run declared at
+/* Finds, for each slot the loader numbered (load_site.c), the function this run declared at
  * the same vhost and location, and fails when the two runs disagree on any
  * of them. Binding by position would hand a policy to another vhost
  * whenever the config declares its vhosts in another order on this run, as

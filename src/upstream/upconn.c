@@ -28,7 +28,7 @@ struct lx_uppool_s {
     unsigned named;  /**< an upstream of the loop's generation names it (else it goes once
                         nconns is 0: lx_uploop_retune) */
     uint32_t keepalive; /**< idle ones kept longer than SURPLUS_MS, as the last put said: the most
-                           of the upstreams naming the address (config/load.c) */
+                           of the upstreams naming the address (config/load_upstream.c) */
     uint32_t stat_slot; /**< the address's counters (stats.h, LX_ST_PEER) */
     lx_uppool_t *next;
 };
