@@ -91,6 +91,7 @@ struct lx_tls_s {
     unsigned fail : 4;            /**< why the handshake failed (LX_TF_* + 1), 0: not known */
     unsigned client_read : 1;     /**< client_subject and client_fp are made */
     unsigned client : 1;          /**< luxd is the client (an upstream connection) */
+    unsigned eof_told : 1;        /**< the protocol was told of the end: nothing more is read */
     char *client_subject;         /**< the verified client certificate's subject, or NULL */
     char client_fp[65];           /**< its SHA-256 in hex, or "" */
 };
@@ -560,6 +561,21 @@ static int stash(lx_tls_t *t) {
     return 0;
 }
 
+/* Tells the protocol of the end (a close_notify, or the socket's end after
+ * the last record), once, as libuv does: reading stops with it, and what
+ * comes after a close_notify is not read. Told more than once, a
+ * connection still answering kept every byte a client sent after its
+ * close_notify (the fuzz harness fuzz_tlsbuf). */
+static void tell_eof(lx_tls_t *t, uv_stream_t *st, const uv_buf_t *pb) {
+    t->eof = t->eof_told = 1;
+    t->reading = 0;
+    t->in = NULL;
+    t->in_len = t->keep_len = 0;
+    uv_idle_stop(&t->idle);
+    uv_read_stop(st);
+    t->read_cb(st, UV_EOF, pb);
+}
+
 /* Hands the protocol plain text while it reads and OpenSSL has some; sends
  * what the handshake answers. */
 static void deliver(lx_tls_t *t) {
@@ -596,11 +612,14 @@ static void deliver(lx_tls_t *t) {
             if (!t->hs_done && t->in_len == 0) SSL_free_buffers(t->ssl);
             t->read_cb(st, 0, &pb); /* the buffer goes back: pb is not the protocol's now */
             if (t->closing) return;
-            if (t->eof && t->in_len == 0 && t->reading) t->read_cb(st, UV_EOF, &(uv_buf_t){0});
+            if (t->eof && t->in_len == 0 && t->reading) {
+                tell_eof(t, st, &(uv_buf_t){0});
+                return;
+            }
             break;
         }
         if (err == SSL_ERROR_ZERO_RETURN) { /* close_notify */
-            t->read_cb(st, UV_EOF, &pb);
+            tell_eof(t, st, &pb);
             return;
         }
         unsigned long e = ERR_peek_error();
@@ -742,6 +761,7 @@ int lx_tls_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb read) {
     t->alloc_cb = alloc;
     t->read_cb = read;
     t->reading = 1;
+    if (t->eof_told) return 0; /* the end was told: there is nothing more */
     if (buffered(t)) uv_idle_start(&t->idle, on_idle);
     if (t->eof) return 0;
     return uv_read_start((uv_stream_t *)&tp->tcp, on_alloc, on_read);
