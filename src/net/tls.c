@@ -597,6 +597,13 @@ static void deliver(lx_tls_t *t) {
             if (t->closing) return;
         }
         int r = send_records(t, NULL, NULL); /* the handshake's answers, alerts, tickets */
+        if (r < 0 && (SSL_get_shutdown(t->ssl) & SSL_SENT_SHUTDOWN)) {
+            /* After our close_notify the sending side is shut: what OpenSSL
+             * answers now (a KeyUpdate's) cannot go and need not; reading
+             * (a lingering close draining the client) goes on. */
+            t->olen = 0;
+            r = 0;
+        }
         if (r < 0) {
             t->read_cb(st, r, &pb);
             return;

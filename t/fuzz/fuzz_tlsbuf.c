@@ -25,8 +25,9 @@
  * while reading is on and after ready; at the end (no corruption, no early
  * close) all of it whose records went whole onto the socket, then EOF if
  * the client ended; one EOF or error, and nothing after it (but buffers
- * handed back); an error only from a corruption, a read buffer of none, or
- * a KeyUpdate owed after luxd's shutdown; the client decrypts exactly what
+ * handed back); an error only from a corruption or a read buffer of none
+ * (a KeyUpdate answered after luxd's shutdown is dropped, not a read
+ * error); the client decrypts exactly what
  * luxd took of the protocol's writes, in order, all of it at the end; a
  * write's callback comes once, its bytes out by then; after lx_tls_close the
  * loop holds no handle; no crash, sanitizer report or leak.
@@ -299,11 +300,10 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     CHECK(!S.ended);
     if (n < 0) {
         S.ended = (int)n;
-        /* An error only from a corruption, a buffer of none, or what OpenSSL
-         * must answer (a KeyUpdate) after luxd's shutdown: the socket takes
-         * no more. */
-        CHECK(n == UV_EOF || S.corrupt || (n == UV_ENOBUFS && S.alen == 0) ||
-              (n == UV_EPIPE && S.sshut));
+        /* An error only from a corruption or a buffer of none; not from
+         * what OpenSSL answers (a KeyUpdate) after luxd's shutdown, which
+         * cannot go: the lingering close reads on. */
+        CHECK(n == UV_EOF || S.corrupt || (n == UV_ENOBUFS && S.alen == 0));
         if (n != UV_EOF) close_tp(1); /* as conn.c */
         return;
     }
