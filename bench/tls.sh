@@ -26,6 +26,12 @@
 #                 the rows, in this order
 #   TLS12=1       TLS 1.2 only (every server offers only TLSv1.2); default: both
 #                 offered, so every client negotiates TLS 1.3
+#   SUITES=TLS_AES_128_GCM_SHA256
+#                 the TLS 1.3 suites the clients (wrk, ab, the s_client
+#                 checks) offer, through an OpenSSL config in OPENSSL_CONF:
+#                 every server then negotiates the same suite. Default:
+#                 OpenSSL's three, and each server's order chooses (luxd's
+#                 puts AES-128-GCM first, OpenSSL's default AES-256-GCM)
 #   SERVER_CPU=0  CPU the servers are pinned to (taskset -c)
 #   CLIENT_CPU=1  CPU the clients (wrk, ab) are pinned to
 #   KEEP_TMP=1    keep the temp dir (configs, docroot, certificate, logs)
@@ -66,6 +72,7 @@ WARMUP=${WARMUP:-2}
 CONNS=${CONNS:-50}
 CONNS_10M=${CONNS_10M:-8}
 TLS12=${TLS12:-0}
+SUITES=${SUITES:-}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 KEEP_TMP=${KEEP_TMP:-0}
@@ -129,6 +136,15 @@ if [[ -n ${LUXD_BASE:-} && -x $LUXD_BASE ]]; then
   LUXD_BASE=$TMP/luxd-base-bin
 fi
 
+# The clients' suites (SUITES): OpenSSL's system_default section, read by
+# each client at its start; the servers are started without it.
+if [[ -n $SUITES ]]; then
+  printf '%s\n' 'openssl_conf = openssl_init' '[openssl_init]' 'ssl_conf = ssl_sect' '[ssl_sect]' \
+    'system_default = system_default_sect' '[system_default_sect]' "Ciphersuites = $SUITES" \
+    >"$TMP/client-openssl.cnf"
+fi
+client_env() { if [[ -n $SUITES ]]; then env OPENSSL_CONF="$TMP/client-openssl.cnf" "$@"; else "$@"; fi; }
+
 # ---- docroot and certificate ------------------------------------------------
 DOCROOT=$TMP/www
 make_docroot "$DOCROOT/1k.html"
@@ -172,13 +188,13 @@ eval "lib_$(declare -f run_wrk)"
 eval "lib_$(declare -f parse_wrk)"
 run_wrk() { # OUT SECONDS URL [ARG...]
   if [[ $CLIENT == wrk ]]; then
-    lib_run_wrk "$@"
+    if [[ -n $SUITES ]]; then OPENSSL_CONF=$TMP/client-openssl.cnf lib_run_wrk "$@"; else lib_run_wrk "$@"; fi
     return
   fi
   local out=$1 secs=$2 url=$3
   # -t first: it resets -n. -n only bounds ab's statistics array (20,000/s
   # is several times what one client core can handshake here).
-  timeout --foreground -k 5 $((secs + 30)) \
+  client_env timeout --foreground -k 5 $((secs + 30)) \
     taskset -c "$CLIENT_CPU" ab -r -t "$secs" -n $((secs * 20000)) -c "$CONNS" "$url" >"$out" 2>&1
 }
 parse_wrk() { # FILE — "rps requests non2xx errors"
@@ -310,8 +326,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 # ---- table -------------------------------------------------------------------
-python3 - "$SUMMARY" "$TLSINFO" "${ROWS[*]}" "${SERVERS[*]}" "$ROUNDS" <<'PY' >"$RESULTS/table.md"
-import sys, statistics, collections
+SUITES=$SUITES python3 - "$SUMMARY" "$TLSINFO" "${ROWS[*]}" "${SERVERS[*]}" "$ROUNDS" <<'PY' >"$RESULTS/table.md"
+import os, sys, statistics, collections
 summary, tlsinfo, rows, servers, nrounds = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split(), int(sys.argv[5])
 peers = [s for s in ('nginx', 'lighttpd', 'h2o') if s in servers]
 runs = collections.defaultdict(dict)   # (row, server) -> round -> (us, rps)
@@ -374,7 +390,7 @@ info = collections.OrderedDict()
 for line in list(open(tlsinfo))[1:]:
     f = line.rstrip('\n').split('\t')
     info.setdefault(f[1], set()).add(' '.join(f[2:6]) + ', resumes: ' + f[6])
-print('\nNegotiated (openssl s_client, each round):')
+print('\nNegotiated (openssl s_client, each round)' + (f'; the clients offered only {os.environ["SUITES"]} (SUITES)' if os.environ.get('SUITES') else '') + ':')
 for s, v in info.items():
     print(f'- {s}: ' + '; '.join(sorted(v)))
 notclean = [f'{s}/{row} x{n}' for (row, s), n in bad.items() if n]

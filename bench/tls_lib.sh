@@ -149,9 +149,9 @@ tls_info() {
   req=$'GET /1k.html HTTP/1.0\r\nHost: bench.test\r\n\r\n'
   rm -f "$sess"
   printf '%s' "$req" | timeout 10 openssl s_client -connect "127.0.0.1:$tport" -servername bench.test \
-    -CAfile "$CERT" -ign_eof -sess_out "$sess" >"$out1" 2>&1 || true
+    -CAfile "$CERT" ${SUITES:+-ciphersuites "$SUITES"} -ign_eof -sess_out "$sess" >"$out1" 2>&1 || true
   printf '%s' "$req" | timeout 10 openssl s_client -connect "127.0.0.1:$tport" -servername bench.test \
-    -CAfile "$CERT" -ign_eof -sess_in "$sess" >"$out2" 2>&1 || true
+    -CAfile "$CERT" ${SUITES:+-ciphersuites "$SUITES"} -ign_eof -sess_in "$sess" >"$out2" 2>&1 || true
   proto=$(awk -F': *' '/^ *Protocol *:/ { print $2; exit }' "$out1")
   cipher=$(awk -F': *' '/^ *Cipher *:/ { print $2; exit }' "$out1")
   group=$(sed -n 's/^Server Temp Key: \([^,]*\).*/\1/p' "$out1" | head -n 1)
