@@ -134,22 +134,31 @@ static void timed_out_reading(lx_conn_t *c) {
     lx_resp_done(&s->req);
 }
 
-/* An idle connection rested: its transport lets go of its buffers, and
- * keepalive_timeout runs on from when the wait began. */
-static void conn_rest(lx_conn_t *c) {
-    lx_tp_rest(&c->tp);
-    uint32_t ka = worker_of(c)->gen->srv.keepalive_timeout;
-    if (ka) set_deadline_at(c, LX_DL_IDLE, c->dl.due - LX_TP_REST_MS + ka);
+/* The transport waits for bytes (over TLS: what it read is used up): if
+ * none come within LX_TP_REST_MS, it lets go of its buffers, whatever the
+ * connection waits in (between requests, in a head or a body, a tunnel).
+ * One list move per read; a busy connection keeps its buffers (OpenSSL's
+ * two, 34 KiB, and its own record buffer) rather than allocate them anew
+ * for every request. */
+static void rest_arm(lx_conn_t *c) {
+    if (!lx_tp_can_rest(&c->tp) || c->state == LX_CONN_CLOSED) return;
+    lx_worker_t *w = worker_of(c);
+    lx_dl_set(&w->dlq, &c->rest, LX_DL_REST, uv_now(&w->loop) + LX_TP_REST_MS);
 }
 
 void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind) {
-    lx_conn_t *c = container_of(d, lx_conn_t, dl);
     (void)q;
+    if (kind == LX_DL_REST) {
+        lx_conn_t *c = container_of(d, lx_conn_t, rest);
+        /* Its last records still going out: again later. */
+        if (!lx_tp_rest(&c->tp)) rest_arm(c);
+        return;
+    }
+    lx_conn_t *c = container_of(d, lx_conn_t, dl);
     c->dl_kind = LX_DL_NONE;
     switch (kind) {
     case LX_DL_HEADER:
     case LX_DL_BODY: timed_out_reading(c); return;
-    case LX_DL_REST: conn_rest(c); return;
     default: lx_conn_close(c); return;
     }
 }
@@ -362,6 +371,7 @@ void lx_conn_close(lx_conn_t *c) {
     lx_worker_t *w = worker_of(c);
     set_state(c, LX_CONN_CLOSED);
     lx_dl_clear(&c->dl);
+    lx_dl_clear(&c->rest);
     lx_sess_t *s = sess(c);
     /* A uv_write in flight is cancelled by uv_close, and its callback runs
      * before on_closed: the session stays until then. */
@@ -558,7 +568,10 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         return;
     }
     if (borrowed) lx_pool_put(&worker_of(c)->rbufs, buf->base, buf->len);
-    if (n == 0) return; /* EAGAIN */
+    if (n == 0) { /* EAGAIN; over TLS, what was read is used up */
+        rest_arm(c);
+        return;
+    }
     if (n != UV_EOF || c->state == LX_CONN_LINGER) {
         lx_conn_close(c);
         return;
@@ -803,11 +816,7 @@ static void conn_idle(lx_conn_t *c, lx_sess_t *s) {
     /* A PROXY header alone: the first request's header_timeout, set at
      * accept, runs on (keepalive_timeout is for clients that were answered). */
     if (c->nreq == 0) return;
-    uint32_t ka = worker_of(c)->gen->srv.keepalive_timeout;
-    if (lx_tp_can_rest(&c->tp) && (ka == 0 || ka > LX_TP_REST_MS))
-        set_deadline(c, LX_DL_REST, LX_TP_REST_MS);
-    else
-        set_deadline(c, LX_DL_IDLE, ka);
+    set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
 }
 
 

@@ -58,6 +58,8 @@ struct lx_conn_s {
     lx_tp_t tp;              /**< the socket and its transport; tp.tcp.data is the session
                                 or NULL */
     lx_dl_t dl;              /**< the pending deadline, in the loop's queue */
+    lx_dl_t rest;            /**< over TLS: when the transport lets go of its buffers if no
+                                byte comes meanwhile (LX_DL_REST) */
     lx_addr_t addr;          /**< the connection's client: the peer, or the address a
                                 trusted PROXY protocol header gave (request.h lx_req_addr) */
     lx_addr_t peer;          /**< the TCP peer when a PROXY header replaced it (proxied) */

@@ -17,8 +17,8 @@ typedef enum {
     LX_DL_SEND,   /**< send_timeout, between two writes that moved output on */
     LX_DL_IDLE,   /**< keepalive_timeout, between requests */
     LX_DL_LINGER, /**< a half-closed connection draining input */
-    LX_DL_REST,   /**< a TLS connection between requests, before its transport lets go of
-                       its buffers (LX_TP_REST_MS; then LX_DL_IDLE runs on) */
+    LX_DL_REST,   /**< a TLS connection's reading waited LX_TP_REST_MS: its transport lets
+                       go of its buffers (lx_conn_t.rest, beside the deadline above) */
     LX_DL_KINDS
 } lx_dl_kind_t;
 

@@ -749,10 +749,11 @@ static void on_idle(uv_idle_t *h) {
     deliver(t);
 }
 
-void lx_tls_rest(lx_tp_t *tp) {
+int lx_tls_rest(lx_tp_t *tp) {
     lx_tls_t *t = tp->tls;
-    if (t->closing || t->olen || t->inflight) return;
+    if (t->closing) return 1;
     SSL_free_buffers(t->ssl); /* declines while it holds bytes */
+    if (t->olen || t->inflight) return 0;
     free(t->obuf);
     t->obuf = NULL;
     t->ocap = 0;
@@ -761,6 +762,7 @@ void lx_tls_rest(lx_tp_t *tp) {
         t->keep = NULL;
         t->keep_cap = 0;
     }
+    return 1;
 }
 
 int lx_tls_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb read) {

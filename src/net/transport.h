@@ -51,7 +51,7 @@ const char *lx_tls_field(const lx_tp_t *tp, lx_tls_field_t f);
 const unsigned char *lx_tls_sid_ctx(const lx_tp_t *tp, unsigned *len);
 
 int lx_tls_read_start(lx_tp_t *tp, uv_alloc_cb alloc, uv_read_cb read);
-void lx_tls_rest(lx_tp_t *tp);
+int lx_tls_rest(lx_tp_t *tp);
 void lx_tls_read_stop(lx_tp_t *tp);
 ssize_t lx_tls_try_write(lx_tp_t *tp, const uv_buf_t *bufs, unsigned n);
 int lx_tls_write(lx_tp_t *tp, uv_write_t *req, const uv_buf_t *bufs, unsigned n, uv_write_cb cb);
@@ -121,16 +121,16 @@ static inline ssize_t lx_tp_sendfile(lx_tp_t *tp, int fd, uint64_t *off, size_t 
     return r;
 }
 
-/* How long a connection waits between requests before lx_tp_rest. */
+/* How long a connection's reading waits before lx_tp_rest. */
 #define LX_TP_REST_MS 1000
 
-/* The connection has waited LX_TP_REST_MS for its next request: the
- * transport lets go of what it holds for traffic only (TLS: its record
- * buffers, 34 KiB and more), which a busy connection keeps between
- * requests rather than allocate and free them for each. The plain
- * transport holds nothing. */
-static inline void lx_tp_rest(lx_tp_t *tp) {
-    if (tp->tls) lx_tls_rest(tp);
+/* No byte came for LX_TP_REST_MS: the transport lets go of what it holds
+ * for traffic only (TLS: its record buffers, 34 KiB and more), which a
+ * busy connection keeps rather than allocate and free them for each
+ * request. 1 when all went, 0 when some are still in use (records going
+ * out): ask again later. The plain transport holds nothing. */
+static inline int lx_tp_rest(lx_tp_t *tp) {
+    return tp->tls ? lx_tls_rest(tp) : 1;
 }
 
 /* Whether lx_tp_rest has anything to let go of. */

@@ -78,6 +78,18 @@ sub bin {
     return $b;
 }
 
+# Whether the luxd under test is an AddressSanitizer build (make asan): its
+# heap holds more per object (redzones), so a test that bounds memory per
+# connection says by how much.
+my $ASAN;
+sub asan_build {
+    return $ASAN if defined $ASAN;
+    open my $fh, '<:raw', bin() or return $ASAN = 0;
+    local $/;
+    my $img = <$fh> // '';
+    return $ASAN = ($img =~ /__asan_init/ ? 1 : 0);
+}
+
 sub free_port {
     my $s = IO::Socket::INET->new(
         LocalAddr => '127.0.0.1', LocalPort => 0, Proto => 'tcp', Listen => 1, ReuseAddr => 0,
