@@ -10,7 +10,7 @@ use warnings;
 use Test::More;
 use lib 't/lib';
 use Luxd;
-use Luxd::Backend qw(body);
+use Luxd::Backend qw(body upstream_idle);
 
 sub pools {
     my ($s) = @_;
@@ -62,6 +62,7 @@ $s->get('/x');
 is(pools($s), 2, 'the old pool stays while it lends a connection');
 my $r = $c->response(timeout => 10);
 ok($r && ($r->{body} // '') eq body(20000), 'the response in flight ends whole, byte-exact');
+is(upstream_idle($s), 0, 'its connection is not kept idle in a pool no upstream names');
 $c->close;
 like($s->reload // '', qr/^ok/, 'one more reload');
 $s->get('/x');

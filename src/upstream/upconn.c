@@ -333,7 +333,9 @@ void lx_upconn_put(lx_upconn_t *uc, uint32_t keepalive, uint32_t idle_ms) {
     /* Every put says the pool's limit (a reload may have lowered it, to 0
      * even): the idle ones beyond it go as well as this one (t/189). */
     p->keepalive = keepalive;
-    if (uc->state != LX_UC_ACTIVE || uc->writing || keepalive == 0) {
+    /* A pool no upstream names any more (a reload while it was lent) keeps
+     * nothing: no request can borrow from it. */
+    if (uc->state != LX_UC_ACTIVE || uc->writing || keepalive == 0 || !p->named) {
         lx_upconn_close(uc);
         trim(p);
         return;
