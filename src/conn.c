@@ -819,7 +819,6 @@ static void conn_idle(lx_conn_t *c, lx_sess_t *s) {
     set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
 }
 
-
 /* Runs llhttp over what the read buffer holds, as far as the state lets. */
 static void conn_parse(lx_conn_t *c) {
     lx_sess_t *s = sess(c);

@@ -24,9 +24,9 @@ struct lx_uppool_s {
     lx_upconn_t *idle;      /**< most recently used first */
     lx_upconn_t *idle_tail; /**< least recently used */
     uint32_t nidle;
-    uint32_t nconns; /**< its connections not closed yet, idle or lent */
-    unsigned named;  /**< an upstream of the loop's generation names it (else it goes once
-                        nconns is 0: lx_uploop_retune) */
+    uint32_t nconns;    /**< its connections not closed yet, idle or lent */
+    unsigned named;     /**< an upstream of the loop's generation names it (else it goes once
+                           nconns is 0: lx_uploop_retune) */
     uint32_t keepalive; /**< idle ones kept longer than SURPLUS_MS, as the last put said: the most
                            of the upstreams naming the address (config/load_upstream.c) */
     uint32_t stat_slot; /**< the address's counters (stats.h, LX_ST_PEER) */
