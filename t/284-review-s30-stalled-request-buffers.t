@@ -16,11 +16,9 @@ use lib 't/lib';
 use Luxd;
 use TLSTest;
 
-# As t/281: buffers of 16 KiB and more are mmap()ed, so RssAnon shows
-# what is held.
-$ENV{GLIBC_TUNABLES} = 'glibc.malloc.mmap_threshold=16384';
-$ENV{ASAN_OPTIONS} = join ':', grep { length } $ENV{ASAN_OPTIONS} // '', 'quarantine_size_mb=0',
-  'thread_local_quarantine_size_kb=0', 'allocator_release_to_os_interval_ms=50';
+# Buffers of 16 KiB and more are mmap()ed and unmapped at free, so that
+# RssAnon shows what is held.
+Luxd::heap_visible_env(16384);
 
 my $N = 100;
 my ($c) = TLSTest::certs('a.test');

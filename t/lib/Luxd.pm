@@ -78,6 +78,17 @@ sub bin {
     return $b;
 }
 
+# Sets the environment a luxd started after it sees, so that its resident
+# memory shows the buffers it holds: blocks of $threshold bytes and more
+# mmap()ed and unmapped at free; under AddressSanitizer, no quarantine,
+# and free pages back to the system at once.
+sub heap_visible_env {
+    my ($threshold) = @_;
+    $ENV{GLIBC_TUNABLES} = "glibc.malloc.mmap_threshold=$threshold";
+    $ENV{ASAN_OPTIONS} = join ':', grep { length } $ENV{ASAN_OPTIONS} // '', 'quarantine_size_mb=0',
+      'thread_local_quarantine_size_kb=0', 'allocator_release_to_os_interval_ms=50';
+}
+
 # Whether the luxd under test is an AddressSanitizer build (make asan): its
 # heap holds more per object (redzones), so a test that bounds memory per
 # connection says by how much.
