@@ -227,15 +227,15 @@ $(BUILD)/unit/test_spares: t/unit/test_spares.c src/spares.c src/spares.h t/unit
 
 # The output ring and its writer, against the fake stream the test defines
 # (uv_try_write, uv_write): it links out.c alone, without libuv.
-$(BUILD)/unit/test_out: t/unit/test_out.c src/out.c src/out.h src/conn.h src/net/transport.h t/unit/plain_transport.h t/unit/tap.h
+$(BUILD)/unit/test_out: t/unit/test_out.c src/h1/out.c src/h1/out.h src/h1/conn.h src/net/transport.h t/unit/plain_transport.h t/unit/tap.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_out.c src/out.c
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_out.c src/h1/out.c
 
 # The same writer, four sessions of one loop sharing its scratch buffer, in
 # a random run (the copied path's fakes are per session).
-$(BUILD)/unit/test_out_shared: t/unit/test_out_shared.c src/out.c src/out.h src/conn.h src/net/transport.h t/unit/plain_transport.h
+$(BUILD)/unit/test_out_shared: t/unit/test_out_shared.c src/h1/out.c src/h1/out.h src/h1/conn.h src/net/transport.h t/unit/plain_transport.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_out_shared.c src/out.c
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_out_shared.c src/h1/out.c
 
 # The config's Lua heap, alone and under a real LuaJIT state.
 $(BUILD)/unit/test_lheap: t/unit/test_lheap.c src/config/lheap.c src/config/lheap.h t/unit/tap.h

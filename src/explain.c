@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "h1.h"
+#include "h1/conn.h"
+#include "h1/h1.h"
 #include "handlers/handler.h"
 #include "io/filecache.h"
 #include "llhttp.h"

@@ -8,7 +8,7 @@
 #ifndef LX_EXPLAIN_H
 #define LX_EXPLAIN_H
 
-#include "request.h"
+#include "core/request.h"
 
 /* How the vhost was chosen. */
 typedef enum {

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "h1/conn.h"
 #include "dispatch/rules.h"
 #include "handlers/handler.h"
 #include "io/accesslog.h"

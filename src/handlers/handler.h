@@ -7,7 +7,7 @@
 #ifndef LX_HANDLER_H
 #define LX_HANDLER_H
 
-#include "../request.h"
+#include "core/request.h"
 
 typedef struct lx_handler_s {
     const char *name; /**< for logs */

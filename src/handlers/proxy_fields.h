@@ -3,7 +3,7 @@
 #define LX_PROXY_FIELDS_H
 
 #include "../buf.h"
-#include "../request.h"
+#include "core/request.h"
 #include "../upstream/h1resp.h"
 
 /* What the request head for the upstream asks for. The head is built once

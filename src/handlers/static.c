@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../h1.h"
+#include "h1/h1.h"
 #include "../http/path.h"
 #include "../http/precond.h"
 #include "../http/range.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "../conn.h"
+#include "h1/conn.h"
 #include "../stats.h"
 #include "../worker.h"
 #include "../buf.h"

@@ -15,7 +15,7 @@
 
 #include "accesslog.h"
 #include "../net/transport.h"
-#include "../conn.h"
+#include "h1/conn.h"
 #include "../log.h"
 #include "../worker.h"
 #include "llhttp.h"

@@ -4,7 +4,7 @@
 #ifndef LX_ACCESSLOG_H
 #define LX_ACCESSLOG_H
 
-#include "../request.h"
+#include "core/request.h"
 #include "../worker.h"
 
 /* Compiles c->format ("combined", "common", "json" or a template of

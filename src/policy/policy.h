@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #include "../config/config.h"
-#include "../request.h"
+#include "core/request.h"
 
 typedef struct lx_policy_vm_s lx_policy_vm_t;
 

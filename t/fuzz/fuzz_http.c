@@ -50,8 +50,8 @@
 
 #include "config/config.h"
 #include "llhttp.h"
-#include "conn.h"
-#include "h1.h"
+#include "h1/conn.h"
+#include "h1/h1.h"
 #include "handlers/handler.h"
 #include "io/filecache.h"
 #include "log.h"

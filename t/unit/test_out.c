@@ -1,4 +1,4 @@
-/* Unit tests for the output ring and its writer (src/out.c) with memory
+/* Unit tests for the output ring and its writer (src/h1/out.c) with memory
  * pieces, against a fake stream: this file defines the libuv calls out.c
  * makes (uv_try_write takes as many bytes as the test allows, uv_write
  * completes when the test says), so the ring can be driven to its edges.
@@ -27,9 +27,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "h1/conn.h"
 #include "io/filecache.h"
-#include "out.h"
+#include "h1/out.h"
 #include "stats.h"
 #include "plain_transport.h"
 #include "tap.h"

@@ -18,9 +18,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "h1/conn.h"
 #include "io/filecache.h"
-#include "out.h"
+#include "h1/out.h"
 #include "stats.h"
 #include "plain_transport.h"
 

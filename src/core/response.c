@@ -15,10 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "conn.h"
+#include "h1/conn.h"
 #include "io/filecache.h"
 #include "llhttp.h"
-#include "request.h"
+#include "core/request.h"
 #include "worker.h"
 
 /* Output still queued above this after a write makes lx_stream_send ask

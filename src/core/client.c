@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "conn.h"
+#include "h1/conn.h"
 #include "http/proxyproto.h"
 #include "log.h"
 

@@ -17,8 +17,8 @@
 #include "dispatch/cidr.h"
 #include "llhttp.h"
 #include "net/transport.h"
-#include "out.h"
-#include "request.h"
+#include "h1/out.h"
+#include "core/request.h"
 #include "worker.h"
 
 /* Where a connection stands. One request is in flight at a time: bytes of

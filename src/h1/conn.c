@@ -3,7 +3,7 @@
  * h1.c), dispatches a request as soon as its head is complete, and ends it
  * once its response is out and its body read. The output queue and writer
  * are in out.c, the request body's flow in body.c. */
-#include "conn.h"
+#include "h1/conn.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "h1.h"
+#include "h1/h1.h"
 #include "net/tls.h"
 #include "net/tlsctx.h"
 #include "io/accesslog.h"

@@ -1,7 +1,7 @@
 /* The request body as a stream: a handler that wants the body reads it as
  * it arrives, and reading from the client pauses while it does not keep up;
  * one that does not drops it. */
-#include "conn.h"
+#include "h1/conn.h"
 
 int lx_body_read(lx_req_t *r, lx_body_cb cb) {
     lx_sess_t *s = lx_sess_of(r);

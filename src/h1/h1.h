@@ -1,4 +1,4 @@
-/* HTTP/1 request parsing callbacks (src/h1.c). */
+/* HTTP/1 request parsing callbacks (src/h1/h1.c). */
 #ifndef LX_H1_H
 #define LX_H1_H
 

@@ -1,13 +1,13 @@
 /* HTTP/1 request parsing: the llhttp callbacks that fill a connection's
- * request (src/conn.c drives llhttp and owns the buffers and the state
+ * request (src/h1/conn.c drives llhttp and owns the buffers and the state
  * machine). Kept apart as lighttpd keeps h1.c apart from connections.c:
  * what RFC 9112 says about field syntax, framing, trailers, chunk
  * extensions and Expect lives here, the reading and writing in conn.c. */
-#include "h1.h"
+#include "h1/h1.h"
 
 #include <string.h>
 
-#include "conn.h"
+#include "h1/conn.h"
 #include "log.h"
 
 #define SESS(p) ((lx_sess_t *)(p)->data)

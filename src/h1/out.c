@@ -1,5 +1,5 @@
 /* The output queue and its writer (out.h says how bytes go out). */
-#include "out.h"
+#include "h1/out.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 
 #include <linux/magic.h>
 
-#include "conn.h"
+#include "h1/conn.h"
 #include "io/filecache.h"
 #include "log.h"
 #include "stats.h"

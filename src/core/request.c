@@ -9,11 +9,11 @@
  *
  * Rules see the path the handlers will serve: access runs after rewrite, so
  * a rewrite cannot carry a request around a deny (nginx orders them so too). */
-#include "request.h"
+#include "core/request.h"
 
 #include <stdio.h>
 
-#include "conn.h"
+#include "h1/conn.h"
 #include "explain.h"
 #include "handlers/handler.h"
 #include "http/path.h"
