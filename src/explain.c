@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fields.h"
 #include "h1/conn.h"
 #include "h1/h1.h"
 #include "handlers/handler.h"
@@ -338,8 +339,7 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
     int have_host = 0;
     for (size_t i = 0; i < nheaders; i++) {
         const char *c = strchr(headers[i], ':');
-        if (c && lx_h1_known_header(headers[i], (size_t)(c - headers[i])) == LX_H_HOST)
-            have_host = 1;
+        if (c && lx_known_header(headers[i], (size_t)(c - headers[i])) == LX_H_HOST) have_host = 1;
     }
     int n = split_line(request, have_host, buf, sizeof(buf));
     if (n < 0) {
@@ -392,9 +392,9 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
     llhttp_errno_t e = llhttp_execute(p, buf, len);
     lx_req_t r = s->req;
     int status = 0; /* the head's refusal */
-    if (e != HPE_PAUSED || !s->headers_done) {
+    if (e != HPE_PAUSED || !s->req.head_done) {
         status = s->err_status;
-        if (status == 414 || status == 431 || (status == 0 && !s->headers_done)) {
+        if (status == 414 || status == 431 || (status == 0 && !s->req.head_done)) {
             if (status == 0) {
                 /* A method llhttp does not know: conn.c asks the same. */
                 int line = e == HPE_INVALID_METHOD || e == HPE_INVALID_CONSTANT
@@ -418,7 +418,7 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
         }
         /* What h1.c had set when it refused: method and version are set
          * by on_headers_complete before its later checks. */
-        if (!s->headers_done || r.unparsed) {
+        if (!s->req.head_done || r.unparsed) {
             r.method = (int)p->method;
             r.http_minor = p->http_minor > 1 ? 1 : p->http_minor; /* as on_headers_complete */
         }
@@ -456,7 +456,7 @@ int lx_explain(lx_gen_t *g, const char *request, const char *const *headers, siz
         if (status == 414)
             fprintf(out, "head: the target is longer than max_header_bytes (%zu) at %s:%d",
                     (size_t)sc->max_header_bytes, sc->file, sc->line);
-        else if (status == 431 && !s->headers_done && r.nheaders == LX_MAX_HEADERS)
+        else if (status == 431 && !s->req.head_done && r.nheaders == LX_MAX_HEADERS)
             fprintf(out, "head: more than %d header lines", LX_MAX_HEADERS);
         else if (status == 431)
             fprintf(out, "head: longer than max_header_bytes (%zu) at %s:%d",

@@ -1,25 +1,17 @@
 /* Who the client is: the connection's peer, what a trusted PROXY protocol
- * header says instead (read before the first request), and what a trusted
- * proxy's header (real_ip) says per request. Every user of the address
- * (access rules, policies, logs, X-Forwarded-For) asks lx_req_addr or
- * lx_req_peer here. */
+ * header said instead (h1/proxy.c reads it before the first request), and
+ * what a trusted proxy's header (real_ip) says per request. Every user of
+ * the address (access rules, policies, logs, X-Forwarded-For) asks
+ * lx_req_addr or lx_req_peer here. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
 
-#include "h1/conn.h"
-#include "http/proxyproto.h"
-#include "log.h"
+#include "request.h"
 
-static lx_conn_t *conn_of_req(lx_req_t *r) {
-    return lx_sess_of(r)->c;
-}
-
-/* The connection's client: its peer (asked of the kernel once), or what a
- * trusted PROXY header replaced it with. Returns 1 when it is an IP address. */
-static int conn_addr(lx_conn_t *c) {
+int lx_link_addr(lx_link_t *c) {
     if (c->addr_state == 0) {
         /* libuv's accept does not ask for the address; most requests never
          * need it, so it is asked for once, here. */
@@ -123,15 +115,14 @@ static int req_addr(lx_req_t *r, lx_addr_t *out) {
         *out = r->client;
         return r->client_state == 1;
     }
-    lx_sess_t *s = lx_sess_of(r);
-    lx_conn_t *c = s->c;
-    if (c == NULL || !conn_addr(c)) {
+    lx_link_t *c = r->link;
+    if (c == NULL || !lx_link_addr(c)) {
         *out = (lx_addr_t){0, 0};
         return 0;
     }
     lx_addr_t a = c->addr;
     /* A request refused while its head was read has no header to believe. */
-    if (s->headers_done && !r->unparsed) a = realip_client(r, a);
+    if (r->head_done && !r->unparsed) a = realip_client(r, a);
     /* Kept once the vhost (whose real_ip counts) is known. */
     if (r->vhost) {
         r->client = a;
@@ -147,7 +138,7 @@ lx_addr_t lx_req_addr(lx_req_t *r) {
     return a;
 }
 
-static const char *addr_text(lx_addr_t a, char *buf) {
+const char *lx_addr_text(lx_addr_t a, char *buf) {
     unsigned char b[16];
     for (int i = 0; i < 8; i++) {
         b[i] = (unsigned char)(a.hi >> (56 - 8 * i));
@@ -175,66 +166,22 @@ static const char *addr_text(lx_addr_t a, char *buf) {
 const char *lx_req_peer(lx_req_t *r, char *buf) {
     lx_addr_t a;
     if (!req_addr(r, &a)) return strcpy(buf, "-");
-    return addr_text(a, buf);
+    return lx_addr_text(a, buf);
 }
 
 const char *lx_req_conn_peer(lx_req_t *r, char *buf) {
-    lx_conn_t *c = conn_of_req(r);
-    if (c == NULL || !conn_addr(c)) return strcpy(buf, "-");
-    return addr_text(c->proxied ? c->peer : c->addr, buf);
+    lx_link_t *c = r->link;
+    if (c == NULL || !lx_link_addr(c)) return strcpy(buf, "-");
+    return lx_addr_text(c->proxied ? c->peer : c->addr, buf);
 }
 
 const char *lx_req_tls(lx_req_t *r, int field) {
-    lx_conn_t *c = conn_of_req(r);
+    lx_link_t *c = r->link;
     return c ? lx_tls_field(&c->tp, (lx_tls_field_t)field) : NULL;
 }
 
 const unsigned char *lx_req_tls_sid(lx_req_t *r, unsigned *len) {
-    lx_conn_t *c = conn_of_req(r);
+    lx_link_t *c = r->link;
     *len = 0;
     return c ? lx_tls_sid_ctx(&c->tp, len) : NULL;
-}
-
-/* ---- the PROXY protocol ------------------------------------------------ */
-
-/* The header a proxy_protocol listener's connections begin with, at the
- * start of the read buffer. Returns 1 when it is taken (what follows it is
- * the client's first request), 0 when more bytes are needed, -1 when the
- * connection is to be closed: no header, or a malformed one (nothing HTTP
- * can be said to a client that does not speak it; nginx closes too). Its
- * address replaces the peer's only when the peer is one real_ip trusts:
- * anyone can send the header, and a forged one must change nothing. */
-int lx_conn_proxy_header(lx_conn_t *c, lx_sess_t *s) {
-    lx_proxy_hdr_t h;
-    const char *why = "";
-    ssize_t n = lx_proxy_parse(s->rbuf + s->rpos, s->rlen - s->rpos, &h, &why);
-    if (n == 0 && s->rlen < s->rcap) return 0;
-    char peer[48];
-    int known = conn_addr(c);
-    if (n <= 0) {
-        lx_log_info("PROXY protocol: %s from %s; connection closed", why,
-                    known ? addr_text(c->addr, peer) : "-");
-        return -1;
-    }
-    s->rpos += (size_t)n;
-    c->proxy_wait = 0;
-    if (h.family == 0) return 1; /* LOCAL, UNKNOWN, AF_UNIX: the peer stands */
-    const lx_realip_t *ri = s->w->gen->srv.real_ip;
-    if (!known || ri == NULL || !lx_cidrset_has(&ri->from, c->addr)) {
-        lx_log_debug("PROXY protocol: header from %s, which real_ip does not trust: ignored",
-                     known ? addr_text(c->addr, peer) : "-");
-        return 1;
-    }
-    c->peer = c->addr;
-    if (h.family == AF_INET) {
-        struct sockaddr_in s4 = {.sin_family = AF_INET};
-        memcpy(&s4.sin_addr, h.src, 4);
-        lx_addr_from_sockaddr((struct sockaddr *)&s4, &c->addr);
-    } else {
-        struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
-        memcpy(&s6.sin6_addr, h.src, 16);
-        lx_addr_from_sockaddr((struct sockaddr *)&s6, &c->addr);
-    }
-    c->proxied = 1;
-    return 1;
 }

@@ -13,11 +13,11 @@
 
 #include <stdio.h>
 
-#include "h1/conn.h"
 #include "explain.h"
 #include "handlers/handler.h"
 #include "http/path.h"
 #include "log.h"
+#include "worker.h"
 #include "net/tlsctx.h"
 #include "net/transport.h"
 #include "llhttp.h"
@@ -134,7 +134,7 @@ static int plain_hostname(const char *h, size_t len) {
  * generation's memory comes back as a later one, and c->vh would point into
  * freed memory. */
 static LX_ROUTE_INLINE lx_vhost_t *cached_vhost(const lx_req_t *r, lx_str_t raw, lx_str_t *name) {
-    const lx_conn_t *c = lx_sess_of((lx_req_t *)r)->c;
+    const lx_link_t *c = r->link;
     if (raw.len == 0 || c->vh_gen_id != r->gen->id || c->vh_host_len != raw.len ||
         memcmp(c->vh_host, raw.p, raw.len) != 0)
         return NULL;
@@ -159,8 +159,8 @@ static LX_ROUTE_INLINE lx_vhost_t *choose_vhost(lx_req_t *r, lx_str_t raw, lx_st
                                : LX_TRACE_VHOST_NONE;
     if (vh != NULL || !s->vhost_dir) {
         vh = vh ? vh : g->default_vhost;
-        if (!t && raw.len > 0 && raw.len <= sizeof(((lx_conn_t *)0)->vh_host)) {
-            lx_conn_t *c = lx_sess_of(r)->c;
+        if (!t && raw.len > 0 && raw.len <= sizeof(r->link->vh_host)) {
+            lx_link_t *c = r->link;
             memcpy(c->vh_host, raw.p, raw.len);
             c->vh_host_len = (uint8_t)raw.len;
             c->vh_name_len = (uint8_t)host.len;
@@ -200,7 +200,7 @@ static int misdirected(lx_req_t *r, int cached) {
     /* The verdict for a connection's cached Host holds as long as that
      * answer does (its handshake never changes): keep-alive requests do
      * not look the Host's certificates up again. */
-    lx_conn_t *c = lx_sess_of(r)->c;
+    lx_link_t *c = r->link;
     if (cached && c->vh_421) return c->vh_421 - 1;
     unsigned len;
     const unsigned char *sid = lx_req_tls_sid(r, &len);
@@ -573,11 +573,10 @@ int lx_route_explain(lx_req_t *r, lx_trace_t *t) {
 
 void lx_request_resume(lx_req_t *r) {
     if (r->aborted) return;
-    lx_sess_t *s = lx_sess_of(r);
     r->waiting = 0;
-    lx_sess_enter(s);
+    r->proto->enter(r, 0);
     run_chain(r);
-    lx_sess_leave(s);
+    r->proto->leave(r, 0);
 }
 
 void lx_req_wake(lx_req_t *r, int status) {
@@ -585,14 +584,32 @@ void lx_req_wake(lx_req_t *r, int status) {
     if (status < 0 && r->resp.state == LX_RESP_NONE) {
         /* Like lx_request_resume: an error page's handlers may end the
          * request, which must wait until they have returned. */
-        lx_sess_t *s = lx_sess_of(r);
         r->waiting = 0;
-        lx_sess_enter(s);
+        r->proto->enter(r, 0);
         lx_request_finish(r, 500);
-        lx_sess_leave(s);
+        r->proto->leave(r, 0);
         return;
     }
     lx_request_resume(r);
+}
+
+void lx_req_enter(lx_req_t *r) {
+    r->proto->enter(r, 1);
+}
+
+void lx_req_leave(lx_req_t *r) {
+    r->proto->leave(r, 1);
+}
+
+void lx_req_hold(lx_req_t *r) {
+    r->pending++;
+}
+
+int lx_req_release(lx_req_t *r) {
+    r->pending--;
+    if (r->link != NULL) return 0;
+    r->proto->orphaned(r);
+    return 1;
 }
 
 const char *lx_req_id(lx_req_t *r) {

@@ -1,7 +1,6 @@
 /* A parsed request, its structured response, and the functions handlers
- * answer with. One request per connection is in flight at a time; pipelined
- * ones wait in the read buffer. Handlers see the request only: the
- * connection behind it (conn.h) is the core's. */
+ * answer with. Handlers see the request only: the connection behind it is
+ * the protocol's, reached through r->proto and r->link (proto.h). */
 #ifndef LX_REQUEST_H
 #define LX_REQUEST_H
 
@@ -14,8 +13,8 @@
 #include "io/waiter.h"
 #include "llhttp.h"
 #include "lx.h"
+#include "proto.h"
 
-typedef struct lx_conn_s lx_conn_t;
 typedef struct lx_file_s lx_file_t;
 typedef struct lx_req_s lx_req_t;
 typedef struct lx_worker_s lx_worker_t;
@@ -77,7 +76,7 @@ typedef enum {
 } lx_resp_state_t;
 
 /* A streamed body's producer, told by the connection what it may do. */
-typedef struct {
+typedef struct lx_producer_s {
     /* The output drained below the low-water mark: send more. */
     void (*proceed)(lx_req_t *r);
     /* The client is gone: release what the producer holds; r is not to be
@@ -114,9 +113,20 @@ typedef struct {
  * SOURCE) but CONNECT, which h1.c refuses before any handler sees it. */
 #define LX_METHODS_ALL (((LX_METHOD(HTTP_SOURCE) << 1) - 1) & ~LX_METHOD(HTTP_CONNECT))
 
+/* Where a request with "Expect: 100-continue" stands: the client waits for
+ * our word before it sends the body. */
+typedef enum {
+    LX_EXPECT_NONE,     /**< no expectation to meet */
+    LX_EXPECT_WAITING,  /**< the client waits: a body reader or the first response decides */
+    LX_EXPECT_ANSWERED, /**< answered (100, or a final status that ends the connection) */
+} lx_expect_t;
+
 struct lx_req_s {
     lx_gen_t *gen;                 /**< the generation it runs under, start to end */
     lx_worker_t *w;                /**< the loop it runs on */
+    const lx_proto_t *proto;       /**< the protocol that carries it */
+    lx_link_t *link;               /**< what it knows of its connection; NULL once that is gone */
+    uint64_t started;              /**< loop time its first byte was read */
     int method;                    /**< llhttp_method_t; GET for an error page's redirect */
     int http_minor;                /**< 0 or 1 (major is always 1) */
     uint32_t head_bytes;           /**< status lines and header blocks queued, for the log */
@@ -146,6 +156,8 @@ struct lx_req_s {
     uint8_t handler;               /**< index in the site's chain of the handler that runs */
     uint8_t method_sent;           /**< the method as sent, once an error page changed it */
     uint8_t redirects;             /**< internal redirects taken (LX_REDIRECT) */
+    uint8_t expect;                /**< lx_expect_t */
+    unsigned head_done : 1;        /**< its head is parsed whole (headers are believable) */
     unsigned keepalive : 1;        /**< the connection stays open after this response */
     unsigned secure : 1;           /**< it came over TLS: r.scheme is "https" */
     unsigned head : 1;             /**< HEAD: headers only */
@@ -211,7 +223,7 @@ void lx_req_wake(lx_req_t *r, int status);
 
 /* Around a callback into a handler from outside the core (an upstream
  * connection's): a request that ends, or a connection that closes, inside
- * it is finished once it returns (lx_sess_enter/leave). */
+ * it is finished once it returns (proto.h enter/leave). */
 void lx_req_enter(lx_req_t *r);
 void lx_req_leave(lx_req_t *r);
 
@@ -239,6 +251,12 @@ lx_addr_t lx_req_addr(lx_req_t *r);
 lx_addr_t lx_req_realip(const lx_req_t *r, lx_addr_t a);
 const char *lx_req_peer(lx_req_t *r, char *buf);
 const char *lx_req_conn_peer(lx_req_t *r, char *buf);
+/* The connection's client: its peer (asked of the kernel once), or what a
+ * trusted PROXY header replaced it with. Returns 1 when it is an IP
+ * address (in l->addr). */
+int lx_link_addr(lx_link_t *l);
+/* An address as text, into buf of 48 bytes. */
+const char *lx_addr_text(lx_addr_t a, char *buf);
 /* What the request's TLS connection tells of itself (an lx_tls_field_t of
  * net/transport.h), or NULL: over plain HTTP, or the connection is gone. */
 const char *lx_req_tls(lx_req_t *r, int field);
@@ -288,6 +306,11 @@ void lx_tunnel_start(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb);
 void lx_tunnel_more(lx_req_t *r);
 
 const char *lx_status_reason(int status);
+/* What snprintf wrote into a buffer of cap bytes, given what it returned:
+ * the return is the length the whole text would need, which is more than
+ * was written when the text was cut. The texts luxd formats have known
+ * bounds, so a cut is a bug, but one that must not become an over-read. */
+size_t lx_clamp_len(int n, size_t cap);
 
 /* ---- the request body (body.c) ------------------------------------------- */
 

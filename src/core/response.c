@@ -1,32 +1,17 @@
 /* Responses: a structured response (status, header lines in the request's
- * arena, a length or "unknown") and the one serializer that turns it into
- * bytes, with every framing rule in one place:
- *
- *   length known      Content-Length (also on HEAD, as GET would send it)
- *   length unknown    HTTP/1.1: Transfer-Encoding: chunked; HTTP/1.0: the
- *                     body ends at the close (Connection: close)
- *   HEAD, 1xx, 204, 304   no body, whatever the handler sends
- *   1xx, 204          no Content-Length or Transfer-Encoding (RFC 9110 8.6)
- *
- * Streamed bodies are copied into pooled buffers, framed, and written as
- * the connection drains (lx_producer_t). */
+ * arena, a length or "unknown"), what is the same in every protocol (the
+ * response's state, HEAD/1xx/204/304 send no body whatever the handler
+ * sends, Expect, Allow, what the log counts), and the calls into the
+ * protocol (proto.h) that write and frame it: h1/emit.c for HTTP/1. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "h1/conn.h"
-#include "io/filecache.h"
-#include "llhttp.h"
-#include "core/request.h"
-#include "worker.h"
+#include <string.h>
 
-/* Output still queued above this after a write makes lx_stream_send ask
- * the producer to wait. The socket's own buffer (the kernel sizes it to
- * the connection) is the stream's buffer; luxd keeps at most about one
- * piece beyond it, so a thousand slow downloads cost a thousand pieces,
- * not a thousand quarter-megabytes. */
-#define STREAM_HIGH_WATER (16 * 1024)
+#include "llhttp.h"
+#include "request.h"
 
 const char *lx_status_reason(int status) {
     switch (status) {
@@ -101,20 +86,9 @@ const char *lx_status_reason(int status) {
     }
 }
 
-/* What snprintf wrote into a buffer of cap bytes, given what it returned:
- * the return is the length the whole text would need, which is more than
- * was written when the text was cut. The texts formatted here have known
- * bounds, so a cut is a bug, but one that must not become an over-read. */
-static size_t clamp_len(int n, size_t cap) {
+size_t lx_clamp_len(int n, size_t cap) {
     if (n < 0) return 0;
     return (size_t)n < cap ? (size_t)n : cap - 1;
-}
-
-static void put(lx_out_t *o, const char *p, size_t len) {
-    char *b = lx_out_reserve(o, len);
-    if (b == NULL) return; /* out of memory: the response comes out short and the close tells */
-    memcpy(b, p, len);
-    o->olen += len;
 }
 
 void lx_resp_init(lx_req_t *r, int status) {
@@ -188,187 +162,71 @@ void lx_resp_headerf(lx_req_t *r, const char *fmt, ...) {
  * goes first and the body is read and dropped after the response; anything
  * else is the last response on the connection, as the client may or may
  * not send the body now and the next request's start is in doubt. */
-static void settle_expect(lx_sess_t *s, lx_req_t *r) {
-    if (s->expect != LX_EXPECT_WAITING) return;
+static void settle_expect(lx_req_t *r) {
+    if (r->expect != LX_EXPECT_WAITING) return;
     if (r->resp.status >= 300 || r->resp.status < 200) {
-        s->expect = LX_EXPECT_ANSWERED;
+        r->expect = LX_EXPECT_ANSWERED;
         r->keepalive = 0;
-    } else if (lx_sess_send_continue(s) < 0) {
+    } else if (r->proto->cont(r) < 0) {
         r->keepalive = 0;
     }
 }
 
-/* Writes v in decimal so that it ends at end; returns its length. Two
- * digits a step, from a table: every response with a length formats one. */
-static size_t put_u64_before(char *end, uint64_t v) {
-    static const char d2[201] = "0001020304050607080910111213141516171819"
-                                "2021222324252627282930313233343536373839"
-                                "4041424344454647484950515253545556575859"
-                                "6061626364656667686970717273747576777879"
-                                "8081828384858687888990919293949596979899";
-    char *p = end;
-    while (v >= 100) {
-        const char *d = d2 + (v % 100) * 2;
-        v /= 100;
-        p -= 2;
-        p[0] = d[0];
-        p[1] = d[1];
-    }
-    if (v >= 10) {
-        p -= 2;
-        p[0] = d2[v * 2];
-        p[1] = d2[v * 2 + 1];
-    } else {
-        *--p = (char)('0' + v);
-    }
-    return (size_t)(end - p);
-}
-
-static char *copy(char *dst, const char *src, size_t len) {
-    memcpy(dst, src, len);
-    return dst + len;
-}
-
-/* "Allow: GET, HEAD, ...\r\n" for a set of methods (LX_METHOD bits), GET and HEAD first, the others
- * in llhttp's order; an empty value when none is allowed (RFC 9110 10.2.1). Returns its length.
- * Every method llhttp knows fits in LX_ALLOW_MAX (about 300 bytes). */
-#define LX_ALLOW_MAX 512
-static size_t allow_line(uint64_t m, char *b) {
+/* "Allow: GET, HEAD, ...\r\n" for a set of methods (LX_METHOD bits), GET
+ * and HEAD first, the others in llhttp's order; an empty value when none is
+ * allowed (RFC 9110 10.2.1). Every method llhttp knows fits in ALLOW_MAX
+ * (about 300 bytes). */
+#define ALLOW_MAX 512
+static void add_allow(lx_req_t *r, uint64_t m) {
     static const int first[] = {HTTP_GET, HTTP_HEAD};
-    char *p = copy(b, "Allow:", 6);
+    char b[ALLOW_MAX];
+    size_t len = 6;
+    memcpy(b, "Allow:", 6);
     const char *sep = " ";
     for (int i = -2; i < 64; i++) {
         int k = i < 0 ? first[i + 2] : i;
         if (!(m & LX_METHOD(k)) || (i >= 0 && (k == HTTP_GET || k == HTTP_HEAD))) continue;
         const char *name = llhttp_method_name((llhttp_method_t)k);
-        size_t n = strlen(name);
-        if ((size_t)(p - b) + n + 4 > LX_ALLOW_MAX) break;
-        p = copy(p, sep, strlen(sep));
-        p = copy(p, name, n);
+        size_t n = strlen(name), sn = strlen(sep);
+        if (len + sn + n + 2 > ALLOW_MAX) break;
+        memcpy(b + len, sep, sn);
+        memcpy(b + len + sn, name, n);
+        len += sn + n;
         sep = ", ";
     }
-    return (size_t)(copy(p, "\r\n", 2) - b);
+    memcpy(b + len, "\r\n", 2);
+    lx_resp_header(r, b, len + 2);
 }
 
 void lx_resp_send_headers(lx_req_t *r) {
-    lx_sess_t *s = lx_sess_of(r);
     lx_resp_t *rs = &r->resp;
-    lx_out_t *o = &s->out;
-    lx_worker_t *w = r->w;
     int st = rs->status;
     if (rs->state != LX_RESP_NONE || r->aborted) return;
     rs->state = LX_RESP_HEADERS;
-    settle_expect(s, r);
-    lx_worker_update_time(w);
-    /* The common case costs one copy of a status line, Server and Date
-     * built once a second. */
-    const char *head = w->head200;
-    size_t head_len = w->head200_len;
-    char line[128];
-    if (st != 200) {
-        int n =
-            snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nServer: " LX_SERVER "\r\nDate: %s\r\n",
-                     st, lx_status_reason(st), w->date);
-        head = line;
-        head_len = clamp_len(n, sizeof(line));
-    }
+    settle_expect(r);
     rs->no_body = r->head || st < 200 || st == 204 || st == 304;
-    /* Framing: a Content-Length, chunked, or the close. */
-    char num[20];
-    size_t num_len = 0, te_len = 0;
-    if (st < 200 || st == 204) {
-        /* No body, so no framing either. */
-    } else if (rs->length >= 0) {
-        if (st != 304) num_len = put_u64_before(num + sizeof(num), (uint64_t)rs->length);
-    } else if (st != 304) {
-        if (r->http_minor >= 1) {
-            rs->chunked = !rs->no_body;
-            te_len = 28;
-        } else {
-            r->keepalive = 0; /* HTTP/1.0: the close ends the body */
-        }
-    }
-    /* The end of the block, and what keep-alive needs said (a 101's own
-     * lines carry Connection: upgrade). */
-    const char *end = "\r\n";
-    size_t end_len = 2;
-    if (st != 101 && !r->keepalive) {
-        end = "Connection: close\r\n\r\n";
-        end_len = 21;
-    } else if (st != 101 && r->http_minor == 0) {
-        end = "Connection: keep-alive\r\n\r\n";
-        end_len = 26;
-    }
     /* RFC 9110 15.5.6: a 405 lists what is allowed (its error page too);
      * a backend's 405 carries its own. */
-    char allow[LX_ALLOW_MAX];
-    size_t allow_len = st == 405 && r->allow_set ? allow_line(r->allow, allow) : 0;
-    size_t len = head_len + allow_len + rs->block_len + (num_len ? 16 + num_len + 2 : 0) + te_len +
-                 rs->len + r->extra_len + end_len;
-    /* One reservation for the whole header block. Out of memory, the
-     * response comes out short and the close tells (out.failed). */
-    char *b = lx_out_reserve(o, len);
-    if (b == NULL) return;
-    char *p = copy(b, head, head_len);
-    if (allow_len) p = copy(p, allow, allow_len);
-    if (rs->block_len) p = copy(p, rs->block, rs->block_len);
-    if (num_len) {
-        p = copy(p, "Content-Length: ", 16);
-        p = copy(p, num + sizeof(num) - num_len, num_len);
-        p = copy(p, "\r\n", 2);
-    }
-    if (te_len) p = copy(p, "Transfer-Encoding: chunked\r\n", 28);
-    if (rs->len) p = copy(p, rs->lines, rs->len);
-    if (r->extra_len) p = copy(p, r->extra, r->extra_len);
-    copy(p, end, end_len);
-    o->olen += len;
-    r->head_bytes += len;
-    lx_out_obuf(o, o->olen - len);
+    if (st == 405 && r->allow_set) add_allow(r, r->allow);
+    r->proto->head(r);
 }
 
 void lx_resp_body_copy(lx_req_t *r, const char *p, size_t len) {
     if (r->resp.no_body || len == 0 || r->aborted) return;
-    lx_out_t *o = &lx_sess_of(r)->out;
-    size_t from = o->olen;
-    put(o, p, len);
-    lx_out_obuf(o, from);
     r->body_bytes += len;
+    r->proto->copy(r, p, len);
 }
 
 void lx_resp_body_file(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
     if (r->resp.no_body || len == 0 || r->aborted) return;
-    lx_out_t *o = &lx_sess_of(r)->out;
-    if (f->data)
-        lx_out_mem(o, f, f->data + off, (size_t)len);
-    else
-        lx_out_file(o, f, off, len);
     r->body_bytes += len;
+    r->proto->file(r, f, off, len);
 }
 
 void lx_resp_interim(lx_req_t *r) {
-    lx_sess_t *s = lx_sess_of(r);
-    lx_resp_t *rs = &r->resp;
-    lx_out_t *o = &s->out;
-    if (r->aborted || rs->state != LX_RESP_NONE || r->http_minor == 0) return;
-    /* A client that does not read while a backend sends 1xx after 1xx
-     * (103s, 102s) would have them all queued here, with nothing to stop
-     * the backend: past the stream's high-water mark they are dropped.
-     * They are advice, and the final response still comes. */
-    if (o->queued > STREAM_HIGH_WATER || o->n > LX_OUT_MAX / 2) {
-        rs->len = 0;
-        return;
-    }
-    char line[64];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", rs->status,
-                     lx_status_reason(rs->status));
-    size_t from = o->olen;
-    put(o, line, clamp_len(n, sizeof(line)));
-    if (rs->len) put(o, rs->lines, rs->len);
-    put(o, "\r\n", 2);
-    r->head_bytes += o->olen - from;
-    lx_out_obuf(o, from);
-    rs->len = 0;
-    lx_sess_output(s);
+    if (r->aborted || r->resp.state != LX_RESP_NONE) return;
+    r->proto->interim(r);
+    r->resp.len = 0; /* the final response's lines start afresh */
 }
 
 void lx_resp_done(lx_req_t *r) {
@@ -377,7 +235,7 @@ void lx_resp_done(lx_req_t *r) {
     if (r->resp.state == LX_RESP_DONE) return;
     r->resp.state = LX_RESP_DONE;
     r->waiting = 0;
-    lx_sess_response_done(lx_sess_of(r));
+    r->proto->done(r);
 }
 
 void lx_resp_simple(lx_req_t *r, int status, const char *extra) {
@@ -409,7 +267,7 @@ void lx_resp_simple(lx_req_t *r, int status, const char *extra) {
         lx_resp_send_headers(r);
         return;
     }
-    size_t blen = clamp_len(n, sizeof(body));
+    size_t blen = lx_clamp_len(n, sizeof(body));
     r->resp.length = (int64_t)blen;
     lx_resp_header(r, "Content-Type: text/html; charset=utf-8\r\n", 40);
     lx_resp_send_headers(r);
@@ -428,52 +286,28 @@ void lx_stream_start(lx_req_t *r, const lx_producer_t *p) {
     r->resp.producer = p;
     r->resp.state = LX_RESP_STREAMING;
     r->waiting = 0;
-    lx_sess_output(lx_sess_of(r));
-}
-
-/* Writes a piece (as one chunk when chunked) at dst: returns its length. */
-static size_t frame_piece(char *dst, const char *p, size_t n, int chunked) {
-    size_t h = 0;
-    if (chunked) h = (size_t)snprintf(dst, 20, "%zx\r\n", n);
-    memcpy(dst + h, p, n);
-    if (chunked) memcpy(dst + h + n, "\r\n", 2);
-    return h + n + (chunked ? 2 : 0);
+    r->proto->output(r);
 }
 
 int lx_stream_send(lx_req_t *r, const char *p, size_t len) {
     if (r->aborted || r->resp.state != LX_RESP_STREAMING) return 0;
-    lx_sess_t *s = lx_sess_of(r);
-    lx_out_t *o = &s->out;
-    int chunked = r->resp.chunked;
-    /* Room for a chunk's size line and its closing CRLF. */
-    size_t frame = chunked ? 20 : 0, room = LX_OUT_BUF - frame;
     r->body_bytes += len;
-    while (len) {
-        size_t n = len < room ? len : room;
-        /* Small pieces share a buffer (and a queue entry), each its own
-         * chunk; a buffer is given to a write only once it is queued. */
-        char *dst = lx_out_last_room(o, n + frame);
-        if (dst) {
-            lx_out_grow_last(o, frame_piece(dst, p, n, chunked));
-        } else {
-            char *buf = lx_pool_get(&s->w->obufs);
-            if (buf == NULL) {
-                lx_conn_close(s->c);
-                return -ENOMEM;
-            }
-            lx_out_buf(o, buf, buf, frame_piece(buf, p, n, chunked));
-        }
-        p += n;
-        len -= n;
-    }
-    lx_sess_output(s);
-    return o->queued > STREAM_HIGH_WATER || o->n > LX_OUT_MAX / 2 ? -EAGAIN : 0;
+    return r->proto->send(r, p, len);
 }
 
 void lx_stream_end(lx_req_t *r) {
     if (r->aborted || r->resp.state != LX_RESP_STREAMING) return;
-    if (r->resp.chunked) lx_out_mem(&lx_sess_of(r)->out, NULL, "0\r\n\r\n", 5);
+    r->proto->end(r);
     r->resp.producer = NULL;
     r->resp.state = LX_RESP_HEADERS; /* lx_resp_done marks it complete */
     lx_resp_done(r);
+}
+
+void lx_tunnel_start(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
+    if (r->aborted) return;
+    r->proto->tunnel(r, p, cb);
+}
+
+void lx_tunnel_more(lx_req_t *r) {
+    if (!r->aborted) r->proto->tunnel_more(r);
 }

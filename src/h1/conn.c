@@ -43,11 +43,11 @@ static void request_end(lx_sess_t *s);
 static inline void want_read(lx_conn_t *c, int on);
 
 static lx_worker_t *worker_of(lx_conn_t *c) {
-    return c->tp.tcp.loop->data;
+    return c->link.tp.tcp.loop->data;
 }
 
 static lx_sess_t *sess(lx_conn_t *c) {
-    return c->tp.tcp.data;
+    return c->link.tp.tcp.data;
 }
 
 /* Every change of state goes through here: the loop's gauges of
@@ -83,7 +83,7 @@ static void set_deadline_at(lx_conn_t *c, lx_dl_kind_t kind, uint64_t due) {
  * method, target and version. Only refusals pay for this. */
 static void keep_first_line(lx_sess_t *s) {
     lx_req_t *r = &s->req;
-    if (s->headers_done && !r->unparsed) return;
+    if (s->req.head_done && !r->unparsed) return;
     r->unparsed = 1;
     r->target = (lx_str_t){"", 0};
     if (s->rbuf == NULL) return;
@@ -141,7 +141,7 @@ static void timed_out_reading(lx_conn_t *c) {
  * two, 34 KiB, and its own record buffer) rather than allocate them anew
  * for every request. */
 static void rest_arm(lx_conn_t *c) {
-    if (!lx_tp_can_rest(&c->tp) || c->state == LX_CONN_CLOSED) return;
+    if (!lx_tp_can_rest(&c->link.tp) || c->state == LX_CONN_CLOSED) return;
     lx_worker_t *w = worker_of(c);
     lx_dl_set(&w->dlq, &c->rest, LX_DL_REST, uv_now(&w->loop) + LX_TP_REST_MS);
 }
@@ -151,7 +151,7 @@ void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind) {
     if (kind == LX_DL_REST) {
         lx_conn_t *c = container_of(d, lx_conn_t, rest);
         /* Its last records still going out: again later. */
-        if (!lx_tp_rest(&c->tp)) rest_arm(c);
+        if (!lx_tp_rest(&c->link.tp)) rest_arm(c);
         return;
     }
     lx_conn_t *c = container_of(d, lx_conn_t, dl);
@@ -193,12 +193,14 @@ static lx_sess_t *sess_get(lx_conn_t *c) {
     s->req.body_cb = NULL;
     s->req.resp.state = LX_RESP_NONE;
     s->req.resp.producer = NULL;
+    s->req.proto = &lx_h1_proto;
+    s->req.link = &c->link;
     if (!s->parser_ready) {
         lx_h1_parser_init(&s->parser, &lx_h1_settings);
         s->parser.data = s;
     }
     s->parser_ready = 0;
-    c->tp.tcp.data = s;
+    c->link.tp.tcp.data = s;
     return s;
 }
 
@@ -280,8 +282,9 @@ void lx_sess_leave(lx_sess_t *s) {
  * session back. Its parser stands between two messages, as for a pipelined
  * request, and serves the next connection as it is. */
 static void sess_return(lx_conn_t *c, lx_sess_t *s) {
-    c->tp.tcp.data = NULL;
+    c->link.tp.tcp.data = NULL;
     s->c = NULL;
+    s->req.link = NULL;
     s->parser_ready = s->message_done;
     rbuf_release(s);
     lx_arena_reset(&s->arena); /* the output queue is empty (request_end) */
@@ -293,7 +296,7 @@ static void sess_return(lx_conn_t *c, lx_sess_t *s) {
 static void sess_detach(lx_conn_t *c) {
     lx_sess_t *s = sess(c);
     if (s == NULL) return;
-    c->tp.tcp.data = NULL;
+    c->link.tp.tcp.data = NULL;
     if (s->gen_held) {
         /* A request in progress: its client went, or the server cut it.
          * It is logged all the same (a tunnel's client that hangs up, a
@@ -301,7 +304,7 @@ static void sess_detach(lx_conn_t *c) {
          * answered with, or nginx's 499 when no answer had begun. */
         LX_ST_INC(&s->w->stats->aborted);
         lx_req_t *r = &s->req;
-        if (s->headers_done) {
+        if (s->req.head_done) {
             if (r->status == 0) r->status = 499;
             const lx_access_log_conf_t *al = lx_access_log_of(r);
             if (al) lx_access_log(s->w, r, al);
@@ -309,6 +312,7 @@ static void sess_detach(lx_conn_t *c) {
     }
     release_gen(s);
     s->c = NULL;
+    s->req.link = NULL;
     s->req.aborted = 1;
     if (s->req.body_cb) {
         lx_body_cb cb = s->req.body_cb;
@@ -329,40 +333,33 @@ static void sess_detach(lx_conn_t *c) {
     sess_maybe_free(s);
 }
 
-/* A callback from outside (an upstream's read) may queue a head, a body
- * piece and the end at once: they go out in one write when it returns,
- * not one write each. */
-void lx_req_enter(lx_req_t *r) {
+/* The request core's way in (core/proto.h enter/leave, orphaned). A
+ * callback from outside (an upstream's read) may queue a head, a body
+ * piece and the end at once: corked, they go out in one write when it
+ * returns, not one write each. */
+void lx_h1_enter(lx_req_t *r, int cork) {
     lx_sess_t *s = lx_sess_of(r);
     lx_sess_enter(s);
-    if (s->cork++ == 0) s->out.burst = 0; /* a turn of the loop of its own */
+    if (cork && s->cork++ == 0) s->out.burst = 0; /* a turn of the loop of its own */
 }
 
-void lx_req_leave(lx_req_t *r) {
+void lx_h1_leave(lx_req_t *r, int cork) {
     lx_sess_t *s = lx_sess_of(r);
-    if (--s->cork == 0 && s->flush_pending) {
+    if (cork && --s->cork == 0 && s->flush_pending) {
         s->flush_pending = 0;
         if (s->c && !s->out.writing && !s->out.file_io) conn_flush(s);
     }
     lx_sess_leave(s);
 }
 
-void lx_req_hold(lx_req_t *r) {
-    r->pending++;
-}
-
-int lx_req_release(lx_req_t *r) {
-    lx_sess_t *s = lx_sess_of(r);
-    r->pending--;
-    if (s->c != NULL) return 0;
-    sess_maybe_free(s);
-    return 1;
+void lx_h1_orphaned(lx_req_t *r) {
+    sess_maybe_free(lx_sess_of(r));
 }
 
 /* ---- lifetime ------------------------------------------------------- */
 
 static void on_closed(uv_handle_t *h) {
-    lx_conn_t *c = container_of(h, lx_conn_t, tp.tcp);
+    lx_conn_t *c = container_of(h, lx_conn_t, link.tp.tcp);
     free(c);
 }
 
@@ -378,12 +375,12 @@ void lx_conn_close(lx_conn_t *c) {
     (void)s;
     sess_detach(c);
     w->nconns--;
-    lx_tp_close(&c->tp, on_closed);
+    lx_tp_close(&c->link.tp, on_closed);
     lx_worker_conn_closed(w);
 }
 
 static void conn_setup(lx_worker_t *w, lx_conn_t *c) {
-    c->tp.tcp.data = NULL;
+    c->link.tp.tcp.data = NULL;
     c->state = LX_CONN_IDLE;
     LX_ST_INC(&w->stats->conns[LX_CONN_IDLE]);
     LX_ST_INC(&w->stats->accepted);
@@ -402,28 +399,28 @@ static SSL_CTX *pick_cert(void *arg, const char *name, size_t len) {
 /* The handshake is done: the first request has header_timeout from now
  * (until now, handshake_timeout from the accept ran). */
 static void tls_ready(lx_tp_t *tp) {
-    lx_conn_t *c = container_of(tp, lx_conn_t, tp);
+    lx_conn_t *c = container_of(tp, lx_conn_t, link.tp);
     set_deadline(c, LX_DL_HEADER, worker_of(c)->gen->srv.header_timeout);
 }
 
 /* A connection of a tls = true listener: TLS under HTTP/1. */
 static int conn_tls(lx_worker_t *w, lx_conn_t *c) {
-    int r =
-        w->gen->tls_base ? lx_tls_new(&c->tp, w->gen->tls_base, pick_cert, tls_ready, w) : -EINVAL;
+    int r = w->gen->tls_base ? lx_tls_new(&c->link.tp, w->gen->tls_base, pick_cert, tls_ready, w)
+                             : -EINVAL;
     if (r < 0) lx_conn_close(c);
     return r;
 }
 
 void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener) {
     lx_conn_t *c = malloc(sizeof(*c));
-    if (c == NULL || uv_tcp_init(&w->loop, &c->tp.tcp) < 0) {
+    if (c == NULL || uv_tcp_init(&w->loop, &c->link.tp.tcp) < 0) {
         free(c);
         LX_ST_INC(&w->stats->refused);
         return;
     }
-    memset((char *)c + sizeof(c->tp.tcp), 0, sizeof(*c) - sizeof(c->tp.tcp));
-    if (uv_accept(listener, (uv_stream_t *)&c->tp.tcp) < 0) {
-        uv_close((uv_handle_t *)&c->tp.tcp, on_closed);
+    memset((char *)c + sizeof(c->link.tp.tcp), 0, sizeof(*c) - sizeof(c->link.tp.tcp));
+    if (uv_accept(listener, (uv_stream_t *)&c->link.tp.tcp) < 0) {
+        uv_close((uv_handle_t *)&c->link.tp.tcp, on_closed);
         LX_ST_INC(&w->stats->refused);
         return;
     }
@@ -436,25 +433,25 @@ void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener) {
 
 int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, unsigned flags) {
     lx_conn_t *c = malloc(sizeof(*c));
-    if (c == NULL || uv_tcp_init(&w->loop, &c->tp.tcp) < 0) {
+    if (c == NULL || uv_tcp_init(&w->loop, &c->link.tp.tcp) < 0) {
         free(c);
         close(fd);
         LX_ST_INC(&w->stats->refused);
         return -ENOMEM;
     }
-    memset((char *)c + sizeof(c->tp.tcp), 0, sizeof(*c) - sizeof(c->tp.tcp));
-    int r = uv_tcp_open(&c->tp.tcp, fd);
+    memset((char *)c + sizeof(c->link.tp.tcp), 0, sizeof(*c) - sizeof(c->link.tp.tcp));
+    int r = uv_tcp_open(&c->link.tp.tcp, fd);
     if (r < 0) {
         LX_ST_INC(&w->stats->refused);
         close(fd);
-        uv_close((uv_handle_t *)&c->tp.tcp, on_closed);
+        uv_close((uv_handle_t *)&c->link.tp.tcp, on_closed);
         return r;
     }
     if (peer && (peer->sa_family == AF_INET || peer->sa_family == AF_INET6)) {
-        lx_addr_from_sockaddr(peer, &c->addr);
-        c->addr_state = 1;
+        lx_addr_from_sockaddr(peer, &c->link.addr);
+        c->link.addr_state = 1;
     } else if (peer) {
-        c->addr_state = 2;
+        c->link.addr_state = 2;
     }
     c->proxy_wait = (flags & LX_CONN_PROXY) != 0;
     conn_setup(w, c);
@@ -488,7 +485,7 @@ static void each_cb(uv_handle_t *h, void *arg) {
     if (h->type != UV_TCP || uv_is_closing(h) || lx_upconn_is(h)) return;
     for (size_t i = 0; i < w->nlisteners; i++)
         if ((uv_handle_t *)&w->listeners[i]->tcp == h) return;
-    e->fn(container_of((uv_tcp_t *)h, lx_conn_t, tp.tcp), e->arg);
+    e->fn(container_of((uv_tcp_t *)h, lx_conn_t, link.tp.tcp), e->arg);
 }
 
 void lx_conn_each(lx_worker_t *w, void (*fn)(lx_conn_t *c, void *arg), void *arg) {
@@ -497,7 +494,7 @@ void lx_conn_each(lx_worker_t *w, void (*fn)(lx_conn_t *c, void *arg), void *arg
 }
 
 const lx_gen_t *lx_conn_gen(const lx_conn_t *c) {
-    const lx_sess_t *s = c->tp.tcp.data;
+    const lx_sess_t *s = c->link.tp.tcp.data;
     return s && s->gen_held ? s->req.gen : NULL;
 }
 
@@ -507,7 +504,7 @@ const lx_gen_t *lx_conn_gen(const lx_conn_t *c) {
  * request in progress reads into its own, an idle one borrows one from the
  * pool, which goes back at once if the read finds nothing. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-    lx_conn_t *c = container_of((uv_tcp_t *)h, lx_conn_t, tp.tcp);
+    lx_conn_t *c = container_of((uv_tcp_t *)h, lx_conn_t, link.tp.tcp);
     lx_sess_t *s = sess(c);
     (void)suggested;
     if (s && s->rbuf) {
@@ -525,12 +522,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
 static void read_switch(lx_conn_t *c, int on) {
     if (c->state == LX_CONN_CLOSED || c->eof) return;
     if (on) {
-        if (lx_tp_read_start(&c->tp, on_alloc, on_read) < 0) {
+        if (lx_tp_read_start(&c->link.tp, on_alloc, on_read) < 0) {
             lx_conn_close(c);
             return;
         }
     } else {
-        lx_tp_read_stop(&c->tp);
+        lx_tp_read_stop(&c->link.tp);
     }
     c->reading = (unsigned)on;
 }
@@ -560,7 +557,7 @@ static void got_bytes(lx_conn_t *c, char *base, size_t n) {
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
-    lx_conn_t *c = container_of((uv_tcp_t *)st, lx_conn_t, tp.tcp);
+    lx_conn_t *c = container_of((uv_tcp_t *)st, lx_conn_t, link.tp.tcp);
     lx_sess_t *s = sess(c);
     int borrowed = buf->base && (s == NULL || buf->base != s->rbuf + s->rlen);
     if (n > 0) {
@@ -611,13 +608,13 @@ static void conn_start(lx_conn_t *c) {
     lx_worker_t *w = worker_of(c);
     set_state(c, LX_CONN_IDLE);
     set_deadline(c, LX_DL_HEADER,
-                 c->tp.tls ? w->gen->srv.tls.handshake_timeout : w->gen->srv.header_timeout);
+                 c->link.tp.tls ? w->gen->srv.tls.handshake_timeout : w->gen->srv.header_timeout);
     char *b = lx_pool_get(&w->rbufs);
     if (b == NULL) {
         lx_conn_close(c);
         return;
     }
-    ssize_t n = lx_tp_read_now(&c->tp, b, w->rbufs.size);
+    ssize_t n = lx_tp_read_now(&c->link.tp, b, w->rbufs.size);
     if (n > 0) {
         got_bytes(c, b, (size_t)n); /* conn_parse decides whether to read on */
         return;
@@ -689,17 +686,17 @@ static void request_begin(lx_sess_t *s) {
     s->req.w = s->w;
     s->gen_held = 1;
     s->req.arena = &s->arena;
-    s->req.secure = lx_tp_secure(&c->tp) != 0;
+    s->req.proto = &lx_h1_proto;
+    s->req.link = &c->link;
+    s->req.secure = lx_tp_secure(&c->link.tp) != 0;
     s->req_start = s->rpos;
     s->body_base = 0;
     s->in_url = 1;
-    s->headers_done = 0;
     s->message_done = 0;
     s->body_paused = 0;
     s->tunnel_paused = 0;
     s->err_status = 0;
     s->te = LX_TE_NONE;
-    s->expect = LX_EXPECT_NONE;
     s->ext_bytes = 0;
     s->trailer_bytes = 0;
     s->framing_bytes = 0;
@@ -712,7 +709,7 @@ static void request_begin(lx_sess_t *s) {
     s->version_at = NULL;
     c->nreq++;
     set_state(c, LX_CONN_HEAD);
-    s->req_started = uv_now(&s->w->loop);
+    s->req.started = uv_now(&s->w->loop);
     if (s->req.gen->srv.request_id_header_len) lx_req_add_id_header(&s->req);
 }
 
@@ -736,7 +733,7 @@ static int framing_overflow(lx_sess_t *s, size_t consumed, uint64_t counted_befo
  * body while someone takes it; after the request never (pipelined bytes
  * wait until the request ends). */
 static int may_parse(lx_sess_t *s) {
-    if (!s->headers_done) return 1;
+    if (!s->req.head_done) return 1;
     if (s->message_done) return 0;
     lx_body_state_t b = (lx_body_state_t)s->req.body_state;
     return (b == LX_BODY_DISCARD || b == LX_BODY_READING) && !s->body_paused;
@@ -759,7 +756,7 @@ static void head_incomplete(lx_sess_t *s) {
     /* A deadline for the whole header, from its first byte: a client
      * trickling bytes does not push it back. */
     if (c->dl_kind != LX_DL_HEADER)
-        set_deadline_at(c, LX_DL_HEADER, s->req_started + srv->header_timeout);
+        set_deadline_at(c, LX_DL_HEADER, s->req.started + srv->header_timeout);
 }
 
 /* The head is complete: the request is dispatched. */
@@ -873,11 +870,11 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
         }
         /* In a body, llhttp may still owe a callback with no byte left
          * (the end of the message, after a piece a reader paused at). */
-        if (!may_parse(s) || (s->rpos == s->rlen && !s->headers_done)) break;
+        if (!may_parse(s) || (s->rpos == s->rlen && !s->req.head_done)) break;
         const char *start = s->rbuf + s->rpos;
         /* Framing is counted over runs that start inside a chunked body;
          * the run that ends the header block may take a little uncounted. */
-        int chunked_body = s->headers_done && s->req.chunked;
+        int chunked_body = s->req.head_done && s->req.chunked;
         uint64_t counted = s->req.body_read + s->ext_bytes + s->trailer_bytes;
         /* A request line whose method llhttp refused is read on without
          * it (its state is an error now) until lx_h1_line_status can tell. */
@@ -890,7 +887,7 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
                 break;
             }
             s->rpos = s->rlen;
-            if (!s->headers_done) {
+            if (!s->req.head_done) {
                 head_incomplete(s);
             } else {
                 /* Body bytes are taken or dropped: read the rest into the
@@ -932,15 +929,16 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
                 body_complete(s);
                 continue;
             }
-            if (s->headers_done && c->state == LX_CONN_HEAD) {
+            if (s->req.head_done && c->state == LX_CONN_HEAD) {
                 /* An Expect: 100-continue whose body has started to arrive
                  * is no question any more. */
-                if (s->expect == LX_EXPECT_WAITING && s->rpos < s->rlen) s->expect = LX_EXPECT_NONE;
+                if (s->req.expect == LX_EXPECT_WAITING && s->rpos < s->rlen)
+                    s->req.expect = LX_EXPECT_NONE;
                 dispatch(s);
             }
             continue;
         }
-        if (!s->headers_done && s->err_status == 0 &&
+        if (!s->req.head_done && s->err_status == 0 &&
             (e == HPE_INVALID_METHOD || e == HPE_INVALID_CONSTANT)) {
             /* llhttp knows a fixed set of methods and stops at the first
              * byte that none of them continues with: a valid method it
@@ -989,7 +987,7 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
     /* Backpressure: a full buffer stops reading until the request ahead
      * takes its bytes; a body reader that waits stops it at once. */
     int room = s->rbuf == NULL || s->rlen < s->rcap;
-    int paused = s->headers_done && !s->message_done && s->req.body_state == LX_BODY_READING &&
+    int paused = s->req.head_done && !s->message_done && s->req.body_state == LX_BODY_READING &&
                  s->body_paused;
     want_read(c, room && !paused);
     if (c->state == LX_CONN_IDLE && s->rpos == s->rlen) conn_idle(c, s);
@@ -1105,7 +1103,7 @@ static void linger(lx_conn_t *c) {
         return;
     }
     req->data = c;
-    if (lx_tp_shutdown(&c->tp, req, on_shutdown) < 0) {
+    if (lx_tp_shutdown(&c->link.tp, req, on_shutdown) < 0) {
         free(req);
         lx_conn_close(c);
         return;
@@ -1139,7 +1137,7 @@ static void request_end(lx_sess_t *s) {
          * of its own in flight) go out before the close, as a plain
          * socket's would from the kernel: linger's shutdown waits for
          * them. */
-        if ((unread || lx_tp_queued(&c->tp)) && !c->eof)
+        if ((unread || lx_tp_queued(&c->link.tp)) && !c->eof)
             linger(c);
         else
             lx_conn_close(c);
@@ -1162,7 +1160,7 @@ static void request_end(lx_sess_t *s) {
     conn_parse(c);
 }
 
-/* ---- for the request body (body.c) and Expect ------------------------- */
+/* ---- for the request body (core/body.c) and tunnels ------------------------- */
 
 void lx_sess_body_resume(lx_sess_t *s) {
     lx_conn_t *c = s->c;
@@ -1182,10 +1180,10 @@ void lx_sess_body_resume(lx_sess_t *s) {
     conn_parse(c);
 }
 
-void lx_tunnel_start(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
+void lx_h1_tunnel(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
     lx_sess_t *s = lx_sess_of(r);
     lx_conn_t *c = s->c;
-    if (c == NULL || r->aborted) return;
+    if (c == NULL) return;
     r->keepalive = 0;
     r->resp.no_body = 0;
     r->resp.chunked = 0;
@@ -1200,21 +1198,8 @@ void lx_tunnel_start(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
     if (s->c) conn_parse(c); /* bytes the client sent after the head, then read on */
 }
 
-void lx_tunnel_more(lx_req_t *r) {
+void lx_h1_tunnel_more(lx_req_t *r) {
     lx_sess_t *s = lx_sess_of(r);
     s->tunnel_paused = 0;
     if (s->c && !s->in_parse) conn_parse(s->c);
-}
-
-int lx_sess_send_continue(lx_sess_t *s) {
-    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    s->expect = LX_EXPECT_ANSWERED;
-    size_t from = s->out.olen;
-    char *b = lx_out_reserve(&s->out, sizeof(cont) - 1);
-    if (b == NULL) return -ENOMEM;
-    memcpy(b, cont, sizeof(cont) - 1);
-    s->out.olen += sizeof(cont) - 1;
-    s->req.head_bytes += sizeof(cont) - 1;
-    lx_out_obuf(&s->out, from);
-    return 0;
 }

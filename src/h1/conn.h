@@ -18,6 +18,7 @@
 #include "llhttp.h"
 #include "net/transport.h"
 #include "h1/out.h"
+#include "core/proto.h"
 #include "core/request.h"
 #include "worker.h"
 
@@ -44,41 +45,21 @@ typedef enum {
     LX_TE_BAD,     /**< chunked twice or not last, or an empty coding: 400 */
 } lx_te_t;
 
-/* A request with "Expect: 100-continue" whose body has not started to
- * arrive: the client waits for our word before it sends the body. */
-typedef enum {
-    LX_EXPECT_NONE,     /**< no expectation to meet */
-    LX_EXPECT_WAITING,  /**< the client waits: a body reader or the first response decides */
-    LX_EXPECT_ANSWERED, /**< answered (100, or a final status that ends the connection) */
-} lx_expect_t;
-
 typedef struct lx_sess_s lx_sess_t;
 
 struct lx_conn_s {
-    lx_tp_t tp;              /**< the socket and its transport; tp.tcp.data is the session
-                                or NULL */
+    lx_link_t link;          /**< the socket and what requests know of the connection;
+                                link.tp.tcp.data is the session or NULL */
     lx_dl_t dl;              /**< the pending deadline, in the loop's queue */
     lx_dl_t rest;            /**< over TLS: when the transport lets go of its buffers if no
                                 byte comes meanwhile (LX_DL_REST) */
-    lx_addr_t addr;          /**< the connection's client: the peer, or the address a
-                                trusted PROXY protocol header gave (request.h lx_req_addr) */
-    lx_addr_t peer;          /**< the TCP peer when a PROXY header replaced it (proxied) */
-    uint64_t vh_gen_id;      /**< lx_gen_t.id of the cached Host -> vhost answer; 0: none */
-    lx_vhost_t *vh;          /**< the vhost for vh_host */
     uint32_t nreq;           /**< requests started on this connection */
     uint8_t state;           /**< lx_conn_state_t */
     uint8_t dl_kind;         /**< lx_dl_kind_t of dl */
-    uint8_t vh_host_len;     /**< bytes in vh_host */
-    uint8_t vh_name_len;     /**< bytes of vh_host that name the host (host_name's answer) */
-    uint8_t vh_421;          /**< over TLS, the cached answer's 421 verdict (request.c
-                                misdirected): 0 not known yet, 1 served, 2 misdirected */
     unsigned eof : 1;        /**< the client closed its sending side */
     unsigned reading : 1;    /**< uv_read_start is in force */
     unsigned draining : 1;   /**< no keep-alive: the server stops or reloads */
-    unsigned addr_state : 2; /**< 0: addr not asked yet, 1: known, 2: none (not IP) */
     unsigned proxy_wait : 1; /**< a PROXY protocol header must come first (proxy_protocol) */
-    unsigned proxied : 1;    /**< addr is a PROXY header's; peer holds the TCP peer */
-    char vh_host[32]; /**< last Host value (as sent, port included); longer ones are not cached */
 };
 
 /* What a request in progress needs; lent by the loop's pool. */
@@ -101,15 +82,12 @@ struct lx_sess_s {
     const char *version_at;     /**< the request line's version, after "HTTP/" (h1.c) */
     int err_status;             /**< status to answer a parse error with */
     uint8_t te;                 /**< lx_te_t: the Transfer-Encoding codings seen so far */
-    uint8_t expect;             /**< lx_expect_t: where a 100-continue request stands */
     char ext_last;              /**< last byte of the chunk-extension value being read */
     size_t ext_bytes;           /**< chunk-extension bytes of this request */
     size_t trailer_bytes;       /**< trailer-section bytes of this request */
     uint64_t framing_bytes;     /**< chunked-body bytes no other limit counts */
     uint32_t framing_parts;     /**< chunks and trailer fields that may bring such bytes */
-    uint64_t req_started;       /**< loop time the current request began */
     unsigned in_url : 1;        /**< the request line is not complete */
-    unsigned headers_done : 1;  /**< headers complete, maybe body to come */
     unsigned message_done : 1;  /**< whole request parsed */
     unsigned ext_refeed : 1;    /**< llhttp 8 skipped the ';' of the next chunk extension */
     unsigned line_wait : 1;     /**< llhttp refused the method: the request line is read to
@@ -171,7 +149,14 @@ void lx_sess_output(lx_sess_t *s);
 void lx_sess_response_done(lx_sess_t *s);
 /* A body reader wants more, or the request body is to be dropped. */
 void lx_sess_body_resume(lx_sess_t *s);
-/* The request waits for 100 Continue: send it before anything else. */
-int lx_sess_send_continue(lx_sess_t *s);
+
+/* HTTP/1's side of its requests (core/proto.h): emit.c writes and frames
+ * responses, conn.c does the rest. */
+extern const lx_proto_t lx_h1_proto;
+void lx_h1_enter(lx_req_t *r, int cork);
+void lx_h1_leave(lx_req_t *r, int cork);
+void lx_h1_orphaned(lx_req_t *r);
+void lx_h1_tunnel(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb);
+void lx_h1_tunnel_more(lx_req_t *r);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "core/fields.h"
 #include "h1/conn.h"
 #include "log.h"
 
@@ -136,7 +137,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
     lx_sess_t *c = SESS(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
-    if (c->headers_done) return count_trailer(c, len);
+    if (c->req.head_done) return count_trailer(c, len);
     if (h == NULL) {
         if (r->headers == NULL) {
             r->headers = lx_arena_alloc(&c->arena, LX_MAX_HEADERS * sizeof(lx_header_t));
@@ -160,7 +161,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     lx_sess_t *c = SESS(p);
     lx_header_t *h = c->cur_header;
-    if (c->headers_done) return count_trailer(c, len);
+    if (c->req.head_done) return count_trailer(c, len);
     if (h == NULL) return -1; /* a line with an empty field name */
     if (h->value.p == NULL) {
         h->value.p = at;
@@ -172,69 +173,6 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     h->value.len = (size_t)(at + len - h->value.p);
     c->last_end = at + len;
     return 0;
-}
-
-/* Names of the headers the request path looks at, lower case. */
-static const struct {
-    const char *name;
-    size_t len;
-} known_headers[LX_H_KNOWN] = {
-    [LX_H_HOST] = {"host", 4},
-    [LX_H_CONNECTION] = {"connection", 10},
-    [LX_H_IF_NONE_MATCH] = {"if-none-match", 13},
-    [LX_H_IF_MODIFIED_SINCE] = {"if-modified-since", 17},
-    [LX_H_RANGE] = {"range", 5},
-    [LX_H_IF_RANGE] = {"if-range", 8},
-    [LX_H_ACCEPT_ENCODING] = {"accept-encoding", 15},
-    [LX_H_USER_AGENT] = {"user-agent", 10},
-    [LX_H_REFERER] = {"referer", 7},
-    [LX_H_EXPECT] = {"expect", 6},
-    [LX_H_TRANSFER_ENCODING] = {"transfer-encoding", 17},
-    [LX_H_IF_MATCH] = {"if-match", 8},
-    [LX_H_IF_UNMODIFIED_SINCE] = {"if-unmodified-since", 19},
-};
-
-/* Whether a field name, a token (is_token), is the known name lower, eight
- * bytes a step. Known names are lower case letters and '-': OR-ing 0x20
- * into a token byte gives such a byte only from itself or its upper case
- * (the other byte that gives '-', CR, is no tchar). */
-static int name_is(lx_str_t n, const char *lower) {
-    const uint64_t fold = 0x2020202020202020ULL;
-    size_t i = 0;
-    for (; i + 8 <= n.len; i += 8) {
-        uint64_t a, b;
-        memcpy(&a, n.p + i, 8);
-        memcpy(&b, lower + i, 8);
-        if ((a | fold) != b) return 0;
-    }
-    for (; i < n.len; i++)
-        if (((unsigned char)n.p[i] | 0x20) != (unsigned char)lower[i]) return 0;
-    return 1;
-}
-
-/* Which known header a field name (a token) is, or -1. Its length, and for
- * three lengths one letter, leave one candidate to compare: every field of
- * every request comes here. */
-static int known_header(lx_str_t n) {
-    int id;
-    switch (n.len) {
-    case 4: id = LX_H_HOST; break;
-    case 5: id = LX_H_RANGE; break;
-    case 6: id = LX_H_EXPECT; break;
-    case 7: id = LX_H_REFERER; break;
-    case 8: id = (n.p[3] | 0x20) == 'm' ? LX_H_IF_MATCH : LX_H_IF_RANGE; break;
-    case 10: id = (n.p[0] | 0x20) == 'c' ? LX_H_CONNECTION : LX_H_USER_AGENT; break;
-    case 13: id = LX_H_IF_NONE_MATCH; break;
-    case 15: id = LX_H_ACCEPT_ENCODING; break;
-    case 17: id = (n.p[0] | 0x20) == 'i' ? LX_H_IF_MODIFIED_SINCE : LX_H_TRANSFER_ENCODING; break;
-    case 19: id = LX_H_IF_UNMODIFIED_SINCE; break;
-    default: return -1;
-    }
-    return n.len == known_headers[id].len && name_is(n, known_headers[id].name) ? id : -1;
-}
-
-int lx_h1_known_header(const char *name, size_t len) {
-    return known_header((lx_str_t){name, len});
 }
 
 /* Folds one Transfer-Encoding field line into c->te. RFC 9112 6.1 and 7:
@@ -273,7 +211,7 @@ static int on_header_value_complete(llhttp_t *p) {
     lx_sess_t *c = SESS(p);
     lx_req_t *r = &c->req;
     lx_header_t *h = c->cur_header;
-    if (c->headers_done) {
+    if (c->req.head_done) {
         c->framing_parts++;
         return 0; /* a trailer field: dropped */
     }
@@ -291,7 +229,7 @@ static int on_header_value_complete(llhttp_t *p) {
     while (h->value.len &&
            (h->value.p[h->value.len - 1] == ' ' || h->value.p[h->value.len - 1] == '\t'))
         h->value.len--;
-    int id = known_header(h->name);
+    int id = lx_known_header_str(h->name);
     if (id < 0) return 0;
     if (id == LX_H_HOST && r->hosts++ > 0) return -1; /* two Host headers: which one is meant? */
     if (id == LX_H_TRANSFER_ENCODING) note_transfer_codings(c, h->value);
@@ -303,7 +241,7 @@ static int on_headers_complete(llhttp_t *p) {
     lx_sess_t *c = SESS(p);
     lx_req_t *r = &c->req;
     const lx_server_conf_t *s = &c->w->gen->srv;
-    c->headers_done = 1;
+    c->req.head_done = 1;
     /* Refused before the method and version are set: the log shows the
      * first line as received (conn.c keep_first_line). */
     if (c->last_end && (size_t)(c->last_end - (c->rbuf + c->req_start)) > s->max_header_bytes) {
@@ -358,7 +296,7 @@ static int on_headers_complete(llhttp_t *p) {
             c->err_status = 417;
             return -1;
         }
-        c->expect = LX_EXPECT_WAITING;
+        c->req.expect = LX_EXPECT_WAITING;
     }
     /* A request with a body is dispatched now, before its body (conn.c
      * dispatch); one without is parsed to its end first, in the same run

@@ -24,8 +24,4 @@ void lx_h1_parser_init(llhttp_t *p, const llhttp_settings_t *settings);
  * and could still be such a line. */
 int lx_h1_line_status(const char *p, size_t len, size_t max);
 
-/* Which of the headers the request path consults (LX_H_*) a field name
- * is, in any case, or -1 (for --explain, which has no connection). */
-int lx_h1_known_header(const char *name, size_t len);
-
 #endif

@@ -236,7 +236,7 @@ static void put_in_front(lx_sess_t *s, char *buf, uint64_t n) {
 }
 
 static lx_tp_t *tp_of(lx_sess_t *s) {
-    return &s->c->tp;
+    return &s->c->link.tp;
 }
 
 /* ---- the asynchronous parts: uv_write and thread-pool reads ------------- */

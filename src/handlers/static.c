@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h1/h1.h"
+#include "core/fields.h"
 #include "../http/path.h"
 #include "../http/precond.h"
 #include "../http/range.h"
@@ -53,7 +53,7 @@ static int whole_fields(lx_req_t *r, lx_str_t *out[]) {
     int several = 0;
     for (unsigned i = 0; i < r->nheaders; i++) {
         const lx_header_t *h = &r->headers[i];
-        int id = lx_h1_known_header(h->name.p, h->name.len);
+        int id = lx_known_header(h->name.p, h->name.len);
         for (size_t k = 0; k < LX_ARRAY_SIZE(cond_ids); k++)
             if (id == cond_ids[k]) {
                 several |= ++lines[k] > 1;
@@ -66,7 +66,7 @@ static int whole_fields(lx_req_t *r, lx_str_t *out[]) {
         if (buf == NULL) return -ENOMEM;
         for (unsigned i = 0; i < r->nheaders; i++) {
             const lx_header_t *h = &r->headers[i];
-            if (lx_h1_known_header(h->name.p, h->name.len) != cond_ids[k]) continue;
+            if (lx_known_header(h->name.p, h->name.len) != cond_ids[k]) continue;
             if (o > buf) *o++ = ',';
             memcpy(o, h->value.p, h->value.len);
             o += h->value.len;

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "h1/conn.h"
 #include "../stats.h"
 #include "../worker.h"
 #include "../buf.h"

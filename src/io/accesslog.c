@@ -15,7 +15,6 @@
 
 #include "accesslog.h"
 #include "../net/transport.h"
-#include "h1/conn.h"
 #include "../log.h"
 #include "../worker.h"
 #include "llhttp.h"
@@ -529,7 +528,7 @@ static void put_var(sink_t *s, lx_worker_t *w, lx_req_t *r, const lx_log_piece_t
     case LX_LV_REQUEST_TIME: {
         /* From the loop time the request's first byte was read at (the
          * loop's clock, brought up to date: lx_access_log). */
-        uint64_t start = lx_sess_of(r)->req_started, now = uv_now(&w->loop);
+        uint64_t start = r->started, now = uv_now(&w->loop);
         put_ms(s, now > start ? now - start : 0);
         break;
     }

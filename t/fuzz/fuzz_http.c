@@ -689,7 +689,7 @@ static lx_conn_t *the_conn(void) {
 static size_t state(void) {
     lx_conn_t *c = the_conn();
     if (c == NULL) return 0;
-    const lx_sess_t *s = c->tp.tcp.data;
+    const lx_sess_t *s = c->link.tp.tcp.data;
     size_t sv = s ? s->rlen * 7 + s->rpos * 13 + s->out.n * 17 + s->out.olen * 3 : 0;
     return olen * 31 + sv + c->state + c->nreq * 101;
 }
@@ -732,7 +732,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         server_closed = drain(sv[1]);
         if (server_closed) break;
         lx_conn_t *c = the_conn();
-        const lx_sess_t *cs = c ? c->tp.tcp.data : NULL;
+        const lx_sess_t *cs = c ? c->link.tp.tcp.data : NULL;
         if (cs && (cs->req.waiting || cs->req.pending || cs->out.writing)) {
             uv_run(&W.loop, UV_RUN_ONCE); /* a thread-pool job wakes the loop */
             idle = 0;

@@ -66,12 +66,12 @@ static unsigned rb(unsigned n) {
 
 static fs_t *by_stream(const uv_stream_t *h) {
     for (int i = 0; i < NS; i++)
-        if ((const uv_stream_t *)&S[i].s->c->tp.tcp == h) return &S[i];
+        if ((const uv_stream_t *)&S[i].s->c->link.tp.tcp == h) return &S[i];
     abort();
 }
 static fs_t *by_fd(int fd) {
     for (int i = 0; i < NS; i++)
-        if (S[i].s->c->tp.tcp.io_watcher.fd == fd) return &S[i];
+        if (S[i].s->c->link.tp.tcp.io_watcher.fd == fd) return &S[i];
     abort();
 }
 static fs_t *by_sess(lx_sess_t *s) {
@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
         fs_t *f = &S[i];
         f->s = calloc(1, sizeof(*f->s));
         f->s->c = calloc(1, sizeof(*f->s->c));
-        f->s->c->tp.tcp.io_watcher.fd = 100 + i;
+        f->s->c->link.tp.tcp.io_watcher.fd = 100 + i;
         f->s->w = &W;
         lx_out_init(&f->s->out);
         lx_out_reserve(&f->s->out, 1);
