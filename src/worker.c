@@ -15,7 +15,7 @@
 #include "h1/conn.h"
 #include "dispatch/rules.h"
 #include "handlers/handler.h"
-#include "io/accesslog.h"
+#include "core/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
 #include "stats.h"

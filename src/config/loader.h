@@ -23,7 +23,7 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "../io/accesslog.h"
+#include "core/accesslog.h"
 #include "../log.h"
 #include "../net/tlsctx.h"
 #include "lheap.h"

@@ -13,8 +13,8 @@
 
 #include <stdio.h>
 
-#include "explain.h"
-#include "handlers/handler.h"
+#include "core/trace.h"
+#include "core/handler.h"
 #include "http/path.h"
 #include "log.h"
 #include "worker.h"

@@ -17,7 +17,7 @@
 #include "h1/h1.h"
 #include "net/tls.h"
 #include "net/tlsctx.h"
-#include "io/accesslog.h"
+#include "core/accesslog.h"
 #include "io/filecache.h"
 #include "log.h"
 #include "stats.h"

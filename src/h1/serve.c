@@ -9,7 +9,7 @@
 
 #include "h1/h1.h"
 #include "h1/serve.h"
-#include "io/accesslog.h"
+#include "core/accesslog.h"
 #include "log.h"
 #include "net/tls.h"
 
