@@ -10,7 +10,7 @@
 
 LLHTTP_SRC ?= /usr/share/llhttp
 LLHTTP_INC ?= /usr/share/include/llhttp
-PKGS       := libuv luajit libpcre2-8 liburing openssl
+PKGS       := libuv luajit libpcre2-8 liburing openssl libnghttp2
 BUILD      ?= build
 
 CC        ?= cc
@@ -141,6 +141,18 @@ $(BUILD)/t/handlers/%.o: t/handlers/%.c
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HARDEN) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+# HTTP/2 is built only on a libnghttp2 that bounds CONTINUATION frames
+# (Debian's 1.52.0-1+deb12u3 carries the fix with the Rapid Reset and
+# CVE-2026-27135 ones): asked of the library itself, not of its version
+# string, which a backport does not change.
+$(BUILD)/gen/h2-check: src/h2/h2i.h
+	@mkdir -p $(dir $@)
+	@printf '#include <nghttp2/nghttp2.h>\nint main(void) { nghttp2_option *o = 0; nghttp2_option_new(&o); nghttp2_option_set_max_continuations(o, 8); nghttp2_option_set_stream_reset_rate_limit(o, 1000, 33); nghttp2_option_del(o); return 0; }\n' > $@.c
+	@$(CC) $(PKG_CFLAGS) -Werror=implicit-function-declaration -o $@.bin $@.c $(PKG_LIBS) 2>$@.err || \
+	  { echo "luxd: HTTP/2 needs a libnghttp2 with nghttp2_option_set_max_continuations (the CONTINUATION-flood fix: Debian's libnghttp2-dev 1.52.0-1+deb12u3 or later); this one has not:" >&2; cat $@.err >&2; exit 1; }
+	@touch $@
+$(patsubst %.c,$(BUILD)/%.o,$(wildcard src/h2/*.c)): $(BUILD)/gen/h2-check
 
 # `luxd -V` prints what it was built with, as `nginx -V` does: main.c gets
 # the compiler and flags as strings. build-flags holds the same text and is

@@ -158,7 +158,8 @@ static void accept_rest(lx_worker_t *w, lx_listener_t *l) {
         int fd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
         lx_conn_open(w, fd, (struct sockaddr *)&ss,
-                     (l->proxy_protocol ? LX_CONN_PROXY : 0) | (l->tls ? LX_CONN_TLS : 0));
+                     (l->proxy_protocol ? LX_CONN_PROXY : 0) | (l->tls ? LX_CONN_TLS : 0) |
+                         (l->http2 ? LX_CONN_H2 : 0));
     }
 }
 
@@ -263,6 +264,7 @@ static void swap_listeners(lx_worker_t *w, const lx_gen_t *gen, const int *fds, 
          * reload may turn proxy_protocol on or off for an address kept. */
         nl[j]->proxy_protocol = j < gen->srv.nlisten && gen->srv.listen[j].proxy_protocol;
         nl[j]->tls = j < gen->srv.nlisten && gen->srv.listen[j].tls;
+        nl[j]->http2 = j < gen->srv.nlisten && gen->srv.listen[j].http2;
         nl[n++] = nl[j];
     }
     free(w->listeners);
@@ -483,6 +485,7 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
         if ((w->listeners[i] = new_listener(w, fds[i])) == NULL) return -ENOMEM;
         w->listeners[i]->proxy_protocol = i < s->nlisten && s->listen[i].proxy_protocol;
         w->listeners[i]->tls = i < s->nlisten && s->listen[i].tls;
+        w->listeners[i]->http2 = i < s->nlisten && s->listen[i].http2;
         w->nlisteners++;
     }
     uv_mutex_init(&w->mailbox_lock);

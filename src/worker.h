@@ -21,6 +21,7 @@ typedef struct {
     int proxy_protocol; /**< its connections begin with a PROXY protocol header (the
                            listen entry's, in the generation that last listed it) */
     int tls;            /**< its connections speak TLS (the same) */
+    int http2;          /**< and HTTP/2 (the same) */
 } lx_listener_t;
 
 /* A generation replaced by a reload, kept while requests still use it. */

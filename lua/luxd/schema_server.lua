@@ -63,7 +63,8 @@ end
 -- A listen entry given as a table: its address, then its own keys.
 local LISTEN_EXAMPLE = '{ "0.0.0.0:80", proxy_protocol = true }'
 local LISTEN_ITEM_SCHEMA = {
-  keys = { proxy_protocol = T.boolean(), tls = T.boolean() }, order = { "proxy_protocol", "tls" },
+  keys = { proxy_protocol = T.boolean(), tls = T.boolean(), http2 = T.boolean() },
+  order = { "proxy_protocol", "tls", "http2" },
   items = function(ic, t, idx, o)
     if #idx ~= 1 or idx[1] ~= 1 then
       V.fail(ic, nil, fmt("a listen entry given as a table holds one address: %s, got %d items",
@@ -95,14 +96,14 @@ local function check_listen(ctx, key, v, what)
   end
   local out, seen, line = {}, {}, ctx:key_line(key)
   for i, e in ipairs(list) do
-    local pp, tls = false, false
+    local pp, tls, h2 = false, false, false
     local name = (#list > 1 or type(v) == "table") and fmt("%s[%d]", what, i) or what
     if type(e) == "table" then
       local got = V.check_block(ctx:child(fmt("listen entry %d", i), line), e, LISTEN_ITEM_SCHEMA)
       if got[1] == nil then
         V.fail(ctx, key, fmt("%s has no address: %s", name, LISTEN_EXAMPLE))
       end
-      e, pp, tls = got[1], got.proxy_protocol or false, got.tls or false
+      e, pp, tls, h2 = got[1], got.proxy_protocol or false, got.tls or false, got.http2 or false
       if pp and tls then
         -- The PROXY header comes before the TLS handshake, in clear: the
         -- transport does not read it yet. Refused rather than misread.
@@ -119,6 +120,7 @@ local function check_listen(ctx, key, v, what)
     if seen[id] then V.fail(ctx, key, fmt("listen entry %s is given twice", V.show(e))) end
     seen[id] = true
     out[#out + 1] = { host = host, port = port, proxy_protocol = pp or nil, tls = tls or nil,
+                      http2 = h2 or nil,
                       _file = ctx.file, _line = line }
   end
   return out

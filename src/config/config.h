@@ -186,6 +186,7 @@ typedef struct {
     socklen_t addrlen;            /**< length of addr */
     int proxy_protocol;           /**< connections begin with a PROXY protocol header */
     int tls;                      /**< connections speak TLS (net/tls.c) */
+    int http2;                    /**< and HTTP/2: by ALPN with tls, else by prior knowledge */
     const char *file;             /**< where it was written */
     int line;
 } lx_listen_t;

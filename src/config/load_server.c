@@ -9,6 +9,7 @@ static int parse_listen(loader_t *ld, int idx, lx_listen_t *l) {
     int port = (int)get_num(ld, idx, "port", 0);
     l->proxy_protocol = get_bool(ld, idx, "proxy_protocol", 0);
     l->tls = get_bool(ld, idx, "tls", 0);
+    l->http2 = get_bool(ld, idx, "http2", 0);
     if (port < 1 || port > 65535) return fail(ld, "listen: port %d out of range", port);
     snprintf(l->text, sizeof(l->text), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     memset(&l->addr, 0, sizeof(l->addr));

@@ -418,6 +418,7 @@ static void put_ms(sink_t *s, uint64_t ms) {
 
 static void put_protocol(sink_t *s, const lx_req_t *r) {
     char b[9] = "HTTP/1.0";
+    if (r->http_major == 2) b[5] = '2';
     b[7] = (char)('0' + (r->http_minor % 10));
     put(s, b, 8);
 }

@@ -128,7 +128,8 @@ struct lx_req_s {
     lx_link_t *link;               /**< what it knows of its connection; NULL once that is gone */
     uint64_t started;              /**< loop time its first byte was read */
     int method;                    /**< llhttp_method_t; GET for an error page's redirect */
-    int http_minor;                /**< 0 or 1 (major is always 1) */
+    int http_minor;                /**< 0 or 1 in HTTP/1 (0 in HTTP/2) */
+    int http_major;                /**< 1, or 2 for a stream of an HTTP/2 connection */
     uint32_t head_bytes;           /**< status lines and header blocks queued, for the log */
     int pending;                   /**< thread-pool jobs that will call back into the request
                                       (here to fill a hole: request_begin clears the struct) */

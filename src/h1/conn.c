@@ -5,6 +5,7 @@
  * dispatch, write, end) is serve.c's; the output queue and writer are
  * out.c's, the response's serializer emit.c's. */
 #include "h1/serve.h"
+#include "h2/h2.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,9 +24,13 @@
 #include "stats.h"
 #include "upstream/upconn.h"
 
+void lx_conn_set_state(lx_conn_t *c, lx_conn_state_t st) {
+    set_state(c, st);
+}
+
 /* ---- deadlines ------------------------------------------------------ */
 
-void lx_h1_set_deadline(lx_conn_t *c, lx_dl_kind_t kind, uint32_t ms) {
+void lx_conn_set_deadline(lx_conn_t *c, lx_dl_kind_t kind, uint32_t ms) {
     lx_worker_t *w = worker_of(c);
     c->dl_kind = (uint8_t)kind;
     if (kind == LX_DL_NONE || ms == 0) {
@@ -120,6 +125,10 @@ void lx_conn_on_deadline(lx_dlq_t *q, lx_dl_t *d, lx_dl_kind_t kind) {
     }
     lx_conn_t *c = container_of(d, lx_conn_t, dl);
     c->dl_kind = LX_DL_NONE;
+    if (c->h2) {
+        lx_h2_deadline(c, kind);
+        return;
+    }
     switch (kind) {
     case LX_DL_HEADER:
     case LX_DL_BODY: timed_out_reading(c); return;
@@ -337,6 +346,7 @@ void lx_conn_close(lx_conn_t *c) {
     /* A uv_write in flight is cancelled by uv_close, and its callback runs
      * before on_closed: the session stays until then. */
     (void)s;
+    lx_h2_detach(c);
     lx_h1_sess_detach(c);
     w->nconns--;
     lx_tp_close(&c->link.tp, on_closed);
@@ -361,18 +371,24 @@ static SSL_CTX *pick_cert(void *arg, const char *name, size_t len) {
 }
 
 /* The handshake is done: the first request has header_timeout from now
- * (until now, handshake_timeout from the accept ran). */
+ * (until now, handshake_timeout from the accept ran), in HTTP/2 when ALPN
+ * chose it. */
 static void tls_ready(lx_tp_t *tp) {
     lx_conn_t *c = container_of(tp, lx_conn_t, link.tp);
-    lx_h1_set_deadline(c, LX_DL_HEADER, worker_of(c)->gen->srv.header_timeout);
+    lx_conn_set_deadline(c, LX_DL_HEADER, worker_of(c)->gen->srv.header_timeout);
+    if (c->h2_ok && lx_tls_alpn_h2(tp)) lx_h2_start(c, NULL, 0);
 }
 
-/* A connection of a tls = true listener: TLS under HTTP/1. */
+/* A connection of a tls = true listener: TLS under HTTP/1 (or HTTP/2). */
 static int conn_tls(lx_worker_t *w, lx_conn_t *c) {
     int r = w->gen->tls_base ? lx_tls_new(&c->link.tp, w->gen->tls_base, pick_cert, tls_ready, w)
                              : -EINVAL;
-    if (r < 0) lx_conn_close(c);
-    return r;
+    if (r < 0) {
+        lx_conn_close(c);
+        return r;
+    }
+    if (c->h2_ok) lx_tls_offer_h2(&c->link.tp);
+    return 0;
 }
 
 void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener) {
@@ -390,6 +406,7 @@ void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener) {
     }
     lx_listener_t *l = container_of((uv_tcp_t *)listener, lx_listener_t, tcp);
     c->proxy_wait = (unsigned)!!l->proxy_protocol;
+    c->h2_ok = (unsigned)!!l->http2;
     conn_setup(w, c);
     if (l->tls && conn_tls(w, c) < 0) return;
     conn_start(c);
@@ -418,6 +435,7 @@ int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, unsigned f
         c->link.addr_state = 2;
     }
     c->proxy_wait = (flags & LX_CONN_PROXY) != 0;
+    c->h2_ok = (flags & LX_CONN_H2) != 0;
     conn_setup(w, c);
     if ((flags & LX_CONN_TLS) && conn_tls(w, c) < 0) return -ENOMEM;
     conn_start(c);
@@ -427,6 +445,10 @@ int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, unsigned f
 void lx_conn_drain(lx_conn_t *c) {
     if (c->state == LX_CONN_CLOSED) return;
     c->draining = 1;
+    if (c->h2) {
+        lx_h2_drain(c);
+        return;
+    }
     lx_sess_t *s = sess(c);
     if (c->state == LX_CONN_IDLE && (s == NULL || s->rpos == s->rlen))
         lx_conn_close(c);
@@ -458,6 +480,7 @@ void lx_conn_each(lx_worker_t *w, void (*fn)(lx_conn_t *c, void *arg), void *arg
 }
 
 const lx_gen_t *lx_conn_gen(const lx_conn_t *c) {
+    if (c->h2) return lx_h2_gen(c);
     const lx_sess_t *s = c->link.tp.tcp.data;
     return s && s->gen_held ? s->req.gen : NULL;
 }
@@ -496,7 +519,40 @@ void lx_h1_read_switch(lx_conn_t *c, int on) {
     c->reading = (unsigned)on;
 }
 
+/* A listener with http2 = true and no TLS: a client that begins with the
+ * HTTP/2 preface speaks h2 by prior knowledge (RFC 9113 3.3); any other
+ * speaks HTTP/1. Returns 1 when the bytes were taken (h2, or a part of the
+ * preface that more bytes will decide), 0 for HTTP/1. */
+static int h2_prior(lx_conn_t *c, lx_sess_t *s) {
+    int m = lx_h2_preface(s->rbuf, s->rlen);
+    if (m < 0) {
+        /* Neither the preface nor an HTTP/1 request line: a client that
+         * means h2 gets h2's answer to a bad preface (GOAWAY with
+         * PROTOCOL_ERROR, RFC 9113 3.4), not HTTP/1's 400. */
+        m = lx_h1_line_is_http1(s->rbuf, s->rlen, s->rcap);
+        if (m > 0) return 0;
+        m = m == 0 ? 0 : 1;
+    }
+    if (m == 0) {
+        want_read(c, 1);
+        return 1;
+    }
+    char *b = s->rbuf;
+    size_t n = s->rlen, cap = s->rcap;
+    s->rbuf = NULL; /* kept until h2 has read it */
+    lx_h1_sess_return(c, s);
+    int r = lx_h2_start(c, b, n);
+    lx_pool_put(&worker_of(c)->rbufs, b, cap); /* h2 has read it */
+    if (r == 0 && c->state != LX_CONN_CLOSED) want_read(c, 1);
+    return 1;
+}
+
 static void got_bytes(lx_conn_t *c, char *base, size_t n) {
+    if (c->h2) {
+        lx_h2_recv(c, base, n);
+        lx_pool_put(&worker_of(c)->rbufs, base, worker_of(c)->rbufs.size);
+        return;
+    }
     lx_sess_t *s = sess(c);
     if (s == NULL || s->rbuf == NULL) {
         /* The first bytes after idleness, read into a borrowed buffer. */
@@ -512,6 +568,9 @@ static void got_bytes(lx_conn_t *c, char *base, size_t n) {
     s->rlen += n;
     s->out.burst = 0; /* a turn of the loop of its own (out.h LX_OUT_BURST) */
     lx_st_add(&s->w->stats->bytes_in, n);
+    if (c->h2_ok && c->nreq == 0 && !c->link.tp.tls && !c->proxy_wait && s->rpos == 0 &&
+        h2_prior(c, s))
+        return;
     lx_h1_parse(c);
 }
 
@@ -528,7 +587,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         rest_arm(c);
         return;
     }
-    if (n != UV_EOF || c->state == LX_CONN_LINGER) {
+    if (n != UV_EOF || c->state == LX_CONN_LINGER || c->h2) {
         lx_conn_close(c);
         return;
     }
@@ -566,9 +625,9 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
 static void conn_start(lx_conn_t *c) {
     lx_worker_t *w = worker_of(c);
     set_state(c, LX_CONN_IDLE);
-    lx_h1_set_deadline(c, LX_DL_HEADER,
-                       c->link.tp.tls ? w->gen->srv.tls.handshake_timeout
-                                      : w->gen->srv.header_timeout);
+    lx_conn_set_deadline(c, LX_DL_HEADER,
+                         c->link.tp.tls ? w->gen->srv.tls.handshake_timeout
+                                        : w->gen->srv.header_timeout);
     char *b = lx_pool_get(&w->rbufs);
     if (b == NULL) {
         lx_conn_close(c);

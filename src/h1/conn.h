@@ -53,6 +53,7 @@ struct lx_conn_s {
     lx_dl_t dl;              /**< the pending deadline, in the loop's queue */
     lx_dl_t rest;            /**< over TLS: when the transport lets go of its buffers if no
                                 byte comes meanwhile (LX_DL_REST) */
+    struct lx_h2_s *h2;      /**< its HTTP/2 state once it speaks h2 (h2/h2.h), or NULL */
     uint32_t nreq;           /**< requests started on this connection */
     uint8_t state;           /**< lx_conn_state_t */
     uint8_t dl_kind;         /**< lx_dl_kind_t of dl */
@@ -60,6 +61,7 @@ struct lx_conn_s {
     unsigned reading : 1;    /**< uv_read_start is in force */
     unsigned draining : 1;   /**< no keep-alive: the server stops or reloads */
     unsigned proxy_wait : 1; /**< a PROXY protocol header must come first (proxy_protocol) */
+    unsigned h2_ok : 1;      /**< its listener speaks HTTP/2 (http2 = true) */
 };
 
 /* What a request in progress needs; lent by the loop's pool. */
@@ -111,9 +113,15 @@ void lx_conn_accept(lx_worker_t *w, uv_stream_t *listener);
 /* What a connection's listener says of it (lx_conn_open's flags). */
 #define LX_CONN_PROXY 1 /**< it begins with a PROXY protocol header */
 #define LX_CONN_TLS   2 /**< it speaks TLS */
+#define LX_CONN_H2    4 /**< HTTP/2 too: by ALPN over TLS, else by the client's preface */
 /* Adopts a connected socket (a dropped listener's queue; the fuzz harness,
  * which uses a socketpair). */
 int lx_conn_open(lx_worker_t *w, int fd, const struct sockaddr *peer, unsigned flags);
+/* Every change of state goes through here (the loop's gauges follow). */
+void lx_conn_set_state(lx_conn_t *c, lx_conn_state_t st);
+/* The connection's one deadline: its kind, in ms from now; LX_DL_NONE or
+ * 0 ms for none. */
+void lx_conn_set_deadline(lx_conn_t *c, lx_dl_kind_t kind, uint32_t ms);
 /* Closes now (drops queued output). */
 void lx_conn_close(lx_conn_t *c);
 /* Stops keep-alive: idle connections close, busy ones after their response. */

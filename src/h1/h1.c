@@ -252,6 +252,7 @@ static int on_headers_complete(llhttp_t *p) {
     /* HTTP/1.2 to 1.9 (on_version_complete refused other majors) are
      * processed and answered as 1.1, the highest minor luxd implements
      * (RFC 9112 2.3). */
+    r->http_major = 1;
     r->http_minor = p->http_minor > 1 ? 1 : p->http_minor;
     r->method = p->method;
     r->head = p->method == HTTP_HEAD;
@@ -460,4 +461,15 @@ int lx_h1_line_status(const char *p, size_t len, size_t max) {
      * method's target alone does: on_url_complete). */
     if ((size_t)(line_end - m) > max) return 414;
     return major != '1' ? 505 : 501;
+}
+
+int lx_h1_line_is_http1(const char *p, size_t n, size_t cap) {
+    const char *end = p + n;
+    while (p < end && (*p == '\r' || *p == '\n'))
+        p++;
+    const char *lf = memchr(p, '\n', (size_t)(end - p));
+    if (lf == NULL) return n < cap ? 0 : 1;
+    const char *e = lf > p && lf[-1] == '\r' ? lf - 1 : lf;
+    return e - p >= 10 && memcmp(e - 9, " HTTP/1.", 8) == 0 && e[-1] >= '0' && e[-1] <= '9' ? 1
+                                                                                            : -1;
 }

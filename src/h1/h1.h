@@ -24,4 +24,11 @@ void lx_h1_parser_init(llhttp_t *p, const llhttp_settings_t *settings);
  * and could still be such a line. */
 int lx_h1_line_status(const char *p, size_t len, size_t max);
 
+/* Whether the n bytes at p, which a buffer of cap bytes holds, begin with
+ * an HTTP/1 request line: one ending in " HTTP/1." DIGIT (after the empty
+ * lines RFC 9112 2.2 lets come first). 1 yes, -1 no, 0 when the line is
+ * not whole yet; a full buffer without a line end is left to HTTP/1 (1),
+ * which answers it. */
+int lx_h1_line_is_http1(const char *p, size_t n, size_t cap);
+
 #endif

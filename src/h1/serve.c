@@ -150,7 +150,7 @@ static void dispatch(lx_sess_t *s) {
     lx_conn_t *c = s->c;
     lx_req_t *r = &s->req;
     set_state(c, LX_CONN_HANDLING);
-    lx_h1_set_deadline(c, LX_DL_NONE, 0);
+    lx_conn_set_deadline(c, LX_DL_NONE, 0);
     /* A request without a body has been parsed to its end already
      * (on_headers_complete pauses only for one with a body), so the next
      * run starts at the next request. */
@@ -163,7 +163,7 @@ static void body_complete(lx_sess_t *s) {
     lx_req_t *r = &s->req;
     lx_body_state_t was = (lx_body_state_t)r->body_state;
     r->body_state = LX_BODY_DONE;
-    if (s->c && s->c->dl_kind == LX_DL_BODY) lx_h1_set_deadline(s->c, LX_DL_NONE, 0);
+    if (s->c && s->c->dl_kind == LX_DL_BODY) lx_conn_set_deadline(s->c, LX_DL_NONE, 0);
     if (was == LX_BODY_READING && r->body_cb) {
         lx_body_cb cb = r->body_cb;
         r->body_cb = NULL;
@@ -199,7 +199,7 @@ static void conn_idle(lx_conn_t *c, lx_sess_t *s) {
     /* A PROXY header alone: the first request's header_timeout, set at
      * accept, runs on (keepalive_timeout is for clients that were answered). */
     if (c->nreq == 0) return;
-    lx_h1_set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
+    lx_conn_set_deadline(c, LX_DL_IDLE, worker_of(c)->gen->srv.keepalive_timeout);
 }
 
 /* Runs llhttp over what the read buffer holds, as far as the state lets. */
@@ -288,7 +288,7 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
                     break;
                 }
                 s->rlen = s->rpos = s->body_base;
-                lx_h1_set_deadline(c, LX_DL_BODY, srv->body_timeout);
+                lx_conn_set_deadline(c, LX_DL_BODY, srv->body_timeout);
             }
             break;
         }
@@ -309,7 +309,7 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
             /* A reader holds a piece: luxd reads nothing from the client
              * until it asks for more, so the client's body_timeout waits
              * too (lx_sess_body_resume starts it again). */
-            if (s->body_paused && c->dl_kind == LX_DL_BODY) lx_h1_set_deadline(c, LX_DL_NONE, 0);
+            if (s->body_paused && c->dl_kind == LX_DL_BODY) lx_conn_set_deadline(c, LX_DL_NONE, 0);
             if (s->message_done && s->req.body_state != LX_BODY_NONE &&
                 s->req.body_state != LX_BODY_DONE) {
                 body_complete(s);
@@ -392,14 +392,14 @@ void lx_h1_flush(lx_sess_t *s) {
         /* send_timeout bounds the time between two writes that moved the
          * output on (as nginx's does), not the whole response. */
         if (s->out.writing && c->dl_kind != LX_DL_SEND)
-            lx_h1_set_deadline(c, LX_DL_SEND, s->w->gen->srv.send_timeout);
+            lx_conn_set_deadline(c, LX_DL_SEND, s->w->gen->srv.send_timeout);
         return;
     }
     if (r < 0) {
         lx_conn_close(c);
         return;
     }
-    if (c->dl_kind == LX_DL_SEND) lx_h1_set_deadline(c, LX_DL_NONE, 0);
+    if (c->dl_kind == LX_DL_SEND) lx_conn_set_deadline(c, LX_DL_NONE, 0);
     lx_req_t *req = &s->req;
     if (req->resp.state == LX_RESP_STREAMING && req->resp.producer) {
         /* Output written at once calls proceed from inside the producer's
@@ -443,7 +443,7 @@ void lx_h1_flush(lx_sess_t *s) {
         /* s may be gone if the reader closed; c lives until on_closed. */
         if (c->state == LX_CONN_CLOSED) return;
     }
-    lx_h1_set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
+    lx_conn_set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
     lx_h1_parse(c);
 }
 
@@ -458,7 +458,7 @@ void lx_sess_written(lx_sess_t *s, int status) {
     }
     /* The write moved the output on: send_timeout starts afresh. */
     if (s->c->dl_kind == LX_DL_SEND)
-        lx_h1_set_deadline(s->c, LX_DL_SEND, s->w->gen->srv.send_timeout);
+        lx_conn_set_deadline(s->c, LX_DL_SEND, s->w->gen->srv.send_timeout);
     lx_h1_flush(s);
 }
 
@@ -496,7 +496,7 @@ static void linger(lx_conn_t *c) {
         return;
     }
     set_state(c, LX_CONN_LINGER);
-    lx_h1_set_deadline(c, LX_DL_LINGER, LINGER_MS);
+    lx_conn_set_deadline(c, LX_DL_LINGER, LINGER_MS);
     lx_sess_t *s = sess(c);
     if (s) s->rpos = s->rlen = 0;
     want_read(c, 1);
@@ -543,7 +543,7 @@ void lx_h1_request_end(lx_sess_t *s) {
     }
     /* A pipelined request waits in the buffer: its header_timeout starts
      * now, not at its first byte (a long response was ahead of it). */
-    lx_h1_set_deadline(c, LX_DL_HEADER, s->w->gen->srv.header_timeout);
+    lx_conn_set_deadline(c, LX_DL_HEADER, s->w->gen->srv.header_timeout);
     lx_h1_parse(c);
 }
 
@@ -563,7 +563,7 @@ void lx_sess_body_resume(lx_sess_t *s) {
         s->rlen -= s->rpos - s->body_base;
         s->rpos = s->body_base;
     }
-    lx_h1_set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
+    lx_conn_set_deadline(c, LX_DL_BODY, s->w->gen->srv.body_timeout);
     lx_h1_parse(c);
 }
 
@@ -579,7 +579,7 @@ void lx_h1_tunnel(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
     r->body_cb = cb;
     r->waiting = 0;
     set_state(c, LX_CONN_TUNNEL);
-    lx_h1_set_deadline(c, LX_DL_NONE, 0);
+    lx_conn_set_deadline(c, LX_DL_NONE, 0);
     s->tunnel_paused = 0;
     lx_sess_output(s);
     if (s->c) lx_h1_parse(c); /* bytes the client sent after the head, then read on */

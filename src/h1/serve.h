@@ -39,9 +39,7 @@ static inline void set_state(lx_conn_t *c, lx_conn_state_t st) {
     c->state = (uint8_t)st;
 }
 
-/* Deadlines (conn.h lx_conn_t.dl): the kind, and when, from now or at a
- * loop time; LX_DL_NONE or 0 ms for none. */
-void lx_h1_set_deadline(lx_conn_t *c, lx_dl_kind_t kind, uint32_t ms);
+/* A deadline (conn.h lx_conn_t.dl) at a loop time. */
 void lx_h1_set_deadline_at(lx_conn_t *c, lx_dl_kind_t kind, uint64_t due);
 void lx_h1_read_switch(lx_conn_t *c, int on);
 /* Starts or stops reading; inline, as most calls find it as wanted. */

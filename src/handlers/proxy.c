@@ -610,7 +610,7 @@ static int on_resp_head(lx_h1resp_t *p) {
         }
         /* 103 Early Hints and others: passed on to a client that can take
          * them (RFC 9110 15.2: never to HTTP/1.0). */
-        if (r->http_minor >= 1 && r->resp.state == LX_RESP_NONE) {
+        if ((r->http_major == 2 || r->http_minor >= 1) && r->resp.state == LX_RESP_NONE) {
             lx_resp_init(r, p->status);
             lx_proxy_relay_fields(r, p);
             lx_resp_interim(r);

@@ -269,7 +269,9 @@ int lx_proxy_head(lx_req_t *r, const lx_upstream_t *u, int with_body, lx_buf_t *
         LX_BUF_PUTS(&b, "Via: ");
         if (via != UINT32_MAX) put_list(&b, r, &conn, via, "via", 3);
         if (s->proxy_via) {
-            if (r->http_minor)
+            if (r->http_major == 2)
+                LX_BUF_PUTS(&b, "2 luxd\r\n");
+            else if (r->http_minor)
                 LX_BUF_PUTS(&b, "1.1 luxd\r\n");
             else
                 LX_BUF_PUTS(&b, "1.0 luxd\r\n");

@@ -92,6 +92,7 @@ struct lx_tls_s {
     unsigned client_read : 1;     /**< client_subject and client_fp are made */
     unsigned client : 1;          /**< luxd is the client (an upstream connection) */
     unsigned eof_told : 1;        /**< the protocol was told of the end: nothing more is read */
+    unsigned h2 : 1;              /**< ALPN may choose h2 (the listener's http2) */
     char *client_subject;         /**< the verified client certificate's subject, or NULL */
     char client_fp[65];           /**< its SHA-256 in hex, or "" */
 };
@@ -809,13 +810,17 @@ int lx_tls_sni_parse(const unsigned char *p, size_t len, const char **name, size
 }
 
 int lx_tls_alpn_choose(const unsigned char *list, size_t len, const unsigned char **out,
-                       unsigned char *outlen) {
-    static const char H1[] = "http/1.1";
-    int found = 0;
+                       unsigned char *outlen, int h2) {
+    static const char H1[] = "http/1.1", H2[] = "h2";
+    int found = 0; /* 1: http/1.1, 2: h2 */
     while (len) {
         size_t n = list[0];
         if (n == 0 || n > len - 1) return -1;
-        if (!found && n == sizeof(H1) - 1 && memcmp(list + 1, H1, n) == 0) {
+        if (found < 2 && h2 && n == sizeof(H2) - 1 && memcmp(list + 1, H2, n) == 0) {
+            *out = list + 1;
+            *outlen = (unsigned char)n;
+            found = 2;
+        } else if (!found && n == sizeof(H1) - 1 && memcmp(list + 1, H1, n) == 0) {
             *out = list + 1;
             *outlen = (unsigned char)n;
             found = 1;
@@ -823,7 +828,19 @@ int lx_tls_alpn_choose(const unsigned char *list, size_t len, const unsigned cha
         list += 1 + n;
         len -= 1 + n;
     }
-    return found;
+    return found != 0;
+}
+
+void lx_tls_offer_h2(lx_tp_t *tp) {
+    tp->tls->h2 = 1;
+}
+
+int lx_tls_alpn_h2(const lx_tp_t *tp) {
+    const unsigned char *p;
+    unsigned int n;
+    if (tp->tls == NULL) return 0;
+    SSL_get0_alpn_selected(tp->tls->ssl, &p, &n);
+    return n == 2 && memcmp(p, "h2", 2) == 0;
 }
 
 /* Before any extension is acted on, the server name picks the vhost's
@@ -861,12 +878,13 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg) {
 
 static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg) {
-    (void)ssl, (void)arg;
-    int r = lx_tls_alpn_choose(in, inlen, out, outlen);
+    (void)arg;
+    lx_tls_t *t = SSL_get_ex_data(ssl, ex_index);
+    int r = lx_tls_alpn_choose(in, inlen, out, outlen, t->h2);
     if (r < 0) return SSL_TLSEXT_ERR_ALERT_FATAL;
     /* A client that offers only protocols luxd does not speak (h2 alone,
-     * before HTTP/2 is built) goes on without ALPN, and speaks HTTP/1.1
-     * or fails: RFC 7301 3.2 allows either answer. */
+     * to a listener without http2) goes on without ALPN, and speaks
+     * HTTP/1.1 or fails: RFC 7301 3.2 allows either answer. */
     return r ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_NOACK;
 }
 

@@ -72,9 +72,14 @@ typedef struct {
 int lx_tls_hello_scan(lx_tls_hello_scan_t *h, const char *p, size_t n);
 
 /* The ALPN protocol to choose from a client's list (RFC 7301 wire form):
- * "http/1.1" when offered. 1 with *out, *outlen pointing into list; 0 when
- * the list offers nothing luxd speaks; -1 when it is malformed. */
+ * "h2" when offered and h2 is set (the server's preference, as nginx's),
+ * else "http/1.1" when offered. 1 with *out, *outlen pointing into list; 0
+ * when the list offers nothing luxd speaks; -1 when it is malformed. */
 int lx_tls_alpn_choose(const unsigned char *list, size_t len, const unsigned char **out,
-                       unsigned char *outlen);
+                       unsigned char *outlen, int h2);
+/* A server connection's listener speaks HTTP/2: ALPN may choose h2. */
+void lx_tls_offer_h2(lx_tp_t *tp);
+/* Whether the handshake's ALPN chose h2. */
+int lx_tls_alpn_h2(const lx_tp_t *tp);
 
 #endif

@@ -1,0 +1,121 @@
+/* Inside h2/: the connection (session.c) and its streams (stream.c). Nothing
+ * outside h2/ includes it. */
+#ifndef LX_H2I_H
+#define LX_H2I_H
+
+#include <nghttp2/nghttp2.h>
+
+#include "core/request.h"
+#include "h1/conn.h"
+#include "h2/h2.h"
+
+typedef struct lx_h2_stream_s lx_h2_stream_t;
+
+/* A piece of a stream's response body, waiting for DATA frames. */
+typedef enum {
+    LX_H2P_MEM,  /**< bytes at ptr, kept alive by file (a cached file's) or static */
+    LX_H2P_BUF,  /**< bytes at ptr in a pooled buffer (buf), given back once sent */
+    LX_H2P_FILE, /**< bytes at off in file->fd */
+} lx_h2_piece_kind_t;
+
+typedef struct lx_h2_piece_s {
+    struct lx_h2_piece_s *next;
+    lx_file_t *file; /**< a reference held until sent, or NULL */
+    char *ptr;       /**< MEM, BUF: the bytes */
+    char *buf;       /**< BUF: the pooled buffer (LX_OUT_BUF bytes) */
+    uint64_t off;    /**< FILE: offset in the file */
+    uint64_t len;    /**< bytes left */
+    uint8_t kind;    /**< lx_h2_piece_kind_t */
+} lx_h2_piece_t;
+
+/* Where a stream's request stands, as h2 sees it. */
+typedef enum {
+    LX_H2S_HEAD,    /**< its header section is being received */
+    LX_H2S_RUNNING, /**< dispatched: the core has it */
+    LX_H2S_ENDED,   /**< logged and counted: only what refers to it keeps it */
+} lx_h2_stream_state_t;
+
+struct lx_h2_stream_s {
+    lx_req_t req;                  /**< the request (first: the core's handle) */
+    lx_arena_t arena;              /**< its memory */
+    lx_h2_t *h;                    /**< its connection's h2 state, which lives as long as its
+                                      streams do (h->c is NULL once the connection is gone) */
+    int32_t id;                    /**< the stream id */
+    lx_h2_stream_t *prev, *next;   /**< in h->streams */
+    lx_h2_piece_t *head, *tail;    /**< response body pieces not yet sent */
+    lx_h2_piece_t *spare;          /**< pieces given back, for reuse */
+    uint64_t queued;               /**< bytes in them */
+    char *in;                      /**< request body bytes received, not yet taken (malloc) */
+    size_t in_pos, in_len, in_cap; /**< taken, received, allocated */
+    size_t in_unacked;             /**< bytes taken that the client's window has not had back */
+    size_t head_bytes_in;          /**< header section bytes received (names and values) */
+    uv_work_t work;                /**< a file piece read on the thread pool */
+    char *work_buf;                /**< its buffer */
+    ssize_t work_got;              /**< what it read, or -errno */
+    int err_status;                /**< a status to answer the request with at once, or 0 */
+    uint8_t state;                 /**< lx_h2_stream_state_t */
+    unsigned depth;                /**< calls on the stack that use it: it is not freed */
+    unsigned gen_held : 1;         /**< req.gen is counted in the loop's users */
+    unsigned submitted : 1;        /**< the response's HEADERS are submitted */
+    unsigned eof : 1;              /**< all of the response body is queued */
+    unsigned deferred : 1;         /**< the data source said "later": resume it when more comes */
+    unsigned sent : 1;             /**< the response's last frame (END_STREAM) went out */
+    unsigned closed : 1;           /**< nghttp2 closed the stream */
+    unsigned in_eof : 1;           /**< the request body ended (END_STREAM came) */
+    unsigned in_paused : 1;        /**< the body reader has a piece and wants no more yet */
+    unsigned file_io : 1;          /**< a thread-pool read is in flight */
+    unsigned end_pending : 1;      /**< the request ended while depth > 0 */
+    unsigned free_pending : 1;     /**< freeing waits for depth 0 */
+    unsigned pumping : 1;          /**< body_pump is on the stack */
+    unsigned linked : 1;           /**< in h->streams */
+    unsigned proceeding : 1;       /**< the producer's proceed is on the stack */
+    unsigned proceed_again : 1;    /**< its output went out at once: call it again */
+};
+
+struct lx_h2_s {
+    lx_conn_t *c;               /**< the connection, NULL once it is gone */
+    lx_worker_t *w;             /**< its loop */
+    nghttp2_session *ng;        /**< the protocol state */
+    lx_h2_stream_t *streams;    /**< streams with a request, newest first */
+    unsigned nstreams;          /**< streams whose request runs */
+    unsigned alive;             /**< streams not freed yet: each keeps this state */
+    char *obuf;                 /**< frames made, not yet written */
+    size_t olen, ocap;          /**< bytes in it, its size */
+    char *wbuf;                 /**< the buffer the write in flight sends */
+    size_t wcap;                /**< its size */
+    uv_write_t wreq;            /**< the write in flight */
+    int32_t opened[64];         /**< the ids of the last streams the client opened (a ring) */
+    unsigned nopened;           /**< streams it opened */
+    uint64_t notice_due;        /**< loop ms the drain's second GOAWAY is due (notice) */
+    unsigned depth;             /**< calls on the stack: output waits for the last to return,
+                                   and the state is not freed */
+    unsigned writing : 1;       /**< a uv_write is in flight */
+    unsigned flush_pending : 1; /**< output came while depth > 0 */
+    unsigned flushing : 1;      /**< h2_flush is on the stack */
+    unsigned flush_again : 1;   /**< ... and was asked again meanwhile */
+    unsigned goaway : 1;        /**< the final GOAWAY went out (drain, stop, idle, error) */
+    unsigned notice : 1;        /**< a drain's first GOAWAY (every stream taken) went out */
+    unsigned closing : 1;       /**< the connection closes once the output is out */
+    unsigned fatal : 1;         /**< nghttp2 gave up on the peer: its GOAWAY, then the close */
+};
+
+/* session.c */
+void lx_h2_flush(lx_h2_t *h);
+void lx_h2_close(lx_h2_t *h);
+void lx_h2_maybe_free(lx_h2_t *h);
+/* Around calls that may queue output or close the connection. */
+static inline void lx_h2_hold(lx_h2_t *h) {
+    h->depth++;
+}
+void lx_h2_unhold(lx_h2_t *h);
+void lx_h2_set_idle(lx_h2_t *h);
+
+/* stream.c: nghttp2's callbacks for requests, and the streams' life. */
+extern const lx_proto_t lx_h2_proto;
+void lx_h2_callbacks(nghttp2_session_callbacks *cb);
+/* The connection is gone: each stream's request is told. */
+void lx_h2_streams_detach(lx_h2_t *h);
+/* After a flush: producers whose output drained are asked for more. */
+void lx_h2_streams_proceed(lx_h2_t *h);
+
+#endif

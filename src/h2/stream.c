@@ -1,0 +1,1045 @@
+/* HTTP/2 streams: each is one request of the core (core/proto.h), with its
+ * own arena, its request body as it arrives, and its response as a queue of
+ * pieces that nghttp2 takes as DATA frames when the stream's and the
+ * connection's windows allow.
+ *
+ * nghttp2 checks what RFC 9113 8.2 asks of a request (pseudo-header
+ * fields, lower-case names, no connection-specific fields, content-length
+ * against the DATA received) and answers what breaks it with a stream or
+ * connection error; what is left here is what HTTP/1 checks too (the
+ * header section's size, Host, the method, Expect, the body's size). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core/accesslog.h"
+#include "core/fields.h"
+#include "h2/h2i.h"
+#include "io/filecache.h"
+#include "log.h"
+#include "stats.h"
+
+/* Response bytes queued in a stream above this make lx_stream_send ask the
+ * producer to wait (the stream's window is 64 KiB until the client says
+ * otherwise). */
+#define H2_HIGH_WATER (64 * 1024)
+/* Header fields a request may have (as HTTP/1, LX_MAX_HEADERS): the array
+ * starts at this many and doubles. */
+#define H2_HEADERS_FIRST 16
+
+static lx_h2_stream_t *stream_of(lx_req_t *r) {
+    return container_of(r, lx_h2_stream_t, req);
+}
+
+static lx_h2_stream_t *stream_get(nghttp2_session *ng, int32_t id) {
+    return nghttp2_session_get_stream_user_data(ng, id);
+}
+
+/* ---- life ------------------------------------------------------------ */
+
+static void piece_release(lx_h2_stream_t *st, lx_h2_piece_t *p) {
+    if (p->file) lx_file_unref(p->file);
+    if (p->kind == LX_H2P_BUF) lx_pool_put(&st->req.w->obufs, p->buf, LX_OUT_BUF);
+    p->file = NULL;
+    p->next = st->spare;
+    st->spare = p;
+}
+
+static void stream_free(lx_h2_stream_t *st) {
+    lx_h2_t *h = st->h;
+    while (st->head) {
+        lx_h2_piece_t *p = st->head;
+        st->head = p->next;
+        piece_release(st, p);
+    }
+    free(st->in);
+    lx_arena_free(&st->arena);
+    free(st);
+    h->alive--;
+    lx_h2_maybe_free(h);
+}
+
+/* A stream is freed once nghttp2 is done with it (closed, or its
+ * connection gone), its request has ended, and nothing calls back into it
+ * (a handler on the stack, a job, a file read). */
+static void stream_maybe_free(lx_h2_stream_t *st) {
+    if ((!st->closed && st->h->c) || st->state == LX_H2S_RUNNING || st->req.pending || st->file_io)
+        return;
+    if (st->depth) {
+        st->free_pending = 1;
+        return;
+    }
+    stream_free(st);
+}
+
+static void unlink_stream(lx_h2_stream_t *st) {
+    lx_h2_t *h = st->h;
+    if (!st->linked) return;
+    st->linked = 0;
+    if (st->prev)
+        st->prev->next = st->next;
+    else if (h->streams == st)
+        h->streams = st->next;
+    if (st->next) st->next->prev = st->prev;
+    st->prev = st->next = NULL;
+}
+
+static void release_gen(lx_h2_stream_t *st) {
+    if (!st->gen_held) return;
+    st->gen_held = 0;
+    lx_worker_gen_release(st->req.w, st->req.gen);
+}
+
+/* The request is over: logged and counted, its generation let go. */
+static void stream_end(lx_h2_stream_t *st) {
+    lx_req_t *r = &st->req;
+    if (st->state != LX_H2S_RUNNING) return;
+    if (st->depth) {
+        st->end_pending = 1;
+        return;
+    }
+    st->state = LX_H2S_ENDED;
+    const lx_access_log_conf_t *al = lx_access_log_of(r);
+    if (al) lx_access_log(r->w, r, al);
+    lx_stats_request(r->w->stats, r->vhost ? r->vhost->stat_slot : 0, r->status,
+                     r->head_bytes + r->body_bytes);
+    release_gen(st);
+    lx_h2_t *h = st->h;
+    /* The response is out: a body the client still sends is not wanted
+     * (RFC 9113 8.1). */
+    if (h->c && !st->in_eof && !st->closed)
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+    if (--h->nstreams == 0 && h->c) lx_h2_set_idle(h);
+    stream_maybe_free(st);
+}
+
+/* Pins a stream: nothing frees it until unpin (which may). */
+static void stream_pin(lx_h2_stream_t *st) {
+    st->depth++;
+}
+
+static void stream_unpin(lx_h2_stream_t *st) {
+    if (--st->depth) return;
+    if (st->end_pending) {
+        st->end_pending = 0;
+        stream_end(st);
+    }
+    if (st->free_pending) {
+        st->free_pending = 0;
+        stream_maybe_free(st);
+    }
+}
+
+/* Around calls into the core: the stream is pinned, and its connection's
+ * output waits for the last of them to return (one write for a head, a
+ * piece and the end queued in one call). */
+static void stream_enter(lx_h2_stream_t *st) {
+    stream_pin(st);
+    lx_h2_hold(st->h);
+}
+
+static void stream_leave(lx_h2_stream_t *st) {
+    lx_h2_t *h = st->h; /* alive while st->h->depth is held */
+    stream_unpin(st);
+    lx_h2_unhold(h);
+}
+
+/* Its client is gone (the stream was reset, or the connection closed)
+ * while its request ran: the request is logged as HTTP/1's is (499 when
+ * no answer had begun), and whoever holds it is told. The caller has the
+ * stream entered. */
+static void stream_abort(lx_h2_stream_t *st) {
+    lx_req_t *r = &st->req;
+    if (st->state != LX_H2S_RUNNING) return;
+    st->state = LX_H2S_ENDED; /* not through stream_end: nothing more goes out */
+    st->end_pending = 0;
+    LX_ST_INC(&r->w->stats->aborted);
+    if (r->status == 0) r->status = 499;
+    const lx_access_log_conf_t *al = lx_access_log_of(r);
+    if (al) lx_access_log(r->w, r, al);
+    release_gen(st);
+    if (--st->h->nstreams == 0 && st->h->c) lx_h2_set_idle(st->h);
+    r->aborted = 1;
+    r->link = NULL;
+    if (r->body_cb) {
+        lx_body_cb cb = r->body_cb;
+        r->body_cb = NULL;
+        cb(r, NULL, 0, -ECONNRESET);
+    }
+    if (r->resp.state == LX_RESP_STREAMING && r->resp.producer && r->resp.producer->stop) {
+        const lx_producer_t *p = r->resp.producer;
+        r->resp.producer = NULL;
+        p->stop(r);
+    }
+    if (r->on_abort) {
+        void (*cb)(lx_req_t *) = r->on_abort;
+        r->on_abort = NULL;
+        cb(r);
+    }
+}
+
+/* The connection is gone (h->c is NULL; the caller holds h). */
+void lx_h2_streams_detach(lx_h2_t *h) {
+    while (h->streams) {
+        lx_h2_stream_t *st = h->streams;
+        stream_enter(st);
+        unlink_stream(st);
+        nghttp2_session_set_stream_user_data(h->ng, st->id, NULL);
+        stream_abort(st);
+        if (st->state == LX_H2S_HEAD) {
+            release_gen(st);
+            st->state = LX_H2S_ENDED;
+            h->nstreams--;
+        }
+        st->free_pending = 1;
+        stream_leave(st);
+    }
+}
+
+static lx_h2_stream_t *stream_new(lx_h2_t *h, int32_t id) {
+    lx_h2_stream_t *st = calloc(1, sizeof(*st));
+    if (st == NULL) return NULL;
+    lx_worker_t *w = h->w;
+    lx_arena_init(&st->arena, 4096);
+    st->h = h;
+    st->id = id;
+    lx_req_t *r = &st->req;
+    r->gen = lx_worker_gen_acquire(w);
+    st->gen_held = 1;
+    r->w = w;
+    r->arena = &st->arena;
+    r->proto = &lx_h2_proto;
+    r->link = &h->c->link;
+    r->secure = lx_tp_secure(&h->c->link.tp) != 0;
+    r->started = uv_now(&w->loop);
+    r->http_major = 2;
+    r->http_minor = 0;
+    r->keepalive = 1;
+    r->method = -1;
+    st->next = h->streams;
+    if (h->streams) h->streams->prev = st;
+    h->streams = st;
+    st->linked = 1;
+    h->alive++;
+    if (h->nstreams++ == 0) {
+        lx_conn_set_state(h->c, LX_CONN_HANDLING);
+        lx_conn_set_deadline(h->c, LX_DL_NONE, 0);
+    }
+    h->c->nreq++;
+    if (r->gen->srv.request_id_header_len) lx_req_add_id_header(r);
+    return st;
+}
+
+/* ---- the request's head ------------------------------------------------ */
+
+/* llhttp's number for a method name, as HTTP/1 parses it, or -1. */
+static int method_id(const uint8_t *m, size_t n) {
+    if (n == 3 && memcmp(m, "GET", 3) == 0) return HTTP_GET;
+    if (n == 4 && memcmp(m, "HEAD", 4) == 0) return HTTP_HEAD;
+    if (n == 4 && memcmp(m, "POST", 4) == 0) return HTTP_POST;
+    for (int k = 0; k <= HTTP_SOURCE; k++) {
+        const char *name = llhttp_method_name((llhttp_method_t)k);
+        if (name && strlen(name) == n && memcmp(name, m, n) == 0) return k;
+    }
+    return -1;
+}
+
+static int add_header(lx_h2_stream_t *st, const uint8_t *name, size_t nlen, const uint8_t *value,
+                      size_t vlen) {
+    lx_req_t *r = &st->req;
+    int id = lx_known_header((const char *)name, nlen);
+    /* Cookie may come as several fields; HTTP/1 and the core see one
+     * (RFC 9113 8.2.3). */
+    if (nlen == 6 && memcmp(name, "cookie", 6) == 0) {
+        for (unsigned i = 0; i < r->nheaders; i++) {
+            lx_header_t *h = &r->headers[i];
+            if (!lx_str_eq(h->name, "cookie", 6)) continue;
+            char *v = lx_arena_alloc(&st->arena, h->value.len + 2 + vlen);
+            if (v == NULL) return -1;
+            memcpy(v, h->value.p, h->value.len);
+            memcpy(v + h->value.len, "; ", 2);
+            memcpy(v + h->value.len + 2, value, vlen);
+            h->value = (lx_str_t){v, h->value.len + 2 + vlen};
+            return 0;
+        }
+    }
+    if (r->nheaders >= LX_MAX_HEADERS) {
+        st->err_status = 431;
+        return 0;
+    }
+    if (r->nheaders == 0 ||
+        (r->nheaders >= H2_HEADERS_FIRST && (r->nheaders & (r->nheaders - 1)) == 0)) {
+        unsigned cap = r->nheaders ? r->nheaders * 2 : H2_HEADERS_FIRST;
+        lx_header_t *n = lx_arena_alloc(&st->arena, cap * sizeof(*n));
+        if (n == NULL) return -1;
+        if (r->nheaders) memcpy(n, r->headers, r->nheaders * sizeof(*n));
+        r->headers = n;
+    }
+    char *nv = lx_arena_alloc(&st->arena, nlen + vlen + 2);
+    if (nv == NULL) return -1;
+    memcpy(nv, name, nlen);
+    nv[nlen] = '\0';
+    memcpy(nv + nlen + 1, value, vlen);
+    nv[nlen + 1 + vlen] = '\0';
+    lx_header_t *h = &r->headers[r->nheaders++];
+    h->name = (lx_str_t){nv, nlen};
+    h->value = (lx_str_t){nv + nlen + 1, vlen};
+    if (id == LX_H_HOST && r->hosts++ > 0) st->err_status = 400;
+    if (id >= 0) r->known[id] = h->value;
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud) {
+    lx_h2_t *h = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    if (h->c == NULL) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    h->opened[h->nopened++ % 64] = frame->hd.stream_id;
+    lx_h2_stream_t *st = stream_new(h, frame->hd.stream_id);
+    if (st == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, st);
+    return 0;
+}
+
+/* A HEADERS frame on a client stream id below the highest it opened, for a
+ * stream it never opened, is a connection error (RFC 9113 5.1.1), which
+ * nghttp2 leaves to us: it cannot tell such a stream from one closed long
+ * ago, whose trailers may still come. The ids of the last 64 streams
+ * opened tell: a stream older than those has had its answer long since. */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud) {
+    lx_h2_t *h = ud;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || h->nopened == 0) return 0;
+    int32_t last = h->opened[(h->nopened - 1) % 64];
+    if (hd->stream_id >= last || nghttp2_session_find_stream(ng, hd->stream_id)) return 0;
+    unsigned n = h->nopened < 64 ? h->nopened : 64;
+    for (unsigned i = 0; i < n; i++)
+        if (h->opened[i] == hd->stream_id) return 0;
+    nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+    return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *ud) {
+    (void)flags, (void)ud;
+    lx_h2_stream_t *st = stream_get(ng, frame->hd.stream_id);
+    if (st == NULL) return 0;
+    lx_req_t *r = &st->req;
+    size_t max = r->gen->srv.max_header_bytes;
+    /* As HTTP/1 counts a header section: its names and values. Past the
+     * limit the request gets 431; far past it (a decompression bomb: a
+     * byte of HPACK can stand for a 4 KiB field) the stream is reset, and
+     * nothing more of it is looked at. Trailers count too, and are
+     * dropped: they never join the request's header fields. */
+    st->head_bytes_in += nlen + vlen;
+    if (st->head_bytes_in > 4 * max) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST || st->err_status) return 0;
+    if (st->head_bytes_in > max) {
+        st->err_status = 431;
+        return 0;
+    }
+    if (nlen && name[0] == ':') {
+        char *v = lx_arena_strndup(&st->arena, (const char *)value, vlen);
+        if (v == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        if (nlen == 7 && memcmp(name, ":method", 7) == 0) {
+            r->method = method_id(value, vlen);
+            if (r->method < 0) st->err_status = 501; /* as HTTP/1: a method luxd has not */
+            r->head = r->method == HTTP_HEAD;
+        } else if (nlen == 5 && memcmp(name, ":path", 5) == 0) {
+            r->target = (lx_str_t){v, vlen};
+            if (vlen > max) st->err_status = 414;
+        } else if (nlen == 10 && memcmp(name, ":authority", 10) == 0) {
+            r->host = (lx_str_t){v, vlen}; /* set again by routing; kept until then */
+        }
+        return 0;
+    }
+    return add_header(st, name, nlen, value, vlen) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
+}
+
+/* The request's content-length, which nghttp2 has checked is a number
+ * (and will check against the DATA that comes). */
+static int content_length(lx_req_t *r, uint64_t *out) {
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        lx_header_t *h = &r->headers[i];
+        if (!lx_str_eq(h->name, "content-length", 14)) continue;
+        uint64_t v = 0;
+        for (size_t k = 0; k < h->value.len; k++) {
+            if (h->value.p[k] < '0' || h->value.p[k] > '9' || v > UINT64_MAX / 10 - 9) return -1;
+            v = v * 10 + (uint64_t)(h->value.p[k] - '0');
+        }
+        *out = v;
+        return 1;
+    }
+    return 0;
+}
+
+/* The header section is complete: the request is checked as HTTP/1's is,
+ * then run. */
+static void request_ready(lx_h2_stream_t *st) {
+    lx_req_t *r = &st->req;
+    const lx_server_conf_t *s = &r->gen->srv;
+    st->state = LX_H2S_RUNNING;
+    r->head_done = 1;
+    int status = st->err_status;
+    /* :authority is the Host (RFC 9113 8.3.1); a Host field beside it must
+     * name the same. */
+    lx_str_t auth = r->host;
+    r->host = (lx_str_t){NULL, 0};
+    if (auth.p) {
+        if (r->hosts && (r->known[LX_H_HOST].len != auth.len ||
+                         memcmp(r->known[LX_H_HOST].p, auth.p, auth.len) != 0))
+            status = status ? status : 400;
+        r->known[LX_H_HOST] = auth;
+        r->hosts = 1;
+    }
+    if (r->method == HTTP_CONNECT && !status) status = 405; /* as HTTP/1: luxd is no tunnel */
+    if (r->target.p == NULL && !status) status = 400;
+    uint64_t cl = 0;
+    int has_cl = content_length(r, &cl);
+    if (has_cl < 0 && !status) status = 400;
+    if (has_cl > 0) r->content_length = cl;
+    if (has_cl > 0 && cl > s->max_body_bytes && !status) status = 413;
+    if (!st->in_eof && !has_cl) r->chunked = 1; /* a body of unknown length comes */
+    r->body_state = st->in_eof ? LX_BODY_NONE : LX_BODY_UNREAD;
+    if (st->in_eof) r->chunked = 0, r->content_length = 0;
+    if (!status && r->known[LX_H_EXPECT].len && !st->in_eof) {
+        if (!lx_str_ieq(r->known[LX_H_EXPECT], "100-continue", 12))
+            status = 417;
+        else
+            r->expect = LX_EXPECT_WAITING;
+    }
+    stream_enter(st);
+    if (status) {
+        if (r->method < 0) r->method = HTTP_GET; /* for the log: the line is not kept */
+        r->body_state = LX_BODY_DISCARD;
+        lx_resp_simple(r, status, NULL);
+        lx_resp_done(r);
+    } else {
+        lx_request_run(r);
+    }
+    stream_leave(st);
+}
+
+/* ---- the request body --------------------------------------------------- */
+
+static void body_complete(lx_h2_stream_t *st) {
+    lx_req_t *r = &st->req;
+    lx_body_state_t was = (lx_body_state_t)r->body_state;
+    r->body_state = LX_BODY_DONE;
+    if (was == LX_BODY_READING && r->body_cb) {
+        lx_body_cb cb = r->body_cb;
+        r->body_cb = NULL;
+        cb(r, NULL, 0, 0);
+    } else if (was == LX_BODY_DISCARD && r->waiting_body) {
+        r->waiting_body = 0;
+        lx_request_resume(r);
+    }
+}
+
+/* The client's window gets back what was taken: the reader wants more, or
+ * the bytes were dropped. */
+static void give_back(lx_h2_stream_t *st, size_t n) {
+    if (n && st->h->c && !st->closed) nghttp2_session_consume(st->h->ng, st->id, n);
+}
+
+/* Hands what came of the body to its reader, a piece at a time, each once
+ * the reader asked for more; drops it when the body is to be dropped. */
+static void body_pump(lx_h2_stream_t *st) {
+    lx_req_t *r = &st->req;
+    if (st->pumping || st->state != LX_H2S_RUNNING) return;
+    st->pumping = 1;
+    stream_enter(st);
+    for (;;) {
+        size_t n = st->in_len - st->in_pos;
+        if (r->body_state == LX_BODY_DISCARD) {
+            give_back(st, n + st->in_unacked);
+            st->in_unacked = 0;
+            st->in_pos = st->in_len = 0;
+            break;
+        }
+        if (r->body_state != LX_BODY_READING || r->body_cb == NULL || st->in_paused || n == 0)
+            break;
+        const char *p = st->in + st->in_pos;
+        st->in_pos = st->in_len;
+        st->in_unacked += n;
+        st->in_paused = 1;
+        r->body_cb(r, p, n, 0);
+        if (r->aborted) break;
+    }
+    if (st->in_pos == st->in_len) st->in_pos = st->in_len = 0;
+    if (st->in_eof && st->in_len == 0 && !r->aborted &&
+        ((r->body_state == LX_BODY_READING && !st->in_paused) || r->body_state == LX_BODY_DISCARD))
+        body_complete(st);
+    st->pumping = 0;
+    stream_leave(st);
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud) {
+    (void)flags, (void)ud;
+    lx_h2_stream_t *st = stream_get(ng, id);
+    if (st == NULL || st->state != LX_H2S_RUNNING) {
+        nghttp2_session_consume(ng, id, len); /* nobody wants it: the window goes on */
+        return 0;
+    }
+    lx_req_t *r = &st->req;
+    r->body_read += len;
+    if (r->body_read > r->gen->srv.max_body_bytes) {
+        nghttp2_session_consume(ng, id, len);
+        if (r->resp.state == LX_RESP_NONE && r->body_state != LX_BODY_DONE) {
+            stream_enter(st);
+            if (r->body_cb) {
+                lx_body_cb cb = r->body_cb;
+                r->body_cb = NULL;
+                cb(r, NULL, 0, -EMSGSIZE);
+            }
+            r->body_state = LX_BODY_DISCARD;
+            lx_request_finish(r, 413);
+            stream_leave(st);
+        }
+        return 0;
+    }
+    if (r->body_state == LX_BODY_DISCARD || r->body_state == LX_BODY_DONE) {
+        nghttp2_session_consume(ng, id, len);
+        return 0;
+    }
+    /* The window we gave the stream bounds what can be here. */
+    if (st->in_len + len > st->in_cap) {
+        size_t cap = st->in_cap ? st->in_cap : 16384;
+        while (cap < st->in_len + len)
+            cap *= 2;
+        char *n = realloc(st->in, cap);
+        if (n == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        st->in = n;
+        st->in_cap = cap;
+    }
+    memcpy(st->in + st->in_len, data, len);
+    st->in_len += len;
+    body_pump(st);
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud) {
+    (void)ud;
+    lx_h2_stream_t *st = stream_get(ng, frame->hd.stream_id);
+    if (st == NULL) return 0;
+    int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+        if (end) st->in_eof = 1;
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+            request_ready(st);
+        else if (end)
+            body_pump(st); /* trailers: the body's end */
+        break;
+    case NGHTTP2_DATA:
+        if (end) {
+            st->in_eof = 1;
+            body_pump(st);
+        }
+        break;
+    default: break;
+    }
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *ud) {
+    (void)ud;
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+    lx_h2_stream_t *st = stream_get(ng, frame->hd.stream_id);
+    if (st == NULL) return 0;
+    st->sent = 1;
+    stream_end(st);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud) {
+    (void)code, (void)ud;
+    lx_h2_stream_t *st = stream_get(ng, id);
+    if (st == NULL) return 0;
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    stream_enter(st);
+    st->closed = 1;
+    unlink_stream(st);
+    if (st->state == LX_H2S_RUNNING) {
+        stream_abort(st);
+    } else if (st->state == LX_H2S_HEAD) {
+        release_gen(st); /* reset before its head was whole: no request */
+        st->state = LX_H2S_ENDED;
+        if (--st->h->nstreams == 0 && st->h->c) lx_h2_set_idle(st->h);
+    }
+    st->free_pending = 1;
+    stream_leave(st);
+    return 0;
+}
+
+void lx_h2_callbacks(nghttp2_session_callbacks *cb) {
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+}
+
+/* ---- the response --------------------------------------------------------- */
+
+/* Reads what the page cache has of a file, never waiting on the disk:
+ * bytes read, -EAGAIN when they are not cached, or another -errno. */
+static ssize_t read_cached(lx_file_t *f, char *buf, size_t n, uint64_t off) {
+    struct iovec v = {buf, n};
+    ssize_t r;
+    if (f->probe == LX_PROBE_NONE) return -EAGAIN;
+    if (f->probe == LX_PROBE_RAM)
+        r = pread(f->fd, buf, n, (off_t)off);
+    else
+        r = preadv2(f->fd, &v, 1, (off_t)off, RWF_NOWAIT);
+    if (r < 0) return errno == EOPNOTSUPP ? -EAGAIN : -errno;
+    return r;
+}
+
+static void read_work(uv_work_t *wk) {
+    lx_h2_stream_t *st = container_of(wk, lx_h2_stream_t, work);
+    lx_h2_piece_t *p = st->head;
+    size_t n = p->len < LX_OUT_BUF ? (size_t)p->len : LX_OUT_BUF;
+    ssize_t r = pread(p->file->fd, st->work_buf, n, (off_t)p->off);
+    st->work_got = r < 0 ? -errno : r;
+}
+
+static void read_done(uv_work_t *wk, int status) {
+    lx_h2_stream_t *st = container_of(wk, lx_h2_stream_t, work);
+    lx_worker_t *w = st->req.w;
+    LX_ST_DEC(&w->stats->io_jobs);
+    st->file_io = 0;
+    char *buf = st->work_buf;
+    st->work_buf = NULL;
+    lx_h2_t *h = st->h;
+    if (h->c == NULL || st->closed || status < 0 || st->work_got <= 0) {
+        lx_pool_put(&w->obufs, buf, LX_OUT_BUF);
+        if (h->c && !st->closed) {
+            nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+            lx_h2_flush(h);
+        }
+        stream_maybe_free(st);
+        return;
+    }
+    /* The bytes read go first, as a buffer piece; the file piece goes on
+     * after them. */
+    lx_h2_piece_t *f = st->head, *p = st->spare;
+    if (p)
+        st->spare = p->next;
+    else
+        p = lx_arena_alloc(&st->arena, sizeof(*p));
+    if (p == NULL) {
+        lx_pool_put(&w->obufs, buf, LX_OUT_BUF);
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        lx_h2_flush(h);
+        return;
+    }
+    *p = (lx_h2_piece_t){.kind = LX_H2P_BUF, .buf = buf, .ptr = buf, .len = (uint64_t)st->work_got};
+    f->off += (uint64_t)st->work_got;
+    f->len -= (uint64_t)st->work_got;
+    if (f->len == 0) {
+        p->next = f->next;
+        if (st->tail == f) st->tail = p;
+        piece_release(st, f);
+    } else {
+        p->next = f;
+    }
+    st->head = p;
+    st->deferred = 0;
+    nghttp2_session_resume_data(h->ng, st->id);
+    lx_h2_flush(h);
+}
+
+static int read_start(lx_h2_stream_t *st) {
+    lx_worker_t *w = st->req.w;
+    st->work_buf = lx_pool_get(&w->obufs);
+    if (st->work_buf == NULL) return -ENOMEM;
+    if (uv_queue_work(&w->loop, &st->work, read_work, read_done) < 0) {
+        lx_pool_put(&w->obufs, st->work_buf, LX_OUT_BUF);
+        st->work_buf = NULL;
+        return -ENOMEM;
+    }
+    st->file_io = 1;
+    LX_ST_INC(&w->stats->io_jobs);
+    LX_ST_INC(&w->stats->io_jobs_total);
+    return 0;
+}
+
+/* nghttp2 asks for a DATA frame's bytes: copied from the pieces queued, a
+ * file's read from the page cache, or the thread pool when it is not
+ * there (the frame waits). */
+static ssize_t data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud) {
+    (void)ng, (void)id, (void)ud;
+    lx_h2_stream_t *st = src->ptr;
+    size_t got = 0;
+    while (got < length && st->head) {
+        lx_h2_piece_t *p = st->head;
+        size_t n = length - got < p->len ? length - got : (size_t)p->len;
+        if (p->kind == LX_H2P_FILE) {
+            ssize_t r = read_cached(p->file, (char *)buf + got, n, p->off);
+            if (r == -EAGAIN) {
+                if (got) break;
+                if (st->file_io) return NGHTTP2_ERR_DEFERRED;
+                if (read_start(st) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+                st->deferred = 1;
+                return NGHTTP2_ERR_DEFERRED;
+            }
+            /* Shorter than it was (truncated under us): the length said
+             * cannot be kept, and the stream is reset. */
+            if (r <= 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            n = (size_t)r;
+        } else {
+            memcpy(buf + got, p->ptr, n);
+            p->ptr += n;
+        }
+        p->off += n;
+        p->len -= n;
+        got += n;
+        st->queued -= n;
+        if (p->len == 0) {
+            st->head = p->next;
+            if (st->head == NULL) st->tail = NULL;
+            piece_release(st, p);
+        }
+    }
+    if (st->head == NULL && st->eof) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    } else if (got == 0) {
+        st->deferred = 1;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    return (ssize_t)got;
+}
+
+static lx_h2_piece_t *piece_add(lx_h2_stream_t *st, lx_h2_piece_kind_t kind) {
+    lx_h2_piece_t *p = st->spare;
+    if (p)
+        st->spare = p->next;
+    else if ((p = lx_arena_alloc(&st->arena, sizeof(*p))) == NULL)
+        return NULL;
+    *p = (lx_h2_piece_t){.kind = (uint8_t)kind};
+    if (st->tail)
+        st->tail->next = p;
+    else
+        st->head = p;
+    st->tail = p;
+    return p;
+}
+
+/* Copies bytes to the end of the queue: into the room left in the last
+ * pooled buffer, then into new ones. */
+static int queue_copy(lx_h2_stream_t *st, const char *s, size_t len) {
+    st->queued += len;
+    while (len) {
+        lx_h2_piece_t *t = st->tail;
+        size_t room =
+            t && t->kind == LX_H2P_BUF ? (size_t)(t->buf + LX_OUT_BUF - (t->ptr + t->len)) : 0;
+        if (room == 0) {
+            char *b = lx_pool_get(&st->req.w->obufs);
+            if (b == NULL) return -ENOMEM;
+            if ((t = piece_add(st, LX_H2P_BUF)) == NULL) {
+                lx_pool_put(&st->req.w->obufs, b, LX_OUT_BUF);
+                return -ENOMEM;
+            }
+            t->buf = t->ptr = b;
+            room = LX_OUT_BUF;
+        }
+        size_t n = len < room ? len : room;
+        memcpy(t->ptr + t->len, s, n);
+        t->len += n;
+        s += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* More of the response can go: nghttp2 asks the data source again. */
+static void data_more(lx_h2_stream_t *st) {
+    if (st->deferred && st->h->c && !st->closed && !st->file_io) {
+        st->deferred = 0;
+        nghttp2_session_resume_data(st->h->ng, st->id);
+    }
+}
+
+/* The stream cannot go on (out of memory): it is reset. */
+static void stream_fail(lx_h2_stream_t *st) {
+    if (st->h->c && !st->closed) {
+        nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        lx_h2_flush(st->h);
+    }
+}
+
+/* Connection-specific fields (RFC 9113 8.2.2) never go out in HTTP/2; a
+ * backend's response may carry them. */
+static int hop_field(const char *n, size_t len) {
+    switch (len) {
+    case 7: return strncasecmp(n, "upgrade", 7) == 0;
+    case 10: return strncasecmp(n, "connection", 10) == 0 || strncasecmp(n, "keep-alive", 10) == 0;
+    case 16: return strncasecmp(n, "proxy-connection", 16) == 0;
+    case 17: return strncasecmp(n, "transfer-encoding", 17) == 0;
+    default: return 0;
+    }
+}
+
+/* "Name: value\r\n" lines as header fields, the names lower case. */
+static size_t put_lines(lx_req_t *r, nghttp2_nv *nv, size_t k, size_t max, const char *p,
+                        size_t len) {
+    const char *end = p + len;
+    while (p < end && k < max) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *next = eol ? eol + 1 : end;
+        const char *colon = memchr(p, ':', (size_t)(next - p));
+        if (colon && colon > p) {
+            size_t nlen = (size_t)(colon - p);
+            const char *v = colon + 1, *ve = eol ? eol : end;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            char *name = lx_arena_alloc(r->arena, nlen);
+            if (name && !hop_field(p, nlen)) {
+                for (size_t i = 0; i < nlen; i++)
+                    name[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] | 0x20 : p[i]);
+                nv[k++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)v, nlen, (size_t)(ve - v),
+                                       NGHTTP2_NV_FLAG_NONE};
+                r->head_bytes += nlen + (size_t)(ve - v) + 2;
+            }
+        }
+        p = next;
+    }
+    return k;
+}
+
+static size_t count_lines(const char *p, size_t len) {
+    size_t n = 0;
+    for (const char *e = p + len; p < e && (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+        n++;
+    return n + 1;
+}
+
+/* The response's header fields: :status, server, date, content-length,
+ * then its lines. NULL when out of memory. */
+static nghttp2_nv *head_fields(lx_req_t *r, int status, int with_length, size_t *n) {
+    lx_resp_t *rs = &r->resp;
+    size_t max = 4 + count_lines(rs->block, rs->block_len) + count_lines(rs->lines, rs->len) +
+                 count_lines(r->extra, r->extra_len);
+    nghttp2_nv *nv = lx_arena_alloc(r->arena, max * sizeof(*nv));
+    char *st = lx_arena_alloc(r->arena, 4 + 20);
+    if (nv == NULL || st == NULL) return NULL;
+    snprintf(st, 4, "%03d", status);
+    size_t k = 0;
+    nv[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    if (status >= 200) {
+        lx_worker_update_time(r->w);
+        nv[k++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)LX_SERVER, 6, sizeof(LX_SERVER) - 1,
+                               NGHTTP2_NV_FLAG_NONE};
+        nv[k++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)r->w->date, 4, strlen(r->w->date),
+                               NGHTTP2_NV_FLAG_NONE};
+    }
+    if (with_length) {
+        char *num = st + 4;
+        int len = snprintf(num, 20, "%lld", (long long)rs->length);
+        nv[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)num, 14, (size_t)len,
+                               NGHTTP2_NV_FLAG_NONE};
+    }
+    if (rs->block_len) k = put_lines(r, nv, k, max, rs->block, rs->block_len);
+    if (rs->len) k = put_lines(r, nv, k, max, rs->lines, rs->len);
+    if (r->extra_len) k = put_lines(r, nv, k, max, r->extra, r->extra_len);
+    r->head_bytes += 16;
+    *n = k;
+    return nv;
+}
+
+static void h2_head(lx_req_t *r) {
+    lx_h2_stream_t *st = stream_of(r);
+    lx_resp_t *rs = &r->resp;
+    if (st->h->c == NULL || st->closed) return;
+    int s = rs->status;
+    size_t n;
+    nghttp2_nv *nv = head_fields(r, s, rs->length >= 0 && s >= 200 && s != 204 && s != 304, &n);
+    if (nv == NULL) {
+        stream_fail(st);
+        return;
+    }
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = data_read};
+    if (rs->no_body) st->eof = 1;
+    int rc = nghttp2_submit_response(st->h->ng, st->id, nv, n, rs->no_body ? NULL : &prd);
+    if (rc < 0) {
+        stream_fail(st);
+        return;
+    }
+    st->submitted = 1;
+}
+
+static void h2_interim(lx_req_t *r) {
+    lx_h2_stream_t *st = stream_of(r);
+    if (st->h->c == NULL || st->closed || r->resp.status == 101) return;
+    size_t n;
+    nghttp2_nv *nv = head_fields(r, r->resp.status, 0, &n);
+    if (nv && nghttp2_submit_headers(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nv, n, NULL) == 0)
+        lx_h2_flush(st->h);
+}
+
+static void h2_copy(lx_req_t *r, const char *p, size_t len) {
+    lx_h2_stream_t *st = stream_of(r);
+    if (queue_copy(st, p, len) < 0) stream_fail(st);
+}
+
+static void h2_file(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
+    lx_h2_stream_t *st = stream_of(r);
+    lx_h2_piece_t *p = piece_add(st, f->data ? LX_H2P_MEM : LX_H2P_FILE);
+    if (p == NULL) {
+        stream_fail(st);
+        return;
+    }
+    lx_file_ref(f);
+    p->file = f;
+    p->off = off;
+    p->len = len;
+    if (f->data) p->ptr = f->data + off;
+    st->queued += len;
+}
+
+static void h2_output(lx_req_t *r) {
+    lx_h2_stream_t *st = stream_of(r);
+    data_more(st);
+    lx_h2_flush(st->h);
+}
+
+static int h2_send(lx_req_t *r, const char *p, size_t len) {
+    lx_h2_stream_t *st = stream_of(r);
+    stream_pin(st); /* its queue is looked at once the output went */
+    int rc = queue_copy(st, p, len);
+    if (rc < 0)
+        stream_fail(st);
+    else
+        h2_output(r);
+    if (rc == 0 && st->queued > H2_HIGH_WATER) rc = -EAGAIN;
+    stream_unpin(st);
+    return rc;
+}
+
+static void h2_end(lx_req_t *r) {
+    stream_of(r)->eof = 1;
+}
+
+static void h2_done(lx_req_t *r) {
+    lx_h2_stream_t *st = stream_of(r);
+    st->eof = 1;
+    h2_output(r);
+}
+
+static int h2_cont(lx_req_t *r) {
+    lx_h2_stream_t *st = stream_of(r);
+    r->expect = LX_EXPECT_ANSWERED;
+    if (st->h->c == NULL || st->closed) return -ECONNRESET;
+    nghttp2_nv nv = {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE};
+    return nghttp2_submit_headers(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL) < 0
+               ? -ENOMEM
+               : 0;
+}
+
+static void h2_body_resume(lx_req_t *r) {
+    lx_h2_stream_t *st = stream_of(r);
+    lx_h2_t *h = st->h;
+    if (h->c == NULL) return;
+    lx_h2_hold(h);
+    st->in_paused = 0;
+    give_back(st, st->in_unacked);
+    st->in_unacked = 0;
+    h->flush_pending = 1; /* the window update */
+    body_pump(st);
+    lx_h2_unhold(h);
+}
+
+/* HTTP/2 carries no 101 (RFC 9113 8.6): a tunnel cannot start; the stream
+ * is reset, and its producer and reader are told as when a client goes. */
+static void h2_tunnel(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
+    lx_h2_stream_t *st = stream_of(r);
+    r->resp.state = LX_RESP_STREAMING;
+    r->resp.producer = p;
+    r->body_cb = cb;
+    if (st->h->c && !st->closed) {
+        nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        lx_h2_flush(st->h);
+    }
+}
+
+static void h2_tunnel_more(lx_req_t *r) {
+    (void)r;
+}
+
+static void h2_enter(lx_req_t *r, int cork) {
+    (void)cork;
+    stream_enter(stream_of(r));
+}
+
+static void h2_leave(lx_req_t *r, int cork) {
+    (void)cork;
+    stream_leave(stream_of(r));
+}
+
+static void h2_orphaned(lx_req_t *r) {
+    stream_maybe_free(stream_of(r));
+}
+
+/* As HTTP/1 does (serve.c lx_h1_flush): output that went out at once from
+ * inside the producer's own send calls proceed again once that returns,
+ * rather than from inside it. */
+static void stream_proceed(lx_h2_stream_t *st) {
+    lx_req_t *r = &st->req;
+    if (st->proceeding) {
+        st->proceed_again = 1;
+        return;
+    }
+    stream_pin(st);
+    st->proceeding = 1;
+    do {
+        st->proceed_again = 0;
+        r->resp.producer->proceed(r);
+    } while (st->proceed_again && st->h->c && r->resp.state == LX_RESP_STREAMING &&
+             r->resp.producer && st->queued < H2_HIGH_WATER && !r->aborted);
+    st->proceeding = 0;
+    stream_unpin(st);
+}
+
+void lx_h2_streams_proceed(lx_h2_t *h) {
+    /* A proceed may end its own stream or others: walk from a pinned one. */
+    lx_h2_stream_t *st = h->streams;
+    if (st) stream_pin(st);
+    while (st && h->c) {
+        lx_req_t *r = &st->req;
+        if (st->state == LX_H2S_RUNNING && r->resp.state == LX_RESP_STREAMING && r->resp.producer &&
+            st->queued < H2_HIGH_WATER && !r->aborted)
+            stream_proceed(st);
+        lx_h2_stream_t *next = st->linked ? st->next : NULL;
+        if (next) stream_pin(next);
+        stream_unpin(st);
+        st = next;
+    }
+    if (st) stream_unpin(st);
+}
+
+const lx_proto_t lx_h2_proto = {
+    .enter = h2_enter,
+    .leave = h2_leave,
+    .orphaned = h2_orphaned,
+    .head = h2_head,
+    .interim = h2_interim,
+    .copy = h2_copy,
+    .file = h2_file,
+    .send = h2_send,
+    .end = h2_end,
+    .output = h2_output,
+    .done = h2_done,
+    .cont = h2_cont,
+    .body_resume = h2_body_resume,
+    .tunnel = h2_tunnel,
+    .tunnel_more = h2_tunnel_more,
+};
