@@ -81,6 +81,7 @@ my %SET = (
     'server.vhost_dir'         => ['"$DIR/sites"', qr{^vhost_dir \S+/sites:}m],
     'server.workers'           => [3, qr/^  workers 3$/m],
     'listen.proxy_protocol'    => ['true', qr/^  listen 127\.0\.0\.1:1 proxy_protocol$/m],
+    'listen.http2'             => ['true', qr/^  listen 127\.0\.0\.1:1 http2$/m],
     'real_ip.from'             => ['"192.0.2.0/24"', qr{real_ip from 192\.0\.2\.0/24}],
     'real_ip.header'           => ['"X-Proof"', qr/real_ip from .*, header x-proof /],
     'access_log.path'          => ['"$DIR/b.log"', qr{^  access_log \S+/b\.log }m],

@@ -1,4 +1,4 @@
-# HTTP/2 connections over time (issue 20): an idle one says GOAWAY at
+# HTTP/2 connections over time (issue 20), on two loops: an idle one says GOAWAY at
 # keepalive_timeout and closes; one whose client opens no window is cut at
 # send_timeout; reloads every 0.5 s under h2load lose no request (streams
 # take the new generation between them); a graceful stop lets a download in
@@ -13,6 +13,7 @@ use Luxd;
 my $PY = '/usr/bin/python3';
 my $big = 'x' x (2 * 1024 * 1024);
 my $s = Luxd->new(
+    workers => 2,
     server => { listen => \'{ { "127.0.0.1:$PORT", http2 = true } }', keepalive_timeout => 1,
                 send_timeout => 2 },
     files => { 'www/index.html' => "hello\n", 'www/big.bin' => $big },

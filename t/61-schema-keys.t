@@ -259,6 +259,17 @@ my %PROOF = (
         server_a => { real_ip => \'{ from = "127.0.0.1", header = "X-Real-IP" }' },
         server_b => { real_ip => \'{ from = "127.0.0.1" }' }, probe => \&logged_client,
     },
+    # HTTP/2 (t/290 and t/291 test it in full): what a client that speaks
+    # only h2 by prior knowledge gets.
+    'listen.http2' => {
+        server_a => { listen => \'{ { "127.0.0.1:$PORT", http2 = true } }' },
+        probe => sub {
+            my $s = shift;
+            my ($o, $rc) = $s->curl('--http2-prior-knowledge', '-o', '/dev/null', '-w', '%{http_version} %{http_code}',
+                                    'http://127.0.0.1:' . $s->port . '/index.html');
+            "$rc $o";
+        },
+    },
     'listen.proxy_protocol' => {
         server_a => { listen => \'{ { "127.0.0.1:$PORT", proxy_protocol = true } }', real_ip => \'{ from = "127.0.0.1" }' },
         server_b => { real_ip => \'{ from = "127.0.0.1" }' },

@@ -316,9 +316,9 @@ void lx_gen_dump(const lx_gen_t *g, FILE *out) {
             (unsigned long long)g->id, g->file);
     fprintf(out, "server\n");
     for (size_t i = 0; i < s->nlisten; i++)
-        fprintf(out, "  listen %s%s%s\n", s->listen[i].text,
+        fprintf(out, "  listen %s%s%s%s\n", s->listen[i].text,
                 s->listen[i].proxy_protocol ? " proxy_protocol" : "",
-                s->listen[i].tls ? " tls" : "");
+                s->listen[i].tls ? " tls" : "", s->listen[i].http2 ? " http2" : "");
     if (s->real_ip) dump_realip(s->real_ip, out, "  ");
     fprintf(out, "  workers %d\n", s->workers);
     if (s->user) fprintf(out, "  user %s\n", s->user);

@@ -110,8 +110,31 @@ static inline void lx_h2_hold(lx_h2_t *h) {
 void lx_h2_unhold(lx_h2_t *h);
 void lx_h2_set_idle(lx_h2_t *h);
 
+/* Response bytes queued in a stream above this make lx_stream_send ask the
+ * producer to wait (the stream's window is 64 KiB until the client says
+ * otherwise). */
+#define H2_HIGH_WATER (64 * 1024)
+
+static inline lx_h2_stream_t *lx_h2_stream_of(lx_req_t *r) {
+    return container_of(r, lx_h2_stream_t, req);
+}
+
 /* stream.c: nghttp2's callbacks for requests, and the streams' life. */
+/* Pins a stream: nothing frees it until unpin (which may). */
+void lx_h2_stream_pin(lx_h2_stream_t *st);
+void lx_h2_stream_unpin(lx_h2_stream_t *st);
+/* Around calls into the core: the stream pinned, its connection held. */
+void lx_h2_stream_enter(lx_h2_stream_t *st);
+void lx_h2_stream_leave(lx_h2_stream_t *st);
+void lx_h2_stream_maybe_free(lx_h2_stream_t *st);
+void lx_h2_piece_release(lx_h2_stream_t *st, lx_h2_piece_t *p);
+/* Hands the body's next piece to its reader, or drops what came. */
+void lx_h2_body_pump(lx_h2_stream_t *st);
+/* The client's window gets n bytes back. */
+void lx_h2_give_back(lx_h2_stream_t *st, size_t n);
+/* emit.c: the response side. */
 extern const lx_proto_t lx_h2_proto;
+/* stream.c */
 void lx_h2_callbacks(nghttp2_session_callbacks *cb);
 /* The connection is gone: each stream's request is told. */
 void lx_h2_streams_detach(lx_h2_t *h);

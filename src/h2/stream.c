@@ -1,7 +1,8 @@
 /* HTTP/2 streams: each is one request of the core (core/proto.h), with its
- * own arena, its request body as it arrives, and its response as a queue of
- * pieces that nghttp2 takes as DATA frames when the stream's and the
- * connection's windows allow.
+ * own arena and its request body as it arrives; its response is emit.c's.
+ * A stream lives until nghttp2 is done with it, its request has ended and
+ * nothing calls back into it; the connection's state lives as long as its
+ * streams do.
  *
  * nghttp2 checks what RFC 9113 8.2 asks of a request (pseudo-header
  * fields, lower-case names, no connection-specific fields, content-length
@@ -22,17 +23,9 @@
 #include "log.h"
 #include "stats.h"
 
-/* Response bytes queued in a stream above this make lx_stream_send ask the
- * producer to wait (the stream's window is 64 KiB until the client says
- * otherwise). */
-#define H2_HIGH_WATER (64 * 1024)
 /* Header fields a request may have (as HTTP/1, LX_MAX_HEADERS): the array
  * starts at this many and doubles. */
 #define H2_HEADERS_FIRST 16
-
-static lx_h2_stream_t *stream_of(lx_req_t *r) {
-    return container_of(r, lx_h2_stream_t, req);
-}
 
 static lx_h2_stream_t *stream_get(nghttp2_session *ng, int32_t id) {
     return nghttp2_session_get_stream_user_data(ng, id);
@@ -40,7 +33,7 @@ static lx_h2_stream_t *stream_get(nghttp2_session *ng, int32_t id) {
 
 /* ---- life ------------------------------------------------------------ */
 
-static void piece_release(lx_h2_stream_t *st, lx_h2_piece_t *p) {
+void lx_h2_piece_release(lx_h2_stream_t *st, lx_h2_piece_t *p) {
     if (p->file) lx_file_unref(p->file);
     if (p->kind == LX_H2P_BUF) lx_pool_put(&st->req.w->obufs, p->buf, LX_OUT_BUF);
     p->file = NULL;
@@ -53,7 +46,7 @@ static void stream_free(lx_h2_stream_t *st) {
     while (st->head) {
         lx_h2_piece_t *p = st->head;
         st->head = p->next;
-        piece_release(st, p);
+        lx_h2_piece_release(st, p);
     }
     free(st->in);
     lx_arena_free(&st->arena);
@@ -65,7 +58,7 @@ static void stream_free(lx_h2_stream_t *st) {
 /* A stream is freed once nghttp2 is done with it (closed, or its
  * connection gone), its request has ended, and nothing calls back into it
  * (a handler on the stack, a job, a file read). */
-static void stream_maybe_free(lx_h2_stream_t *st) {
+void lx_h2_stream_maybe_free(lx_h2_stream_t *st) {
     if ((!st->closed && st->h->c) || st->state == LX_H2S_RUNNING || st->req.pending || st->file_io)
         return;
     if (st->depth) {
@@ -113,15 +106,15 @@ static void stream_end(lx_h2_stream_t *st) {
     if (h->c && !st->in_eof && !st->closed)
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
     if (--h->nstreams == 0 && h->c) lx_h2_set_idle(h);
-    stream_maybe_free(st);
+    lx_h2_stream_maybe_free(st);
 }
 
 /* Pins a stream: nothing frees it until unpin (which may). */
-static void stream_pin(lx_h2_stream_t *st) {
+void lx_h2_stream_pin(lx_h2_stream_t *st) {
     st->depth++;
 }
 
-static void stream_unpin(lx_h2_stream_t *st) {
+void lx_h2_stream_unpin(lx_h2_stream_t *st) {
     if (--st->depth) return;
     if (st->end_pending) {
         st->end_pending = 0;
@@ -129,21 +122,21 @@ static void stream_unpin(lx_h2_stream_t *st) {
     }
     if (st->free_pending) {
         st->free_pending = 0;
-        stream_maybe_free(st);
+        lx_h2_stream_maybe_free(st);
     }
 }
 
 /* Around calls into the core: the stream is pinned, and its connection's
  * output waits for the last of them to return (one write for a head, a
  * piece and the end queued in one call). */
-static void stream_enter(lx_h2_stream_t *st) {
-    stream_pin(st);
+void lx_h2_stream_enter(lx_h2_stream_t *st) {
+    lx_h2_stream_pin(st);
     lx_h2_hold(st->h);
 }
 
-static void stream_leave(lx_h2_stream_t *st) {
+void lx_h2_stream_leave(lx_h2_stream_t *st) {
     lx_h2_t *h = st->h; /* alive while st->h->depth is held */
-    stream_unpin(st);
+    lx_h2_stream_unpin(st);
     lx_h2_unhold(h);
 }
 
@@ -185,7 +178,7 @@ static void stream_abort(lx_h2_stream_t *st) {
 void lx_h2_streams_detach(lx_h2_t *h) {
     while (h->streams) {
         lx_h2_stream_t *st = h->streams;
-        stream_enter(st);
+        lx_h2_stream_enter(st);
         unlink_stream(st);
         nghttp2_session_set_stream_user_data(h->ng, st->id, NULL);
         stream_abort(st);
@@ -195,7 +188,7 @@ void lx_h2_streams_detach(lx_h2_t *h) {
             h->nstreams--;
         }
         st->free_pending = 1;
-        stream_leave(st);
+        lx_h2_stream_leave(st);
     }
 }
 
@@ -409,7 +402,7 @@ static void request_ready(lx_h2_stream_t *st) {
         else
             r->expect = LX_EXPECT_WAITING;
     }
-    stream_enter(st);
+    lx_h2_stream_enter(st);
     if (status) {
         if (r->method < 0) r->method = HTTP_GET; /* for the log: the line is not kept */
         r->body_state = LX_BODY_DISCARD;
@@ -418,7 +411,7 @@ static void request_ready(lx_h2_stream_t *st) {
     } else {
         lx_request_run(r);
     }
-    stream_leave(st);
+    lx_h2_stream_leave(st);
 }
 
 /* ---- the request body --------------------------------------------------- */
@@ -439,21 +432,21 @@ static void body_complete(lx_h2_stream_t *st) {
 
 /* The client's window gets back what was taken: the reader wants more, or
  * the bytes were dropped. */
-static void give_back(lx_h2_stream_t *st, size_t n) {
+void lx_h2_give_back(lx_h2_stream_t *st, size_t n) {
     if (n && st->h->c && !st->closed) nghttp2_session_consume(st->h->ng, st->id, n);
 }
 
 /* Hands what came of the body to its reader, a piece at a time, each once
  * the reader asked for more; drops it when the body is to be dropped. */
-static void body_pump(lx_h2_stream_t *st) {
+void lx_h2_body_pump(lx_h2_stream_t *st) {
     lx_req_t *r = &st->req;
     if (st->pumping || st->state != LX_H2S_RUNNING) return;
     st->pumping = 1;
-    stream_enter(st);
+    lx_h2_stream_enter(st);
     for (;;) {
         size_t n = st->in_len - st->in_pos;
         if (r->body_state == LX_BODY_DISCARD) {
-            give_back(st, n + st->in_unacked);
+            lx_h2_give_back(st, n + st->in_unacked);
             st->in_unacked = 0;
             st->in_pos = st->in_len = 0;
             break;
@@ -472,7 +465,7 @@ static void body_pump(lx_h2_stream_t *st) {
         ((r->body_state == LX_BODY_READING && !st->in_paused) || r->body_state == LX_BODY_DISCARD))
         body_complete(st);
     st->pumping = 0;
-    stream_leave(st);
+    lx_h2_stream_leave(st);
 }
 
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
@@ -488,7 +481,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     if (r->body_read > r->gen->srv.max_body_bytes) {
         nghttp2_session_consume(ng, id, len);
         if (r->resp.state == LX_RESP_NONE && r->body_state != LX_BODY_DONE) {
-            stream_enter(st);
+            lx_h2_stream_enter(st);
             if (r->body_cb) {
                 lx_body_cb cb = r->body_cb;
                 r->body_cb = NULL;
@@ -496,7 +489,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
             }
             r->body_state = LX_BODY_DISCARD;
             lx_request_finish(r, 413);
-            stream_leave(st);
+            lx_h2_stream_leave(st);
         }
         return 0;
     }
@@ -516,7 +509,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     }
     memcpy(st->in + st->in_len, data, len);
     st->in_len += len;
-    body_pump(st);
+    lx_h2_body_pump(st);
     return 0;
 }
 
@@ -531,12 +524,12 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST)
             request_ready(st);
         else if (end)
-            body_pump(st); /* trailers: the body's end */
+            lx_h2_body_pump(st); /* trailers: the body's end */
         break;
     case NGHTTP2_DATA:
         if (end) {
             st->in_eof = 1;
-            body_pump(st);
+            lx_h2_body_pump(st);
         }
         break;
     default: break;
@@ -560,7 +553,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     lx_h2_stream_t *st = stream_get(ng, id);
     if (st == NULL) return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
-    stream_enter(st);
+    lx_h2_stream_enter(st);
     st->closed = 1;
     unlink_stream(st);
     if (st->state == LX_H2S_RUNNING) {
@@ -571,7 +564,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         if (--st->h->nstreams == 0 && st->h->c) lx_h2_set_idle(st->h);
     }
     st->free_pending = 1;
-    stream_leave(st);
+    lx_h2_stream_leave(st);
     return 0;
 }
 
@@ -584,462 +577,3 @@ void lx_h2_callbacks(nghttp2_session_callbacks *cb) {
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
 }
-
-/* ---- the response --------------------------------------------------------- */
-
-/* Reads what the page cache has of a file, never waiting on the disk:
- * bytes read, -EAGAIN when they are not cached, or another -errno. */
-static ssize_t read_cached(lx_file_t *f, char *buf, size_t n, uint64_t off) {
-    struct iovec v = {buf, n};
-    ssize_t r;
-    if (f->probe == LX_PROBE_NONE) return -EAGAIN;
-    if (f->probe == LX_PROBE_RAM)
-        r = pread(f->fd, buf, n, (off_t)off);
-    else
-        r = preadv2(f->fd, &v, 1, (off_t)off, RWF_NOWAIT);
-    if (r < 0) return errno == EOPNOTSUPP ? -EAGAIN : -errno;
-    return r;
-}
-
-static void read_work(uv_work_t *wk) {
-    lx_h2_stream_t *st = container_of(wk, lx_h2_stream_t, work);
-    lx_h2_piece_t *p = st->head;
-    size_t n = p->len < LX_OUT_BUF ? (size_t)p->len : LX_OUT_BUF;
-    ssize_t r = pread(p->file->fd, st->work_buf, n, (off_t)p->off);
-    st->work_got = r < 0 ? -errno : r;
-}
-
-static void read_done(uv_work_t *wk, int status) {
-    lx_h2_stream_t *st = container_of(wk, lx_h2_stream_t, work);
-    lx_worker_t *w = st->req.w;
-    LX_ST_DEC(&w->stats->io_jobs);
-    st->file_io = 0;
-    char *buf = st->work_buf;
-    st->work_buf = NULL;
-    lx_h2_t *h = st->h;
-    if (h->c == NULL || st->closed || status < 0 || st->work_got <= 0) {
-        lx_pool_put(&w->obufs, buf, LX_OUT_BUF);
-        if (h->c && !st->closed) {
-            nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-            lx_h2_flush(h);
-        }
-        stream_maybe_free(st);
-        return;
-    }
-    /* The bytes read go first, as a buffer piece; the file piece goes on
-     * after them. */
-    lx_h2_piece_t *f = st->head, *p = st->spare;
-    if (p)
-        st->spare = p->next;
-    else
-        p = lx_arena_alloc(&st->arena, sizeof(*p));
-    if (p == NULL) {
-        lx_pool_put(&w->obufs, buf, LX_OUT_BUF);
-        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        lx_h2_flush(h);
-        return;
-    }
-    *p = (lx_h2_piece_t){.kind = LX_H2P_BUF, .buf = buf, .ptr = buf, .len = (uint64_t)st->work_got};
-    f->off += (uint64_t)st->work_got;
-    f->len -= (uint64_t)st->work_got;
-    if (f->len == 0) {
-        p->next = f->next;
-        if (st->tail == f) st->tail = p;
-        piece_release(st, f);
-    } else {
-        p->next = f;
-    }
-    st->head = p;
-    st->deferred = 0;
-    nghttp2_session_resume_data(h->ng, st->id);
-    lx_h2_flush(h);
-}
-
-static int read_start(lx_h2_stream_t *st) {
-    lx_worker_t *w = st->req.w;
-    st->work_buf = lx_pool_get(&w->obufs);
-    if (st->work_buf == NULL) return -ENOMEM;
-    if (uv_queue_work(&w->loop, &st->work, read_work, read_done) < 0) {
-        lx_pool_put(&w->obufs, st->work_buf, LX_OUT_BUF);
-        st->work_buf = NULL;
-        return -ENOMEM;
-    }
-    st->file_io = 1;
-    LX_ST_INC(&w->stats->io_jobs);
-    LX_ST_INC(&w->stats->io_jobs_total);
-    return 0;
-}
-
-/* nghttp2 asks for a DATA frame's bytes: copied from the pieces queued, a
- * file's read from the page cache, or the thread pool when it is not
- * there (the frame waits). */
-static ssize_t data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
-                         uint32_t *flags, nghttp2_data_source *src, void *ud) {
-    (void)ng, (void)id, (void)ud;
-    lx_h2_stream_t *st = src->ptr;
-    size_t got = 0;
-    while (got < length && st->head) {
-        lx_h2_piece_t *p = st->head;
-        size_t n = length - got < p->len ? length - got : (size_t)p->len;
-        if (p->kind == LX_H2P_FILE) {
-            ssize_t r = read_cached(p->file, (char *)buf + got, n, p->off);
-            if (r == -EAGAIN) {
-                if (got) break;
-                if (st->file_io) return NGHTTP2_ERR_DEFERRED;
-                if (read_start(st) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-                st->deferred = 1;
-                return NGHTTP2_ERR_DEFERRED;
-            }
-            /* Shorter than it was (truncated under us): the length said
-             * cannot be kept, and the stream is reset. */
-            if (r <= 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-            n = (size_t)r;
-        } else {
-            memcpy(buf + got, p->ptr, n);
-            p->ptr += n;
-        }
-        p->off += n;
-        p->len -= n;
-        got += n;
-        st->queued -= n;
-        if (p->len == 0) {
-            st->head = p->next;
-            if (st->head == NULL) st->tail = NULL;
-            piece_release(st, p);
-        }
-    }
-    if (st->head == NULL && st->eof) {
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    } else if (got == 0) {
-        st->deferred = 1;
-        return NGHTTP2_ERR_DEFERRED;
-    }
-    return (ssize_t)got;
-}
-
-static lx_h2_piece_t *piece_add(lx_h2_stream_t *st, lx_h2_piece_kind_t kind) {
-    lx_h2_piece_t *p = st->spare;
-    if (p)
-        st->spare = p->next;
-    else if ((p = lx_arena_alloc(&st->arena, sizeof(*p))) == NULL)
-        return NULL;
-    *p = (lx_h2_piece_t){.kind = (uint8_t)kind};
-    if (st->tail)
-        st->tail->next = p;
-    else
-        st->head = p;
-    st->tail = p;
-    return p;
-}
-
-/* Copies bytes to the end of the queue: into the room left in the last
- * pooled buffer, then into new ones. */
-static int queue_copy(lx_h2_stream_t *st, const char *s, size_t len) {
-    st->queued += len;
-    while (len) {
-        lx_h2_piece_t *t = st->tail;
-        size_t room =
-            t && t->kind == LX_H2P_BUF ? (size_t)(t->buf + LX_OUT_BUF - (t->ptr + t->len)) : 0;
-        if (room == 0) {
-            char *b = lx_pool_get(&st->req.w->obufs);
-            if (b == NULL) return -ENOMEM;
-            if ((t = piece_add(st, LX_H2P_BUF)) == NULL) {
-                lx_pool_put(&st->req.w->obufs, b, LX_OUT_BUF);
-                return -ENOMEM;
-            }
-            t->buf = t->ptr = b;
-            room = LX_OUT_BUF;
-        }
-        size_t n = len < room ? len : room;
-        memcpy(t->ptr + t->len, s, n);
-        t->len += n;
-        s += n;
-        len -= n;
-    }
-    return 0;
-}
-
-/* More of the response can go: nghttp2 asks the data source again. */
-static void data_more(lx_h2_stream_t *st) {
-    if (st->deferred && st->h->c && !st->closed && !st->file_io) {
-        st->deferred = 0;
-        nghttp2_session_resume_data(st->h->ng, st->id);
-    }
-}
-
-/* The stream cannot go on (out of memory): it is reset. */
-static void stream_fail(lx_h2_stream_t *st) {
-    if (st->h->c && !st->closed) {
-        nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        lx_h2_flush(st->h);
-    }
-}
-
-/* Connection-specific fields (RFC 9113 8.2.2) never go out in HTTP/2; a
- * backend's response may carry them. */
-static int hop_field(const char *n, size_t len) {
-    switch (len) {
-    case 7: return strncasecmp(n, "upgrade", 7) == 0;
-    case 10: return strncasecmp(n, "connection", 10) == 0 || strncasecmp(n, "keep-alive", 10) == 0;
-    case 16: return strncasecmp(n, "proxy-connection", 16) == 0;
-    case 17: return strncasecmp(n, "transfer-encoding", 17) == 0;
-    default: return 0;
-    }
-}
-
-/* "Name: value\r\n" lines as header fields, the names lower case. */
-static size_t put_lines(lx_req_t *r, nghttp2_nv *nv, size_t k, size_t max, const char *p,
-                        size_t len) {
-    const char *end = p + len;
-    while (p < end && k < max) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        const char *next = eol ? eol + 1 : end;
-        const char *colon = memchr(p, ':', (size_t)(next - p));
-        if (colon && colon > p) {
-            size_t nlen = (size_t)(colon - p);
-            const char *v = colon + 1, *ve = eol ? eol : end;
-            while (v < ve && (*v == ' ' || *v == '\t'))
-                v++;
-            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
-                ve--;
-            char *name = lx_arena_alloc(r->arena, nlen);
-            if (name && !hop_field(p, nlen)) {
-                for (size_t i = 0; i < nlen; i++)
-                    name[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] | 0x20 : p[i]);
-                nv[k++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)v, nlen, (size_t)(ve - v),
-                                       NGHTTP2_NV_FLAG_NONE};
-                r->head_bytes += nlen + (size_t)(ve - v) + 2;
-            }
-        }
-        p = next;
-    }
-    return k;
-}
-
-static size_t count_lines(const char *p, size_t len) {
-    size_t n = 0;
-    for (const char *e = p + len; p < e && (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
-        n++;
-    return n + 1;
-}
-
-/* The response's header fields: :status, server, date, content-length,
- * then its lines. NULL when out of memory. */
-static nghttp2_nv *head_fields(lx_req_t *r, int status, int with_length, size_t *n) {
-    lx_resp_t *rs = &r->resp;
-    size_t max = 4 + count_lines(rs->block, rs->block_len) + count_lines(rs->lines, rs->len) +
-                 count_lines(r->extra, r->extra_len);
-    nghttp2_nv *nv = lx_arena_alloc(r->arena, max * sizeof(*nv));
-    char *st = lx_arena_alloc(r->arena, 4 + 20);
-    if (nv == NULL || st == NULL) return NULL;
-    snprintf(st, 4, "%03d", status);
-    size_t k = 0;
-    nv[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    if (status >= 200) {
-        lx_worker_update_time(r->w);
-        nv[k++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)LX_SERVER, 6, sizeof(LX_SERVER) - 1,
-                               NGHTTP2_NV_FLAG_NONE};
-        nv[k++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)r->w->date, 4, strlen(r->w->date),
-                               NGHTTP2_NV_FLAG_NONE};
-    }
-    if (with_length) {
-        char *num = st + 4;
-        int len = snprintf(num, 20, "%lld", (long long)rs->length);
-        nv[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)num, 14, (size_t)len,
-                               NGHTTP2_NV_FLAG_NONE};
-    }
-    if (rs->block_len) k = put_lines(r, nv, k, max, rs->block, rs->block_len);
-    if (rs->len) k = put_lines(r, nv, k, max, rs->lines, rs->len);
-    if (r->extra_len) k = put_lines(r, nv, k, max, r->extra, r->extra_len);
-    r->head_bytes += 16;
-    *n = k;
-    return nv;
-}
-
-static void h2_head(lx_req_t *r) {
-    lx_h2_stream_t *st = stream_of(r);
-    lx_resp_t *rs = &r->resp;
-    if (st->h->c == NULL || st->closed) return;
-    int s = rs->status;
-    size_t n;
-    nghttp2_nv *nv = head_fields(r, s, rs->length >= 0 && s >= 200 && s != 204 && s != 304, &n);
-    if (nv == NULL) {
-        stream_fail(st);
-        return;
-    }
-    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = data_read};
-    if (rs->no_body) st->eof = 1;
-    int rc = nghttp2_submit_response(st->h->ng, st->id, nv, n, rs->no_body ? NULL : &prd);
-    if (rc < 0) {
-        stream_fail(st);
-        return;
-    }
-    st->submitted = 1;
-}
-
-static void h2_interim(lx_req_t *r) {
-    lx_h2_stream_t *st = stream_of(r);
-    if (st->h->c == NULL || st->closed || r->resp.status == 101) return;
-    size_t n;
-    nghttp2_nv *nv = head_fields(r, r->resp.status, 0, &n);
-    if (nv && nghttp2_submit_headers(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nv, n, NULL) == 0)
-        lx_h2_flush(st->h);
-}
-
-static void h2_copy(lx_req_t *r, const char *p, size_t len) {
-    lx_h2_stream_t *st = stream_of(r);
-    if (queue_copy(st, p, len) < 0) stream_fail(st);
-}
-
-static void h2_file(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
-    lx_h2_stream_t *st = stream_of(r);
-    lx_h2_piece_t *p = piece_add(st, f->data ? LX_H2P_MEM : LX_H2P_FILE);
-    if (p == NULL) {
-        stream_fail(st);
-        return;
-    }
-    lx_file_ref(f);
-    p->file = f;
-    p->off = off;
-    p->len = len;
-    if (f->data) p->ptr = f->data + off;
-    st->queued += len;
-}
-
-static void h2_output(lx_req_t *r) {
-    lx_h2_stream_t *st = stream_of(r);
-    data_more(st);
-    lx_h2_flush(st->h);
-}
-
-static int h2_send(lx_req_t *r, const char *p, size_t len) {
-    lx_h2_stream_t *st = stream_of(r);
-    stream_pin(st); /* its queue is looked at once the output went */
-    int rc = queue_copy(st, p, len);
-    if (rc < 0)
-        stream_fail(st);
-    else
-        h2_output(r);
-    if (rc == 0 && st->queued > H2_HIGH_WATER) rc = -EAGAIN;
-    stream_unpin(st);
-    return rc;
-}
-
-static void h2_end(lx_req_t *r) {
-    stream_of(r)->eof = 1;
-}
-
-static void h2_done(lx_req_t *r) {
-    lx_h2_stream_t *st = stream_of(r);
-    st->eof = 1;
-    h2_output(r);
-}
-
-static int h2_cont(lx_req_t *r) {
-    lx_h2_stream_t *st = stream_of(r);
-    r->expect = LX_EXPECT_ANSWERED;
-    if (st->h->c == NULL || st->closed) return -ECONNRESET;
-    nghttp2_nv nv = {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE};
-    return nghttp2_submit_headers(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL) < 0
-               ? -ENOMEM
-               : 0;
-}
-
-static void h2_body_resume(lx_req_t *r) {
-    lx_h2_stream_t *st = stream_of(r);
-    lx_h2_t *h = st->h;
-    if (h->c == NULL) return;
-    lx_h2_hold(h);
-    st->in_paused = 0;
-    give_back(st, st->in_unacked);
-    st->in_unacked = 0;
-    h->flush_pending = 1; /* the window update */
-    body_pump(st);
-    lx_h2_unhold(h);
-}
-
-/* HTTP/2 carries no 101 (RFC 9113 8.6): a tunnel cannot start; the stream
- * is reset, and its producer and reader are told as when a client goes. */
-static void h2_tunnel(lx_req_t *r, const lx_producer_t *p, lx_body_cb cb) {
-    lx_h2_stream_t *st = stream_of(r);
-    r->resp.state = LX_RESP_STREAMING;
-    r->resp.producer = p;
-    r->body_cb = cb;
-    if (st->h->c && !st->closed) {
-        nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        lx_h2_flush(st->h);
-    }
-}
-
-static void h2_tunnel_more(lx_req_t *r) {
-    (void)r;
-}
-
-static void h2_enter(lx_req_t *r, int cork) {
-    (void)cork;
-    stream_enter(stream_of(r));
-}
-
-static void h2_leave(lx_req_t *r, int cork) {
-    (void)cork;
-    stream_leave(stream_of(r));
-}
-
-static void h2_orphaned(lx_req_t *r) {
-    stream_maybe_free(stream_of(r));
-}
-
-/* As HTTP/1 does (serve.c lx_h1_flush): output that went out at once from
- * inside the producer's own send calls proceed again once that returns,
- * rather than from inside it. */
-static void stream_proceed(lx_h2_stream_t *st) {
-    lx_req_t *r = &st->req;
-    if (st->proceeding) {
-        st->proceed_again = 1;
-        return;
-    }
-    stream_pin(st);
-    st->proceeding = 1;
-    do {
-        st->proceed_again = 0;
-        r->resp.producer->proceed(r);
-    } while (st->proceed_again && st->h->c && r->resp.state == LX_RESP_STREAMING &&
-             r->resp.producer && st->queued < H2_HIGH_WATER && !r->aborted);
-    st->proceeding = 0;
-    stream_unpin(st);
-}
-
-void lx_h2_streams_proceed(lx_h2_t *h) {
-    /* A proceed may end its own stream or others: walk from a pinned one. */
-    lx_h2_stream_t *st = h->streams;
-    if (st) stream_pin(st);
-    while (st && h->c) {
-        lx_req_t *r = &st->req;
-        if (st->state == LX_H2S_RUNNING && r->resp.state == LX_RESP_STREAMING && r->resp.producer &&
-            st->queued < H2_HIGH_WATER && !r->aborted)
-            stream_proceed(st);
-        lx_h2_stream_t *next = st->linked ? st->next : NULL;
-        if (next) stream_pin(next);
-        stream_unpin(st);
-        st = next;
-    }
-    if (st) stream_unpin(st);
-}
-
-const lx_proto_t lx_h2_proto = {
-    .enter = h2_enter,
-    .leave = h2_leave,
-    .orphaned = h2_orphaned,
-    .head = h2_head,
-    .interim = h2_interim,
-    .copy = h2_copy,
-    .file = h2_file,
-    .send = h2_send,
-    .end = h2_end,
-    .output = h2_output,
-    .done = h2_done,
-    .cont = h2_cont,
-    .body_resume = h2_body_resume,
-    .tunnel = h2_tunnel,
-    .tunnel_more = h2_tunnel_more,
-};
