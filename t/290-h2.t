@@ -23,19 +23,29 @@ my $nport = Luxd::free_port();
 my $big = join('', map { chr(($_ * 7 + ($_ >> 11)) & 255) } 0 .. 3 * 1024 * 1024 + 99);
 my $MAXH = 4096;
 my $s = Luxd->new(
+    test_handlers => 1,
     server => {
         listen => \qq{{ { "127.0.0.1:\$PORT", http2 = true }, { "127.0.0.1:$tport", tls = true, http2 = true },
                         { "127.0.0.1:$nport", tls = true } }},
         max_header_bytes => $MAXH,
         max_body_bytes   => 4 * 1024 * 1024,
+        keepalive_requests => 100000,
+        real_ip          => \'{ from = "127.0.0.1", header = "X-Real-IP" }',
     },
     config => <<"EOF",
 upstream "be" { "$addr" }
 vhost "a.test" { default = true, root = "\$DIR/www", @{[TLSTest::tls_lua($c->{'a.test'})]},
-  error_pages = { [404] = "/404.html" } }
+  error_pages = { [404] = "/404.html" }, gzip_static = true,
+  location "/status" { status = true }, location "/t/" { test_handler = true },
+  location "/pol/" { policy = function(r)
+      if r.headers["x-key"] ~= "k1" then return 403 end
+      r:set_header("X-Seen", r.remote_addr .. " " .. (r.headers["cookie"] or "-"))
+    end } }
 vhost "be.test" { root = "\$DIR/www", location "/" { proxy = "be" } }
 EOF
-    files => { 'www/index.html' => "hello h2\n", 'www/big.bin' => $big, 'www/404.html' => "no such page\n" },
+    files => { 'www/index.html' => "hello h2\n", 'www/big.bin' => $big, 'www/404.html' => "no such page\n",
+               'www/pol/index.html' => "policy page\n", 'www/gz.txt' => "plain text\n",
+               'www/gz.txt.gz' => "GZIPPED" },
 );
 my $port = $s->port;
 my $url = "http://127.0.0.1:$port";
@@ -82,6 +92,20 @@ is($out, '304', 'If-None-Match: 304');
 ($out) = h2c('-w', ' %{http_code}', "$url/nothere");
 is($out, "no such page\n 404", 'the error page, with 404');
 
+# gzip_static, a policy (headers, the client's address by real_ip, cookie
+# fields joined), the status counters.
+($out) = h2c('-H', 'Accept-Encoding: gzip', '-D', '-', "$url/gz.txt");
+like($out, qr{^content-encoding: gzip\r$}m, 'gzip_static: the .gz sibling') and like($out, qr/GZIPPED$/, '  its bytes');
+($out) = h2c('-w', ' %{http_code}', "$url/pol/");
+like($out, qr/ 403$/, 'a policy refuses a stream without its key');
+($out) = h2c('-D', '-', '-H', 'x-key: k1', '-H', 'X-Real-IP: 192.0.2.9', '-H', 'Cookie: a=1',
+             '-H', 'Cookie: b=2', "$url/pol/");
+like($out, qr{^x-seen: 192\.0\.2\.9 a=1; b=2\r$}m,
+     'and lets one with it through: real_ip applied, the cookie fields joined');
+like($out, qr/policy page$/, '  the page');
+($out) = h2c("$url/status?format=json");
+like($out, qr/"requests"/, 'the status page over h2');
+
 # The proxy: a response down, a 1 MiB POST body up, streamed both ways.
 my $be_url = "http://be.test:$port";
 my @be = ('--resolve', "be.test:$port:127.0.0.1");
@@ -126,7 +150,24 @@ like(probe('get', '/', 'x-pad=' . ('a' x (5 * $MAXH))), qr/^status=reset/,
 like(probe('continuation', 8), qr/^status=200 /, '8 CONTINUATION frames: answered');
 like(probe('continuation', 9), qr/goaway=11$/, '9: GOAWAY ENHANCE_YOUR_CALM (the CONTINUATION flood)');
 like(probe('rapid', 3000), qr/^goaway=2 /, 'Rapid Reset: 3000 HEADERS+RST_STREAM end in GOAWAY');
+# MadeYouReset: streams the client makes luxd reset (a body longer than its
+# content-length) while a handler reads the body count as resets too.
+{
+    local $ENV{H2_PATH} = '/t/body';
+    like(probe('madeyoureset', 500, 'cl'), qr/^goaway=none resets=500 /,
+         'MadeYouReset: 500 resets luxd is made to send are taken (the burst is 1000)');
+    like(probe('madeyoureset', 3000, 'cl'), qr/^goaway=11 /, '3000 end in GOAWAY ENHANCE_YOUR_CALM');
+}
 ok($s->alive, 'luxd is still up');
+
+# keepalive_requests bounds the streams of a connection as it bounds HTTP/1's
+# requests: GOAWAY after the 5th (h2load does not open another connection).
+my $k = Luxd->new(server => { listen => \'{ { "127.0.0.1:$PORT", http2 = true } }', keepalive_requests => 5 },
+                  files => { 'www/index.html' => "k\n" });
+my $kp = $k->port;
+my $kl = `h2load -n 10 -c 1 -m 1 http://127.0.0.1:$kp/ 2>&1`;
+like($kl, qr/requests: 10 total, 5 started, 5 done, 5 succeeded, 5 failed/,
+     'keepalive_requests = 5: the connection takes 5 streams, then GOAWAY');
 ($out) = h2c("$url/");
 is($out, "hello h2\n", 'and serves the next client');
 

@@ -548,6 +548,11 @@ static int h2_prior(lx_conn_t *c, lx_sess_t *s) {
 }
 
 static void got_bytes(lx_conn_t *c, char *base, size_t n) {
+    if (c->state == LX_CONN_LINGER && sess(c) == NULL) {
+        /* An HTTP/2 connection's lingering close: dropped. */
+        lx_pool_put(&worker_of(c)->rbufs, base, worker_of(c)->rbufs.size);
+        return;
+    }
     if (c->h2) {
         lx_h2_recv(c, base, n);
         lx_pool_put(&worker_of(c)->rbufs, base, worker_of(c)->rbufs.size);
@@ -602,7 +607,9 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     if (c->state == LX_CONN_IDLE || c->state == LX_CONN_HEAD) {
         /* Pipelined requests still buffered are answered; a request cut
          * short will never be whole, nor a PROXY header. */
-        if (s && s->rpos < s->rlen && c->state == LX_CONN_IDLE && !c->proxy_wait) return;
+        if (s && s->rpos < s->rlen && c->state == LX_CONN_IDLE && !c->proxy_wait &&
+            !(c->h2_ok && c->nreq == 0)) /* a part of a preface or first line: never whole */
+            return;
         lx_conn_close(c);
         return;
     }

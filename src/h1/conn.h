@@ -124,6 +124,11 @@ void lx_conn_set_state(lx_conn_t *c, lx_conn_state_t st);
 void lx_conn_set_deadline(lx_conn_t *c, lx_dl_kind_t kind, uint32_t ms);
 /* Closes now (drops queued output). */
 void lx_conn_close(lx_conn_t *c);
+/* Half-closes (after what is queued), then reads and drops what the client
+ * still sends until it closes or LINGER_MS pass, so that our close does not
+ * reset the connection and destroy what we sent last (nginx's lingering
+ * close). */
+void lx_conn_linger(lx_conn_t *c);
 /* Stops keep-alive: idle connections close, busy ones after their response. */
 void lx_conn_drain(lx_conn_t *c);
 /* Calls fn for every open connection of w (stop, drain, reload expiry). */

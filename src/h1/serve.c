@@ -482,7 +482,7 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
     if (status < 0 && c->state != LX_CONN_CLOSED) lx_conn_close(c);
 }
 
-static void linger(lx_conn_t *c) {
+void lx_conn_linger(lx_conn_t *c) {
     uv_shutdown_t *req = malloc(sizeof(*req));
     if (req == NULL || c->eof) {
         free(req);
@@ -525,7 +525,7 @@ void lx_h1_request_end(lx_sess_t *s) {
          * socket's would from the kernel: linger's shutdown waits for
          * them. */
         if ((unread || lx_tp_queued(&c->link.tp)) && !c->eof)
-            linger(c);
+            lx_conn_linger(c);
         else
             lx_conn_close(c);
         return;

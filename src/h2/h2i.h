@@ -11,6 +11,9 @@
 
 typedef struct lx_h2_stream_s lx_h2_stream_t;
 
+/* Client stream ids remembered as opened or not (h2.c on_begin_frame). */
+#define H2_OPENED_SPAN 4096
+
 /* A piece of a stream's response body, waiting for DATA frames. */
 typedef enum {
     LX_H2P_MEM,  /**< bytes at ptr, kept alive by file (a cached file's) or static */
@@ -45,6 +48,7 @@ struct lx_h2_stream_s {
     lx_h2_piece_t *head, *tail;    /**< response body pieces not yet sent */
     lx_h2_piece_t *spare;          /**< pieces given back, for reuse */
     uint64_t queued;               /**< bytes in them */
+    uint64_t blocked_since;        /**< loop ms its response began to wait for a window, or 0 */
     char *in;                      /**< request body bytes received, not yet taken (malloc) */
     size_t in_pos, in_len, in_cap; /**< taken, received, allocated */
     size_t in_unacked;             /**< bytes taken that the client's window has not had back */
@@ -73,20 +77,26 @@ struct lx_h2_stream_s {
 };
 
 struct lx_h2_s {
-    lx_conn_t *c;               /**< the connection, NULL once it is gone */
-    lx_worker_t *w;             /**< its loop */
-    nghttp2_session *ng;        /**< the protocol state */
-    lx_h2_stream_t *streams;    /**< streams with a request, newest first */
-    unsigned nstreams;          /**< streams whose request runs */
-    unsigned alive;             /**< streams not freed yet: each keeps this state */
-    char *obuf;                 /**< frames made, not yet written */
-    size_t olen, ocap;          /**< bytes in it, its size */
-    char *wbuf;                 /**< the buffer the write in flight sends */
-    size_t wcap;                /**< its size */
-    uv_write_t wreq;            /**< the write in flight */
-    int32_t opened[64];         /**< the ids of the last streams the client opened (a ring) */
-    unsigned nopened;           /**< streams it opened */
+    lx_conn_t *c;            /**< the connection, NULL once it is gone */
+    lx_worker_t *w;          /**< its loop */
+    nghttp2_session *ng;     /**< the protocol state */
+    lx_h2_stream_t *streams; /**< streams with a request, newest first */
+    unsigned nstreams;       /**< streams whose request runs */
+    unsigned alive;          /**< streams not freed yet: each keeps this state */
+    char *obuf;              /**< frames made, not yet written */
+    size_t olen, ocap;       /**< bytes in it, its size */
+    char *wbuf;              /**< the buffer the write in flight sends */
+    size_t wcap;             /**< its size */
+    uv_write_t wreq;         /**< the write in flight */
+    /* Which client stream ids were opened, of the last H2_OPENED_SPAN
+     * (a bit each, from open_base), and the highest one. */
+    uint8_t opened[H2_OPENED_SPAN / 8];
+    uint32_t open_base;         /**< the stream index (id / 2) of opened's first bit */
+    int32_t open_last;          /**< the highest stream id opened, or 0 */
     uint64_t notice_due;        /**< loop ms the drain's second GOAWAY is due (notice) */
+    uint64_t resets_at;         /**< loop ms resets_left was last refilled */
+    uint32_t resets_left;       /**< streams that may yet end in a reset (H2_RESET_*) */
+    unsigned pins;              /**< calls on the stack that look at it after a close */
     unsigned depth;             /**< calls on the stack: output waits for the last to return,
                                    and the state is not freed */
     unsigned writing : 1;       /**< a uv_write is in flight */
@@ -109,6 +119,9 @@ static inline void lx_h2_hold(lx_h2_t *h) {
 }
 void lx_h2_unhold(lx_h2_t *h);
 void lx_h2_set_idle(lx_h2_t *h);
+/* A stream ended in a reset before its answer went: 0, or -1 when the
+ * client has had too many (the connection ends). */
+int lx_h2_count_reset(lx_h2_t *h);
 
 /* Response bytes queued in a stream above this make lx_stream_send ask the
  * producer to wait (the stream's window is 64 KiB until the client says

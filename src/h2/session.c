@@ -46,7 +46,7 @@ int lx_h2_preface(const char *p, size_t n) {
 }
 
 void lx_h2_maybe_free(lx_h2_t *h) {
-    if (h->c || h->writing || h->depth || h->alive) return;
+    if (h->c || h->writing || h->depth || h->alive || h->pins) return;
     nghttp2_session_del(h->ng);
     free(h->obuf);
     free(h->wbuf);
@@ -63,8 +63,44 @@ void lx_h2_unhold(lx_h2_t *h) {
     }
 }
 
+/* nghttp2 bounds the RST_STREAM frames a client sends (Rapid Reset), not
+ * the resets a client makes the server send (a body longer than its
+ * content-length, a malformed trailer: MadeYouReset, CVE-2025-8671), after
+ * which a backend may still work on a request the stream limit no longer
+ * counts. Those count here, in a bucket like nghttp2's: past it, GOAWAY
+ * ENHANCE_YOUR_CALM. */
+int lx_h2_count_reset(lx_h2_t *h) {
+    uint64_t now = uv_now(&h->w->loop);
+    uint64_t add = (now - h->resets_at) * H2_RESET_RATE / 1000;
+    if (add) {
+        h->resets_left = (uint32_t)(h->resets_left + add > H2_RESET_BURST ? H2_RESET_BURST
+                                                                          : h->resets_left + add);
+        h->resets_at = now;
+    }
+    if (h->resets_left) {
+        h->resets_left--;
+        return 0;
+    }
+    if (!h->fatal) {
+        h->fatal = 1;
+        h->goaway = 1;
+        nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+    }
+    return -1;
+}
+
 void lx_h2_close(lx_h2_t *h) {
     if (h->c) lx_conn_close(h->c);
+}
+
+/* The end after a GOAWAY: the client must be able to read it, so the
+ * connection lingers rather than close with its bytes unread (which would
+ * reset it and lose the GOAWAY in the client's buffer). */
+static void h2_finish(lx_h2_t *h) {
+    lx_conn_t *c = h->c;
+    if (c == NULL) return;
+    lx_h2_detach(c);
+    lx_conn_linger(c);
 }
 
 /* With no stream running, the connection waits for the next request for
@@ -80,7 +116,7 @@ void lx_h2_set_idle(lx_h2_t *h) {
 
 static int gather(lx_h2_t *h, const uint8_t *d, size_t n) {
     if (h->olen + n > h->ocap) {
-        size_t cap = h->ocap ? h->ocap : H2_GATHER + 16384;
+        size_t cap = h->ocap ? h->ocap : 16384;
         while (cap < h->olen + n)
             cap *= 2;
         char *b = realloc(h->obuf, cap);
@@ -142,16 +178,71 @@ static int write_out(lx_h2_t *h, size_t *burst) {
 
 static void goaway_final(lx_h2_t *h);
 
-/* Whether a response waits for the client's window (its stream's, or the
- * connection's): bytes queued that nghttp2 may not send. */
-static int blocked(lx_h2_t *h) {
+/* Whether a stream's response waits for the client's window (its own, or
+ * the connection's): bytes queued that nghttp2 may not send. */
+static int stream_blocked(lx_h2_t *h, const lx_h2_stream_t *st, int conn_shut) {
+    if (!st->submitted || st->sent || st->closed || (st->head == NULL && !st->eof)) return 0;
+    return conn_shut || nghttp2_session_get_stream_remote_window_size(h->ng, st->id) <= 0;
+}
+
+/* send_timeout per stream: a stream whose response has waited that long
+ * for the client's window is reset (and its backend let go), whatever the
+ * connection's other streams do; the connection's deadline is the oldest
+ * such wait's end. Returns that end (loop ms), or 0 for none. */
+static uint64_t blocked_streams(lx_h2_t *h, uint64_t now, int reset) {
     int conn_shut = nghttp2_session_get_remote_window_size(h->ng) <= 0;
-    for (const lx_h2_stream_t *st = h->streams; st; st = st->next) {
-        if (!st->submitted || st->sent || (st->head == NULL && !st->eof)) continue;
-        if (conn_shut || nghttp2_session_get_stream_remote_window_size(h->ng, st->id) <= 0)
-            return 1;
+    uint32_t limit = h->w->gen->srv.send_timeout;
+    uint64_t first = 0;
+    for (lx_h2_stream_t *st = h->streams; st; st = st->next) {
+        if (!stream_blocked(h, st, conn_shut)) {
+            st->blocked_since = 0;
+            continue;
+        }
+        if (st->blocked_since == 0) st->blocked_since = now;
+        if (reset && limit && now - st->blocked_since >= limit) {
+            nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+            st->blocked_since = 0;
+            continue;
+        }
+        uint64_t end = st->blocked_since + limit;
+        if (first == 0 || end < first) first = end;
     }
-    return 0;
+    return limit ? first : 0;
+}
+
+/* The deadline that applies once the output is out. */
+static void arm(lx_h2_t *h) {
+    lx_conn_t *c = h->c;
+    uint64_t now = uv_now(&h->w->loop);
+    uint64_t due;
+    if (h->notice && !h->goaway) {
+        /* Draining: the second GOAWAY is due at notice_due. */
+        if (now >= h->notice_due)
+            goaway_final(h);
+        else
+            lx_conn_set_deadline(c, LX_DL_LINGER, (uint32_t)(h->notice_due - now));
+    } else if (h->nstreams == 0) {
+        lx_conn_set_deadline(c, LX_DL_IDLE, h->w->gen->srv.keepalive_timeout);
+        /* An idle connection keeps no output buffer (64 KiB and more). */
+        free(h->obuf);
+        free(h->wbuf);
+        h->obuf = h->wbuf = NULL;
+        h->ocap = h->wcap = 0;
+    } else if ((due = blocked_streams(h, now, 0)) != 0) {
+        lx_conn_set_deadline(c, LX_DL_SEND, due > now ? (uint32_t)(due - now) : 1);
+    } else if (c->dl_kind == LX_DL_SEND || c->dl_kind == LX_DL_IDLE) {
+        lx_conn_set_deadline(c, LX_DL_NONE, 0);
+    }
+}
+
+/* Pins h across a call that may close the connection (and free h when
+ * nothing else holds it): the caller looks at h->c after it. */
+static void pin(lx_h2_t *h) {
+    h->pins++;
+}
+
+static void unpin(lx_h2_t *h) {
+    if (--h->pins == 0 && h->c == NULL) lx_h2_maybe_free(h);
 }
 
 void lx_h2_flush(lx_h2_t *h) {
@@ -164,6 +255,7 @@ void lx_h2_flush(lx_h2_t *h) {
         h->flush_again = 1;
         return;
     }
+    pin(h);
     h->flushing = 1;
     h->flush_pending = 0;
     size_t burst = 0;
@@ -173,59 +265,29 @@ void lx_h2_flush(lx_h2_t *h) {
             while (h->olen < H2_GATHER) {
                 const uint8_t *d;
                 ssize_t n = nghttp2_session_mem_send(h->ng, &d);
-                if (n < 0) {
-                    lx_log_debug("h2: %s; connection closed", nghttp2_strerror((int)n));
-                    h->flushing = 0;
+                if (n < 0) lx_log_debug("h2: %s; connection closed", nghttp2_strerror((int)n));
+                if (n < 0 || (n > 0 && gather(h, d, (size_t)n) < 0)) {
                     lx_h2_close(h);
-                    return;
+                    break;
                 }
                 if (n == 0) break;
-                if (gather(h, d, (size_t)n) < 0) {
-                    h->flushing = 0;
-                    lx_h2_close(h);
-                    return;
-                }
             }
-            if (h->olen == 0) break;
-            if (write_out(h, &burst) < 0) {
-                h->flushing = 0;
-                return;
-            }
+            if (h->c == NULL || h->olen == 0 || write_out(h, &burst) < 0) break;
         }
         /* The output went: producers may send more. */
         if (h->c && !h->writing) lx_h2_streams_proceed(h);
     } while (h->flush_again && h->c && !h->writing);
     h->flushing = 0;
-    if (h->c == NULL || h->writing) return;
-    /* Nothing left to say or hear (a GOAWAY went and its streams are
-     * done, or nghttp2 gave up on the peer): the connection ends. */
-    if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng)) {
-        lx_h2_close(h);
-        return;
-    }
-    if (h->fatal || (h->closing && h->nstreams == 0)) {
-        lx_h2_close(h);
-        return;
-    }
-    lx_conn_t *c = h->c;
-    uint64_t now = uv_now(&h->w->loop);
-    if (h->notice && !h->goaway) {
-        /* Draining: the second GOAWAY is due at notice_due. */
-        if (now >= h->notice_due)
-            goaway_final(h);
+    if (h->c && !h->writing) {
+        /* Nothing left to say or hear (a GOAWAY went and its streams are
+         * done, or nghttp2 gave up on the peer): the connection ends. */
+        if ((!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng)) || h->fatal ||
+            (h->closing && h->nstreams == 0))
+            h2_finish(h);
         else
-            lx_conn_set_deadline(c, LX_DL_LINGER, (uint32_t)(h->notice_due - now));
-    } else if (h->nstreams == 0) {
-        lx_conn_set_deadline(c, LX_DL_IDLE, h->w->gen->srv.keepalive_timeout);
-    } else if (blocked(h)) {
-        /* A client that opens no window holds what its streams queued:
-         * send_timeout bounds the time without progress, as HTTP/1's
-         * bounds the time between two writes. */
-        if (burst || c->dl_kind != LX_DL_SEND)
-            lx_conn_set_deadline(c, LX_DL_SEND, h->w->gen->srv.send_timeout);
-    } else if (c->dl_kind == LX_DL_SEND) {
-        lx_conn_set_deadline(c, LX_DL_NONE, 0);
+            arm(h);
     }
+    unpin(h);
 }
 
 int lx_h2_start(lx_conn_t *c, const char *p, size_t n) {
@@ -254,6 +316,8 @@ int lx_h2_start(lx_conn_t *c, const char *p, size_t n) {
     }
     h->c = c;
     h->w = w;
+    h->resets_left = H2_RESET_BURST;
+    h->resets_at = uv_now(&w->loop);
     c->h2 = h;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
@@ -329,6 +393,14 @@ void lx_h2_deadline(lx_conn_t *c, lx_dl_kind_t kind) {
      * so, then the close once the streams taken are answered. */
     if ((kind == LX_DL_IDLE || kind == LX_DL_LINGER) && !h->goaway) {
         goaway_final(h);
+        return;
+    }
+    if (kind == LX_DL_SEND && !h->writing) {
+        /* Streams that waited send_timeout for a window are reset. */
+        pin(h);
+        blocked_streams(h, uv_now(&h->w->loop), 1);
+        lx_h2_flush(h);
+        unpin(h);
         return;
     }
     lx_conn_close(c);

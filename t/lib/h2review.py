@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+# The break review's reproductions of HTTP/2 defects (t/293), each printing
+# one line for the test to match. Usage: h2review.py PORT CASE [N]
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, "t/lib")
+from h2raw import *  # noqa: E402,F401,F403
+
+PORT = int(sys.argv[1])
+CASE = sys.argv[2]
+N = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+
+
+def uaf():
+    """A proxied response streams in small pieces; the client resets its TCP
+    connection while they come (luxd once freed its h2 state under the
+    write that failed: a heap use-after-free)."""
+    for i in range(N):
+        try:
+            c = Conn(PORT)
+        except ConnectionRefusedError:
+            print("gone after %d" % i)
+            return
+        c.send(c.req(1, "/slow/2000000/1/2000", authority="be.test"))
+        c.read_frames(2, until=lambda f: f is None or f[0] == DATA)
+        time.sleep((i % 10) / 1000.0)
+        c.s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.s.close()
+    print("survived %d" % N)
+
+
+def window_leak():
+    """N cancelled uploads (HEADERS, 16000 body bytes, RST_STREAM) before
+    the proxy reads them, then ten uploads of 10000 bytes that keep to the
+    connection's window: they must all complete (the cancelled bytes once
+    kept the window shut for good)."""
+    c = Conn(PORT)
+    c.read_frames(0.1)
+    win = 65535
+    for i in range(N):
+        sid = 1 + 2 * i
+        c.send(c.req(sid, "/echo", method="POST", authority="be.test", end_stream=False)
+               + c.data(sid, b"x" * 16000) + c.rst(sid))
+        win -= 16000
+    sid = 1 + 2 * N
+
+    def grab(fr):
+        nonlocal win
+        for f in fr:
+            if f and f[0] == WU and f[2] == 0:
+                win += int.from_bytes(f[3], "big")
+
+    grab(c.read_frames(0.5))
+    done = 0
+    for k in range(10):
+        c.send(c.req(sid, "/echo", method="POST", authority="be.test",
+                     extra=[("content-length", "10000")], end_stream=False))
+        left, t0, answered = 10000, time.time(), False
+        while time.time() - t0 < 5 and not answered:
+            n = min(left, win)
+            if n > 0:
+                c.send(c.data(sid, b"y" * n, end=(n == left)))
+                left -= n
+                win -= n
+            fr = c.read_frames(0.3)
+            grab(fr)
+            for f in fr:
+                if f and f[2] == sid and f[0] == DATA and len(f[3]):
+                    c.send(c.wu(0, len(f[3])) + c.wu(sid, len(f[3])))
+                if f and f[2] == sid and f[1] & 1 and f[0] in (DATA, HEADERS):
+                    answered = True
+        if not answered:
+            break
+        done += 1
+        sid += 2
+    print("uploads=%d" % done)
+
+
+def stream_stall():
+    """50 proxied downloads whose windows never open (initial window 0)
+    while the connection goes on with a small request every 0.5 s: each
+    stalled stream is reset at send_timeout, the connection lives on."""
+    c = Conn(PORT, settings={4: 0})
+    c.read_frames(0.1)
+    c.send(b"".join(c.req(1 + 2 * i, "/ok/500000", authority="be.test") for i in range(50)))
+    c.read_frames(0.5)
+    sid, t0, rst, ended = 101, time.time(), 0, False
+    while time.time() - t0 < 12 and rst < 50:
+        c.send(c.req(sid, "/index.html") + c.wu(sid, 100) + c.wu(0, 100))
+        sid += 2
+        for f in c.read_frames(0.5):
+            if f is None or f[0] == GOAWAY:
+                ended = True
+            elif f[0] == RST and f[2] < 101:
+                rst += 1
+        if ended:
+            break
+    print("reset=%d ended=%s after=%.1f" % (rst, "yes" if ended else "no", time.time() - t0))
+
+
+def late_trailers():
+    """luxd answers stream 1 before its body ends and resets it (NO_ERROR);
+    N streams later the client's trailers for it come: ignored, not a
+    connection error (RFC 9113 5.4.2)."""
+    c = Conn(PORT)
+    c.autowu = True
+    c.read_frames(0.05)
+    c.send(c.req(1, "/t/body?early=1", method="POST", end_stream=False) + c.data(1, b"part"))
+    c.read_frames(2.0, until=lambda f: f is None or f[0] == RST)
+    for i in range(N):
+        sid = 3 + 2 * i
+        c.send(c.req(sid, "/index.html"))
+        c.read_frames(2.0, until=lambda f: f is None or (f[2] == sid and f[1] & 1))
+    c.send(c.headers(1, [("x-trailer", "1")], end_stream=True))
+    last = 3 + 2 * N
+    c.send(c.req(last, "/index.html"))
+    fr = c.read_frames(2.0, until=lambda f: f is None or f[0] == GOAWAY or (f[2] == last and f[1] & 1))
+    s = summary([f for f in fr if f is None or f[0] in (GOAWAY, HEADERS)])
+    print("after=%s" % " ".join(s))
+
+
+def myr_window():
+    """MadeYouReset by WINDOW_UPDATE: each stream's window is made to
+    overflow (2^31-1 more), and luxd resets it (FLOW_CONTROL_ERROR) while
+    its response streams; at most 50 at a time."""
+    c = Conn(PORT)
+    c.read_frames(0.3)
+    sid, rst, inflight, goaway = 1, 0, 0, "none"
+    try:
+        for i in range(N):
+            c.send(c.req(sid, "/t/stream?bytes=10000000&piece=16384") + c.wu(sid, 0x7fffffff))
+            sid += 2
+            inflight += 1
+            while inflight >= 50:
+                for f in c.read_frames(2.0, until=lambda f: True):
+                    if f is None:
+                        raise EOFError()
+                    if f[0] == RST:
+                        rst += 1
+                        inflight -= 1
+                    if f[0] == GOAWAY:
+                        goaway = int.from_bytes(f[3][4:8], "big")
+                        raise EOFError()
+    except (EOFError, OSError):
+        pass
+    print("goaway=%s resets=%d" % (goaway, rst))
+
+
+{"uaf": uaf, "window_leak": window_leak, "stream_stall": stream_stall,
+ "late_trailers": late_trailers, "myr_window": myr_window}[CASE]()
