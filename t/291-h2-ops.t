@@ -12,9 +12,12 @@ use Luxd;
 
 my $PY = '/usr/bin/python3';
 my $big = 'x' x (2 * 1024 * 1024);
+# keepalive_requests is raised: h2load opens no new connection after the
+# GOAWAY that ends a connection at its 1000th stream (the default).
 my $s = Luxd->new(
     workers => 2,
     server => { listen => \'{ { "127.0.0.1:$PORT", http2 = true } }', keepalive_timeout => 1,
+                keepalive_requests => 10000000,
                 send_timeout => 2 },
     files => { 'www/index.html' => "hello\n", 'www/big.bin' => $big },
 );
