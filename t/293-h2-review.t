@@ -9,16 +9,28 @@ use warnings;
 use Test::More;
 use lib 't/lib';
 use Luxd;
-use Luxd::Backend;
+use Luxd::Backend qw(raw_backend kill_backend);
 
 my $be = Luxd::Backend->start(name => 'be');
 my $addr = $be->addr;
+# A backend that sends 12,000 103s of 16 KB each (190 MB), then its 200.
+my $hb = raw_backend(sub {
+    my ($c) = @_;
+    my $buf = '';
+    while ($buf !~ /\r\n\r\n/) { sysread($c, $buf, 65536, length $buf) or last }
+    my $hint = "HTTP/1.1 103 Early Hints\r\nLink: <" . ('a' x 16000) . ">\r\n\r\n";
+    for (1 .. 12000) { syswrite($c, $hint) or last }
+    syswrite($c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+    sleep 20;
+});
 my $s = Luxd->new(
     test_handlers => 1,
     server => { listen => \'{ { "127.0.0.1:$PORT", http2 = true } }', send_timeout => 2,
                 keepalive_requests => 100000 },
     config => <<"EOF2",
 upstream "be" { "$addr" }
+upstream "hb" { "$hb->[1]" }
+vhost "hints.test" { root = "\$DIR/www", location "/" { proxy = "hb" } }
 vhost "localhost" { default = true, root = "\$DIR/www", location "/t/" { test_handler = true } }
 vhost "be.test" { root = "\$DIR/www", location "/" { proxy = "be" } }
 EOF2
@@ -37,6 +49,23 @@ ok(defined $after && $after < 10, "  at send_timeout (2 s): $out");
 like(review('late_trailers', 300), qr/^after=H\d+:200\b(?!.*GOAWAY)/,
      'trailers for a stream luxd reset, 300 streams later: ignored, the next stream answered');
 like(review('myr_window', 3000), qr/^goaway=11 /, 'MadeYouReset by WINDOW_UPDATE overflow: GOAWAY ENHANCE_YOUR_CALM');
+# 1xx after 1xx to a client that reads nothing for 1 s (less than
+# send_timeout): as over HTTP/1 (t/99),
+# what cannot go out is dropped rather than queued.
+my $before = Luxd::rss_anon_kb($s->pid);
+my $hp = do { open my $fh, '-|', "timeout 60 /usr/bin/python3 " . "t/lib/h2review.py $port hints 1" or die; $fh };
+my $max = 0;
+for (1 .. 25) {
+    select(undef, undef, undef, 0.1);
+    my $now = Luxd::rss_anon_kb($s->pid) // 0;
+    $max = $now if $now > $max;
+}
+my $hout = do { local $/; <$hp> } // '';
+chomp $hout;
+cmp_ok($max - $before, '<', 48 * 1024, 'a backend\'s 190 MB of 103s to a client that does not read: RSS grew by less than 48 MB ('
+       . int(($max - $before) / 1024) . ' MB)');
+is($hout, 'final=200 hints=some', '  the client gets some hints, then the final response');
+kill_backend($hb);
 ok($s->alive, 'luxd is up at the end');
 
 done_testing;

@@ -305,13 +305,23 @@ static void h2_head(lx_req_t *r) {
     st->submitted = 1;
 }
 
+/* Interim responses queued in nghttp2 (HEADERS are not flow-controlled)
+ * past which more are dropped. */
+#define H2_INTERIM_QUEUE 8
+
 static void h2_interim(lx_req_t *r) {
     lx_h2_stream_t *st = lx_h2_stream_of(r);
-    if (st->h->c == NULL || st->closed || r->resp.status == 101) return;
+    lx_h2_t *h = st->h;
+    if (h->c == NULL || st->closed || r->resp.status == 101) return;
+    /* A client that does not read while a backend sends 1xx after 1xx
+     * would have them all queued, with nothing to stop the backend: while
+     * the output is backed up they are dropped, as over HTTP/1 (h1/emit.c).
+     * They are advice, and the final response still comes. */
+    if (h->writing || nghttp2_session_get_outbound_queue_size(h->ng) > H2_INTERIM_QUEUE) return;
     size_t n;
     nghttp2_nv *nv = head_fields(r, r->resp.status, 0, &n);
-    if (nv && nghttp2_submit_headers(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nv, n, NULL) == 0)
-        lx_h2_flush(st->h);
+    if (nv && nghttp2_submit_headers(h->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nv, n, NULL) == 0)
+        lx_h2_flush(h);
 }
 
 static void h2_copy(lx_req_t *r, const char *p, size_t len) {

@@ -149,5 +149,25 @@ def myr_window():
     print("goaway=%s resets=%d" % (goaway, rst))
 
 
-{"uaf": uaf, "window_leak": window_leak, "stream_stall": stream_stall,
+def hints():
+    """A backend sends thousands of large 103s to a client that reads
+    nothing (a 4 KiB receive buffer), then its 200: the client, reading
+    after N seconds, gets some hints and the final response whole."""
+    c = Conn(PORT, rcvbuf=4096)
+    c.send(c.req(1, "/hints", authority="hints.test"))
+    time.sleep(N)
+    c.autowu = True
+    st, n103 = None, 0
+    for f in c.read_frames(15.0, until=lambda f: f is None or (f[2] == 1 and f[1] & 1)):
+        if f and f[0] == HEADERS and f[2] == 1:
+            s = dict(f[3]).get(b":status", dict(f[3]).get(":status"))
+            s = s.decode() if isinstance(s, bytes) else s
+            if s == "103":
+                n103 += 1
+            else:
+                st = s
+    print("final=%s hints=%s" % (st, "some" if n103 else "none"))
+
+
+{"uaf": uaf, "hints": hints, "window_leak": window_leak, "stream_stall": stream_stall,
  "late_trailers": late_trailers, "myr_window": myr_window}[CASE]()
