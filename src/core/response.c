@@ -3,11 +3,8 @@
  * response's state, HEAD/1xx/204/304 send no body whatever the handler
  * sends, Expect, Allow, what the log counts), and the calls into the
  * protocol (proto.h) that write and frame it: h1/emit.c for HTTP/1. */
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-
 #include <string.h>
 
 #include "llhttp.h"
