@@ -26,7 +26,7 @@ my $hb = raw_backend(sub {
 my $s = Luxd->new(
     test_handlers => 1,
     server => { listen => \'{ { "127.0.0.1:$PORT", http2 = true } }', send_timeout => 2,
-                keepalive_requests => 100000 },
+                header_timeout => 2, body_timeout => 2, keepalive_requests => 100000 },
     config => <<"EOF2",
 upstream "be" { "$addr" }
 upstream "hb" { "$hb->[1]" }
@@ -66,6 +66,28 @@ cmp_ok($max - $before, '<', 48 * 1024, 'a backend\'s 190 MB of 103s to a client 
        . int(($max - $before) / 1024) . ' MB)');
 is($hout, 'final=200 hints=some', '  the client gets some hints, then the final response');
 kill_backend($hb);
+
+# A second review (helper-46).
+$out = review('slow_head');
+like($out, qr/^answer=rst8 after=(\S+)/, 'a header block that never ends: the stream is reset (CANCEL)');
+($after) = $out =~ /after=(\S+)/;
+ok($after >= 1.5 && $after < 8, "  at header_timeout (2 s): $out");
+$out = review('slow_body');
+like($out, qr/^answer=408 /, 'a body that never comes: 408');
+($after) = $out =~ /after=(\S+)/;
+ok($after >= 1.5 && $after < 8, "  at body_timeout (2 s): $out");
+like(review('cut'), qr/^end=rst /, 'a backend that sends 50 of its 100 bytes: the stream is reset, never ended cleanly');
+is(review('crumbs', 1100), '431=100', '1100 cookie crumbs a request (a few KiB of HPACK): 431, joined in linear memory');
+is(review('crumbs', 99), '200=100', '99 crumbs (the fields allowed, with :path etc.): 200');
+is(review('authority'), '200 200 400', 'Host beside :authority: the same host in another case or with the port is it; another is 400');
+like(review('upload_beside'), qr/^answer=200 after=(0\.\d|1\.\d)/,
+     "one stream's unread upload does not hold back another's (the connection's window is larger)");
 ok($s->alive, 'luxd is up at the end');
+
+my $pp = Luxd->new(server => { listen => \'{ { "127.0.0.1:$PORT", proxy_protocol = true, http2 = true } }',
+                               real_ip => \'{ from = "127.0.0.1" }' },
+                   files => { 'www/index.html' => "pp\n" });
+is(`timeout 30 /usr/bin/python3 t/lib/h2review.py @{[$pp->port]} pp_h2c 2>&1`, "answer=200\n",
+   'h2 by prior knowledge after a PROXY protocol header');
 
 done_testing;

@@ -104,6 +104,7 @@ typedef struct {
     uint8_t state;                 /**< lx_resp_state_t */
     uint8_t chunked;               /**< the body goes out in chunked framing */
     uint8_t no_body;               /**< HEAD, 204, 304, 1xx: headers only, whatever is sent */
+    uint8_t cut;                   /**< done before its body was whole (lx_resp_done) */
 } lx_resp_t;
 
 /* A method's bit (llhttp_method_t m) in a set of methods. */

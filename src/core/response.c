@@ -230,7 +230,15 @@ void lx_resp_done(lx_req_t *r) {
     if (r->aborted) return;
     if (r->resp.state == LX_RESP_NONE) lx_resp_simple(r, 500, NULL); /* a handler's bug */
     if (r->resp.state == LX_RESP_DONE) return;
-    r->resp.state = LX_RESP_DONE;
+    /* Ended before its body was whole (a backend that went away mid-body:
+     * a stream never ended, or fewer bytes than its length): the client
+     * must not take it for whole. HTTP/1 closes without the last chunk;
+     * HTTP/2 resets the stream rather than end it. */
+    lx_resp_t *rs = &r->resp;
+    rs->cut = rs->state == LX_RESP_STREAMING ||
+              (rs->length >= 0 && !rs->no_body && r->body_bytes < (uint64_t)rs->length);
+    if (rs->cut) r->keepalive = 0;
+    rs->state = LX_RESP_DONE;
     r->waiting = 0;
     r->proto->done(r);
 }

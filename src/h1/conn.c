@@ -523,13 +523,16 @@ void lx_h1_read_switch(lx_conn_t *c, int on) {
  * HTTP/2 preface speaks h2 by prior knowledge (RFC 9113 3.3); any other
  * speaks HTTP/1. Returns 1 when the bytes were taken (h2, or a part of the
  * preface that more bytes will decide), 0 for HTTP/1. */
-static int h2_prior(lx_conn_t *c, lx_sess_t *s) {
-    int m = lx_h2_preface(s->rbuf, s->rlen);
+int lx_h1_h2_prior(lx_conn_t *c, lx_sess_t *s) {
+    /* After a PROXY protocol header, the first request begins at rpos. */
+    const char *p = s->rbuf + s->rpos;
+    size_t len = s->rlen - s->rpos;
+    int m = lx_h2_preface(p, len);
     if (m < 0) {
         /* Neither the preface nor an HTTP/1 request line: a client that
          * means h2 gets h2's answer to a bad preface (GOAWAY with
          * PROTOCOL_ERROR, RFC 9113 3.4), not HTTP/1's 400. */
-        m = lx_h1_line_is_http1(s->rbuf, s->rlen, s->rcap);
+        m = lx_h1_line_is_http1(p, len, s->rcap - s->rpos);
         if (m > 0) return 0;
         m = m == 0 ? 0 : 1;
     }
@@ -538,10 +541,10 @@ static int h2_prior(lx_conn_t *c, lx_sess_t *s) {
         return 1;
     }
     char *b = s->rbuf;
-    size_t n = s->rlen, cap = s->rcap;
+    size_t cap = s->rcap;
     s->rbuf = NULL; /* kept until h2 has read it */
     lx_h1_sess_return(c, s);
-    int r = lx_h2_start(c, b, n);
+    int r = lx_h2_start(c, p, len);
     lx_pool_put(&worker_of(c)->rbufs, b, cap); /* h2 has read it */
     if (r == 0 && c->state != LX_CONN_CLOSED) want_read(c, 1);
     return 1;
@@ -573,10 +576,15 @@ static void got_bytes(lx_conn_t *c, char *base, size_t n) {
     s->rlen += n;
     s->out.burst = 0; /* a turn of the loop of its own (out.h LX_OUT_BURST) */
     lx_st_add(&s->w->stats->bytes_in, n);
-    if (c->h2_ok && c->nreq == 0 && !c->link.tp.tls && !c->proxy_wait && s->rpos == 0 &&
-        h2_prior(c, s))
+    if (c->h2_ok && c->nreq == 0 && !c->link.tp.tls && !c->proxy_wait && lx_h1_h2_prior(c, s))
         return;
+    int proxied = c->proxy_wait;
     lx_h1_parse(c);
+    /* A PROXY header was just taken (serve.c stops there on such a
+     * listener): the bytes after it may be h2's preface. */
+    if (proxied && !c->proxy_wait && c->h2_ok && c->nreq == 0 && c->state == LX_CONN_IDLE &&
+        (s = sess(c)) != NULL && s->rpos < s->rlen && !lx_h1_h2_prior(c, s))
+        lx_h1_parse(c);
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {

@@ -241,6 +241,9 @@ static void conn_parse_run(lx_conn_t *c, lx_sess_t *s) {
                     return;
                 }
                 if (pr == 0) break;
+                /* What follows may be h2's preface: conn.c got_bytes
+                 * looks first, outside this run (h2 takes the session). */
+                if (c->h2_ok && c->nreq == 0) break;
                 continue;
             }
             if (rbuf_fit(s, srv->max_header_bytes) < 0) {

@@ -57,6 +57,12 @@ void lx_h1_sess_detach(lx_conn_t *c);
 int lx_h1_body_failed(lx_sess_t *s, int err);
 void lx_h1_keep_first_line(lx_sess_t *s);
 
+/* On a listener with http2 = true, before the first request: whether the
+ * buffered bytes (from rpos) begin HTTP/2 by prior knowledge, which then
+ * takes the connection (1), or a part of its preface that more bytes will
+ * decide (1 too), or HTTP/1 (0). */
+int lx_h1_h2_prior(lx_conn_t *c, lx_sess_t *s);
+
 /* Requests (serve.c): parse what is buffered, write what is queued, end
  * the request whose response is out. */
 void lx_h1_parse(lx_conn_t *c);

@@ -369,6 +369,10 @@ static void h2_end(lx_req_t *r) {
 
 static void h2_done(lx_req_t *r) {
     lx_h2_stream_t *st = lx_h2_stream_of(r);
+    if (r->resp.cut && st->submitted) {
+        stream_fail(st); /* reset, never a clean END_STREAM on a short body */
+        return;
+    }
     st->eof = 1;
     h2_output(r);
 }
@@ -389,6 +393,7 @@ static void h2_body_resume(lx_req_t *r) {
     if (h->c == NULL) return;
     lx_h2_hold(h);
     st->in_paused = 0;
+    st->body_at = uv_now(&r->w->loop); /* the client's turn from now */
     lx_h2_give_back(st, st->in_unacked);
     st->in_unacked = 0;
     h->flush_pending = 1; /* the window update */

@@ -49,6 +49,8 @@ struct lx_h2_stream_s {
     lx_h2_piece_t *spare;          /**< pieces given back, for reuse */
     uint64_t queued;               /**< bytes in them */
     uint64_t blocked_since;        /**< loop ms its response began to wait for a window, or 0 */
+    uint64_t body_at;              /**< loop ms its request last got body bytes (or began to
+                                      wait for them) */
     char *in;                      /**< request body bytes received, not yet taken (malloc) */
     size_t in_pos, in_len, in_cap; /**< taken, received, allocated */
     size_t in_unacked;             /**< bytes taken that the client's window has not had back */
@@ -56,6 +58,7 @@ struct lx_h2_stream_s {
     uv_work_t work;                /**< a file piece read on the thread pool */
     char *work_buf;                /**< its buffer */
     ssize_t work_got;              /**< what it read, or -errno */
+    unsigned cookies;              /**< cookie fields received */
     int err_status;                /**< a status to answer the request with at once, or 0 */
     uint8_t state;                 /**< lx_h2_stream_state_t */
     unsigned depth;                /**< calls on the stack that use it: it is not freed */
@@ -141,6 +144,12 @@ void lx_h2_stream_enter(lx_h2_stream_t *st);
 void lx_h2_stream_leave(lx_h2_stream_t *st);
 void lx_h2_stream_maybe_free(lx_h2_stream_t *st);
 void lx_h2_piece_release(lx_h2_stream_t *st, lx_h2_piece_t *p);
+/* Whether the stream's request waits for body bytes from the client (not
+ * for its own reader, nor for a 100 Continue). */
+int lx_h2_stream_reading(const lx_h2_stream_t *st);
+/* A stream past a timeout (session.c): LX_DL_HEADER, LX_DL_BODY (408 when
+ * no answer began) or LX_DL_SEND; it is reset. */
+void lx_h2_stream_timeout(lx_h2_stream_t *st, lx_dl_kind_t kind);
 /* Hands the body's next piece to its reader, or drops what came. */
 void lx_h2_body_pump(lx_h2_stream_t *st);
 /* The client's window gets n bytes back. */

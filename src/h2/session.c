@@ -21,6 +21,8 @@
 #define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 /* SETTINGS_MAX_CONCURRENT_STREAMS: as nginx and h2o. */
 #define H2_MAX_STREAMS 100
+/* The connection's receive window: room for every stream's 64 KiB. */
+#define H2_CONN_WINDOW (H2_MAX_STREAMS * 65535)
 /* CONTINUATION frames a header block may have: a header section of
  * max_header_bytes fits in a few 16 KiB frames. */
 #define H2_MAX_CONTINUATIONS 8
@@ -185,29 +187,48 @@ static int stream_blocked(lx_h2_t *h, const lx_h2_stream_t *st, int conn_shut) {
     return conn_shut || nghttp2_session_get_stream_remote_window_size(h->ng, st->id) <= 0;
 }
 
-/* send_timeout per stream: a stream whose response has waited that long
- * for the client's window is reset (and its backend let go), whatever the
- * connection's other streams do; the connection's deadline is the oldest
- * such wait's end. Returns that end (loop ms), or 0 for none. */
-static uint64_t blocked_streams(lx_h2_t *h, uint64_t now, int reset) {
+/* The timeouts of each stream, as HTTP/1 has them for its one request:
+ * header_timeout for a head not yet whole, body_timeout between two pieces
+ * of a body the request waits for, send_timeout for a response that waits
+ * for the client's window (whatever the connection's other streams do).
+ * The connection's deadline is the earliest of them. With act, the streams
+ * past theirs are ended (stream.c lx_h2_stream_timeout). Returns the
+ * earliest still to come (loop ms), or 0 for none. */
+static uint64_t stream_deadlines(lx_h2_t *h, uint64_t now, int act) {
     int conn_shut = nghttp2_session_get_remote_window_size(h->ng) <= 0;
-    uint32_t limit = h->w->gen->srv.send_timeout;
+    const lx_server_conf_t *srv = &h->w->gen->srv;
     uint64_t first = 0;
-    for (lx_h2_stream_t *st = h->streams; st; st = st->next) {
-        if (!stream_blocked(h, st, conn_shut)) {
+    lx_h2_stream_t *st = h->streams;
+    if (st) lx_h2_stream_pin(st);
+    while (st && h->c) {
+        uint64_t due = 0;
+        lx_dl_kind_t kind = LX_DL_NONE;
+        if (stream_blocked(h, st, conn_shut)) {
+            if (st->blocked_since == 0) st->blocked_since = now;
+            if (srv->send_timeout) due = st->blocked_since + srv->send_timeout, kind = LX_DL_SEND;
+        } else {
             st->blocked_since = 0;
-            continue;
+            if (st->state == LX_H2S_HEAD && srv->header_timeout) {
+                due = st->req.started + srv->header_timeout;
+                kind = LX_DL_HEADER;
+            } else if (lx_h2_stream_reading(st) && srv->body_timeout) {
+                due = st->body_at + srv->body_timeout;
+                kind = LX_DL_BODY;
+            }
         }
-        if (st->blocked_since == 0) st->blocked_since = now;
-        if (reset && limit && now - st->blocked_since >= limit) {
-            nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+        if (due && act && now >= due) {
             st->blocked_since = 0;
-            continue;
+            lx_h2_stream_timeout(st, kind);
+        } else if (due && (first == 0 || due < first)) {
+            first = due;
         }
-        uint64_t end = st->blocked_since + limit;
-        if (first == 0 || end < first) first = end;
+        lx_h2_stream_t *next = st->linked ? st->next : NULL;
+        if (next) lx_h2_stream_pin(next);
+        lx_h2_stream_unpin(st);
+        st = next;
     }
-    return limit ? first : 0;
+    if (st) lx_h2_stream_unpin(st);
+    return first;
 }
 
 /* The deadline that applies once the output is out. */
@@ -228,7 +249,7 @@ static void arm(lx_h2_t *h) {
         free(h->wbuf);
         h->obuf = h->wbuf = NULL;
         h->ocap = h->wcap = 0;
-    } else if ((due = blocked_streams(h, now, 0)) != 0) {
+    } else if ((due = stream_deadlines(h, now, 0)) != 0) {
         lx_conn_set_deadline(c, LX_DL_SEND, due > now ? (uint32_t)(due - now) : 1);
     } else if (c->dl_kind == LX_DL_SEND || c->dl_kind == LX_DL_IDLE) {
         lx_conn_set_deadline(c, LX_DL_NONE, 0);
@@ -324,6 +345,10 @@ int lx_h2_start(lx_conn_t *c, const char *p, size_t n) {
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)s->max_header_bytes},
     };
     nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+    /* The connection's window larger than a stream's: one stream whose
+     * body nobody reads yet must not hold back every other upload. What
+     * is buffered stays bounded by the streams' windows (64 KiB each). */
+    nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW);
     lx_conn_set_state(c, LX_CONN_IDLE);
     /* Until its first request, as an HTTP/1 connection: header_timeout. */
     lx_conn_set_deadline(c, LX_DL_HEADER, s->header_timeout);
@@ -396,9 +421,9 @@ void lx_h2_deadline(lx_conn_t *c, lx_dl_kind_t kind) {
         return;
     }
     if (kind == LX_DL_SEND && !h->writing) {
-        /* Streams that waited send_timeout for a window are reset. */
+        /* Streams past one of their timeouts are ended. */
         pin(h);
-        blocked_streams(h, uv_now(&h->w->loop), 1);
+        stream_deadlines(h, uv_now(&h->w->loop), 1);
         lx_h2_flush(h);
         unpin(h);
         return;

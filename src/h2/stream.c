@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -261,21 +262,9 @@ static int add_header(lx_h2_stream_t *st, const uint8_t *name, size_t nlen, cons
                       size_t vlen) {
     lx_req_t *r = &st->req;
     int id = lx_known_header((const char *)name, nlen);
-    /* Cookie may come as several fields; HTTP/1 and the core see one
-     * (RFC 9113 8.2.3). */
-    if (nlen == 6 && memcmp(name, "cookie", 6) == 0) {
-        for (unsigned i = 0; i < r->nheaders; i++) {
-            lx_header_t *h = &r->headers[i];
-            if (!lx_str_eq(h->name, "cookie", 6)) continue;
-            char *v = lx_arena_alloc(&st->arena, h->value.len + 2 + vlen);
-            if (v == NULL) return -1;
-            memcpy(v, h->value.p, h->value.len);
-            memcpy(v + h->value.len, "; ", 2);
-            memcpy(v + h->value.len + 2, value, vlen);
-            h->value = (lx_str_t){v, h->value.len + 2 + vlen};
-            return 0;
-        }
-    }
+    /* Cookie may come as several fields, joined once the head is whole
+     * (join_cookies); each counts as a field meanwhile. */
+    if (nlen == 6 && memcmp(name, "cookie", 6) == 0) st->cookies++;
     if (r->nheaders >= LX_MAX_HEADERS) {
         st->err_status = 431;
         return 0;
@@ -386,6 +375,39 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
     return add_header(st, name, nlen, value, vlen) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 }
 
+/* HTTP/1 and the core see one Cookie field (RFC 9113 8.2.3): the crumbs
+ * are joined with "; " into the first, in one piece of the arena (joined
+ * as they came, each crumb would copy all before it: a few KiB of HPACK
+ * made hundreds of MB). Returns 0, or -1 out of memory. */
+static int join_cookies(lx_h2_stream_t *st) {
+    lx_req_t *r = &st->req;
+    size_t len = 0;
+    lx_header_t *first = NULL;
+    for (unsigned i = 0; i < r->nheaders; i++)
+        if (lx_str_eq(r->headers[i].name, "cookie", 6)) {
+            if (first == NULL) first = &r->headers[i];
+            len += r->headers[i].value.len + 2;
+        }
+    char *v = lx_arena_alloc(&st->arena, len);
+    if (v == NULL) return -1;
+    size_t at = 0;
+    unsigned k = 0;
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        lx_header_t *h = &r->headers[i];
+        if (lx_str_eq(h->name, "cookie", 6)) {
+            if (at) memcpy(v + at, "; ", 2), at += 2;
+            memcpy(v + at, h->value.p, h->value.len);
+            at += h->value.len;
+            if (h != first) continue; /* dropped: the first holds them all */
+        }
+        r->headers[k++] = *h;
+    }
+    r->nheaders = k;
+    for (unsigned i = 0; i < k; i++)
+        if (lx_str_eq(r->headers[i].name, "cookie", 6)) r->headers[i].value = (lx_str_t){v, at};
+    return 0;
+}
+
 /* The request's content-length, which nghttp2 has checked is a number
  * (and will check against the DATA that comes). */
 static int content_length(lx_req_t *r, uint64_t *out) {
@@ -403,6 +425,19 @@ static int content_length(lx_req_t *r, uint64_t *out) {
     return 0;
 }
 
+/* Whether a Host field names what :authority does: the host without case,
+ * and the port when both give one (RFC 9113 8.3.1 asks for the same
+ * entity, not the same bytes). */
+static int same_authority(lx_str_t a, lx_str_t b) {
+    const char *ca = memrchr(a.p, ':', a.len), *cb = memrchr(b.p, ':', b.len);
+    if (ca && memchr(ca, ']', (size_t)(a.p + a.len - ca))) ca = NULL; /* an IPv6 literal's */
+    if (cb && memchr(cb, ']', (size_t)(b.p + b.len - cb))) cb = NULL;
+    size_t ha = ca ? (size_t)(ca - a.p) : a.len, hb = cb ? (size_t)(cb - b.p) : b.len;
+    if (ha != hb || strncasecmp(a.p, b.p, ha) != 0) return 0;
+    if (ca && cb) return a.len - ha == b.len - hb && memcmp(ca, cb, a.len - ha) == 0;
+    return 1;
+}
+
 /* The header section is complete: the request is checked as HTTP/1's is,
  * then run. */
 static void request_ready(lx_h2_stream_t *st) {
@@ -411,14 +446,13 @@ static void request_ready(lx_h2_stream_t *st) {
     st->state = LX_H2S_RUNNING;
     r->head_done = 1;
     int status = st->err_status;
+    if (st->cookies > 1 && !status && join_cookies(st) < 0) status = 500;
     /* :authority is the Host (RFC 9113 8.3.1); a Host field beside it must
      * name the same. */
     lx_str_t auth = r->host;
     r->host = (lx_str_t){NULL, 0};
     if (auth.p) {
-        if (r->hosts && (r->known[LX_H_HOST].len != auth.len ||
-                         memcmp(r->known[LX_H_HOST].p, auth.p, auth.len) != 0))
-            status = status ? status : 400;
+        if (r->hosts && !same_authority(r->known[LX_H_HOST], auth)) status = status ? status : 400;
         r->known[LX_H_HOST] = auth;
         r->hosts = 1;
     }
@@ -431,6 +465,7 @@ static void request_ready(lx_h2_stream_t *st) {
     if (has_cl > 0 && cl > s->max_body_bytes && !status) status = 413;
     if (!st->in_eof && !has_cl) r->chunked = 1; /* a body of unknown length comes */
     r->body_state = st->in_eof ? LX_BODY_NONE : LX_BODY_UNREAD;
+    st->body_at = uv_now(&r->w->loop);
     if (st->in_eof) r->chunked = 0, r->content_length = 0;
     if (!status && r->known[LX_H_EXPECT].len && !st->in_eof) {
         if (!lx_str_ieq(r->known[LX_H_EXPECT], "100-continue", 12))
@@ -451,6 +486,36 @@ static void request_ready(lx_h2_stream_t *st) {
 }
 
 /* ---- the request body --------------------------------------------------- */
+
+int lx_h2_stream_reading(const lx_h2_stream_t *st) {
+    const lx_req_t *r = &st->req;
+    return st->state == LX_H2S_RUNNING && !st->in_eof && !st->closed && !st->in_paused &&
+           r->expect != LX_EXPECT_WAITING && r->body_state != LX_BODY_NONE &&
+           r->body_state != LX_BODY_DONE;
+}
+
+void lx_h2_stream_timeout(lx_h2_stream_t *st, lx_dl_kind_t kind) {
+    lx_req_t *r = &st->req;
+    lx_h2_t *h = st->h;
+    if (kind == LX_DL_BODY && r->resp.state == LX_RESP_NONE && !r->aborted) {
+        /* As HTTP/1's (conn.c timed_out_reading): the reader lets go, and
+         * the client hears why; the rest of the body is not wanted. */
+        lx_h2_stream_enter(st);
+        if (r->body_cb) {
+            lx_body_cb cb = r->body_cb;
+            r->body_cb = NULL;
+            cb(r, NULL, 0, -ETIMEDOUT);
+        }
+        r->body_state = LX_BODY_DONE;
+        r->waiting = 0;
+        lx_resp_simple(r, 408, NULL);
+        lx_resp_done(r);
+        lx_h2_stream_leave(st);
+        return;
+    }
+    if (h->c && !st->closed)
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+}
 
 static void body_complete(lx_h2_stream_t *st) {
     lx_req_t *r = &st->req;
@@ -551,6 +616,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     }
     memcpy(st->in + st->in_len, data, len);
     st->in_len += len;
+    st->body_at = uv_now(&r->w->loop);
     lx_h2_body_pump(st);
     return 0;
 }

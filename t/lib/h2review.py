@@ -6,6 +6,8 @@ import struct
 import sys
 import time
 
+import hpack
+
 sys.path.insert(0, "t/lib")
 from h2raw import *  # noqa: E402,F401,F403
 
@@ -169,5 +171,109 @@ def hints():
     print("final=%s hints=%s" % (st, "some" if n103 else "none"))
 
 
-{"uaf": uaf, "hints": hints, "window_leak": window_leak, "stream_stall": stream_stall,
+def first_answer(c, sid, timeout, ack=True):
+    """The first HEADERS :status or RST_STREAM on sid, and when (s)."""
+    t0 = time.time()
+    for f in c.read_frames(timeout, until=lambda f: f is None or (f[2] == sid and f[0] in (HEADERS, RST)),
+                           ack=ack):
+        if f is None:
+            return "closed", time.time() - t0
+        if f[2] == sid and f[0] == RST:
+            return "rst%d" % int.from_bytes(f[3], "big"), time.time() - t0
+        if f[2] == sid and f[0] == HEADERS:
+            return dict(f[3]).get(":status"), time.time() - t0
+    return "none", time.time() - t0
+
+
+def slow_head():
+    """A header block that never ends (no CONTINUATION comes)."""
+    c = Conn(PORT)
+    c.send(c.headers(1, [(":method", "GET"), (":scheme", "http"), (":path", "/"),
+                         (":authority", "localhost")], end_stream=True, end_headers=False))
+    a, t = first_answer(c, 1, 15, ack=False)  # no SETTINGS ACK inside a header block
+    print("answer=%s after=%.1f" % (a, t))
+
+
+def slow_body():
+    """A POST whose announced body never comes."""
+    c = Conn(PORT)
+    c.send(c.req(1, "/t/body", method="POST", extra=[("content-length", "10")], end_stream=False))
+    a, t = first_answer(c, 1, 15)
+    print("answer=%s after=%.1f" % (a, t))
+
+
+def cut():
+    """A backend that says 100 bytes and sends 50: the stream must not end
+    cleanly."""
+    c = Conn(PORT)
+    c.autowu = True
+    c.send(c.req(1, "/lie-short/100", authority="be.test"))
+    end = "none"
+    got = 0
+    for f in c.read_frames(10, until=lambda f: f is None or (f[2] == 1 and (f[0] == RST or f[1] & 1))):
+        if f is None:
+            end = "closed"
+        elif f[2] == 1 and f[0] == DATA:
+            got += len(f[3])
+            if f[1] & 1:
+                end = "end_stream"
+        elif f[2] == 1 and f[0] == RST:
+            end = "rst"
+    print("end=%s data=%d" % (end, got))
+
+
+def crumbs():
+    """N one-byte cookie crumbs per request (a few KiB of HPACK), 100 streams."""
+    c = Conn(PORT)
+    c.autowu = True
+    for i in range(100):
+        c.send(c.req(1 + 2 * i, "/", extra=[("cookie", "a")] * N))
+    st = {}
+    for f in c.read_frames(10, until=lambda f: f is None or (f[0] == HEADERS and f[2] == 199)):
+        if f and f[0] == HEADERS:
+            k = dict(f[3]).get(":status")
+            st[k] = st.get(k, 0) + 1
+    print(" ".join("%s=%d" % kv for kv in sorted(st.items())))
+
+
+def authority():
+    """:authority with a Host field naming the same host in another case,
+    and with the port."""
+    out = []
+    for host in ("LOCALHOST", "localhost:%d" % PORT, "other.test"):
+        c = Conn(PORT)
+        c.send(c.req(1, "/", authority="localhost", extra=[("host", host)]))
+        out.append(first_answer(c, 1, 5)[0])
+    print(" ".join(out))
+
+
+def upload_beside():
+    """Stream 1 sends a whole stream window of body to a handler that reads
+    nothing for 3 s; stream 3's small upload must not wait for it."""
+    c = Conn(PORT)
+    c.send(c.req(1, "/t/async?ms=3000", method="POST", extra=[("content-length", "65535")],
+                 end_stream=False))
+    for i in range(4):
+        c.send(c.data(1, b"a" * 16383))
+    c.send(c.data(1, b"a" * 3))
+    c.read_frames(0.3)
+    c.send(c.req(3, "/t/body", method="POST", extra=[("content-length", "10")], end_stream=False)
+           + c.data(3, b"0123456789", end=True))
+    a, t = first_answer(c, 3, 10)
+    print("answer=%s after=%.1f" % (a, t))
+
+
+def pp_h2c():
+    """A PROXY protocol v1 header, then the h2 preface and a request."""
+    s = socket.create_connection(("127.0.0.1", PORT))
+    s.sendall(b"PROXY TCP4 192.0.2.1 127.0.0.1 1 80\r\n")
+    c = Conn.__new__(Conn)
+    c.s, c.enc, c.dec, c.buf, c.autowu = s, hpack.Encoder(), hpack.Decoder(), b"", False
+    c.send(PREFACE + frame(SETTINGS, 0, 0))
+    c.send(c.req(1, "/"))
+    print("answer=%s" % first_answer(c, 1, 5)[0])
+
+
+{"uaf": uaf, "hints": hints, "slow_head": slow_head, "slow_body": slow_body, "cut": cut,
+ "crumbs": crumbs, "authority": authority, "upload_beside": upload_beside, "pp_h2c": pp_h2c, "window_leak": window_leak, "stream_stall": stream_stall,
  "late_trailers": late_trailers, "myr_window": myr_window}[CASE]()
