@@ -487,6 +487,22 @@ static void request_ready(lx_h2_stream_t *st) {
 
 /* ---- the request body --------------------------------------------------- */
 
+/* The request's body failed (too slow, too long) before an answer began:
+ * its reader lets go, the rest is dropped, and the client hears status. */
+static void body_fail(lx_h2_stream_t *st, int err, int status) {
+    lx_req_t *r = &st->req;
+    lx_h2_stream_enter(st);
+    if (r->body_cb) {
+        lx_body_cb cb = r->body_cb;
+        r->body_cb = NULL;
+        cb(r, NULL, 0, err);
+    }
+    r->body_state = LX_BODY_DISCARD;
+    r->waiting = 0;
+    lx_request_finish(r, status);
+    lx_h2_stream_leave(st);
+}
+
 int lx_h2_stream_reading(const lx_h2_stream_t *st) {
     const lx_req_t *r = &st->req;
     return st->state == LX_H2S_RUNNING && !st->in_eof && !st->closed && !st->in_paused &&
@@ -498,19 +514,7 @@ void lx_h2_stream_timeout(lx_h2_stream_t *st, lx_dl_kind_t kind) {
     lx_req_t *r = &st->req;
     lx_h2_t *h = st->h;
     if (kind == LX_DL_BODY && r->resp.state == LX_RESP_NONE && !r->aborted) {
-        /* As HTTP/1's (conn.c timed_out_reading): the reader lets go, and
-         * the client hears why; the rest of the body is not wanted. */
-        lx_h2_stream_enter(st);
-        if (r->body_cb) {
-            lx_body_cb cb = r->body_cb;
-            r->body_cb = NULL;
-            cb(r, NULL, 0, -ETIMEDOUT);
-        }
-        r->body_state = LX_BODY_DONE;
-        r->waiting = 0;
-        lx_resp_simple(r, 408, NULL);
-        lx_resp_done(r);
-        lx_h2_stream_leave(st);
+        body_fail(st, -ETIMEDOUT, 408); /* as HTTP/1's (conn.c timed_out_reading) */
         return;
     }
     if (h->c && !st->closed)
@@ -587,17 +591,8 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     r->body_read += len;
     if (r->body_read > r->gen->srv.max_body_bytes) {
         consume(ng, id, len);
-        if (r->resp.state == LX_RESP_NONE && r->body_state != LX_BODY_DONE) {
-            lx_h2_stream_enter(st);
-            if (r->body_cb) {
-                lx_body_cb cb = r->body_cb;
-                r->body_cb = NULL;
-                cb(r, NULL, 0, -EMSGSIZE);
-            }
-            r->body_state = LX_BODY_DISCARD;
-            lx_request_finish(r, 413);
-            lx_h2_stream_leave(st);
-        }
+        if (r->resp.state == LX_RESP_NONE && r->body_state != LX_BODY_DONE)
+            body_fail(st, -EMSGSIZE, 413);
         return 0;
     }
     if (r->body_state == LX_BODY_DISCARD || r->body_state == LX_BODY_DONE) {
