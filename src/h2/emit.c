@@ -32,9 +32,45 @@ static ssize_t read_cached(lx_file_t *f, char *buf, size_t n, uint64_t off) {
 static void read_work(uv_work_t *wk) {
     lx_h2_stream_t *st = container_of(wk, lx_h2_stream_t, work);
     lx_h2_piece_t *p = st->head;
-    size_t n = p->len < LX_OUT_BUF ? (size_t)p->len : LX_OUT_BUF;
+    size_t n = p->len < H2_BUF_ROOM ? (size_t)p->len : H2_BUF_ROOM;
     ssize_t r = pread(p->file->fd, st->work_buf, n, (off_t)p->off);
     st->work_got = r < 0 ? -errno : r;
+}
+
+_Thread_local unsigned lx_h2_ahead;
+
+/* Bytes used from the head of the queue. */
+static void consume(lx_h2_stream_t *st, lx_h2_piece_t *p, size_t n) {
+    if (p->kind != LX_H2P_FILE) p->ptr += n;
+    p->off += n;
+    p->len -= n;
+    st->queued -= n;
+    if (p->len == 0) {
+        st->head = p->next;
+        if (st->head == NULL) st->tail = NULL;
+        lx_h2_piece_release(st, p);
+    }
+}
+
+/* Bytes of the file piece at the head, n of them read into a pooled
+ * buffer, go before what is left of it as a buffer piece: 0, or -ENOMEM
+ * (the buffer given back). */
+static int put_read(lx_h2_stream_t *st, char *buf, size_t n) {
+    lx_h2_piece_t *pc = st->spare;
+    if (pc)
+        st->spare = pc->next;
+    else if ((pc = lx_arena_alloc(&st->arena, sizeof(*pc))) == NULL) {
+        lx_pool_put(&st->req.w->obufs, buf, LX_OUT_BUF);
+        return -ENOMEM;
+    }
+    *pc = (lx_h2_piece_t){.kind = LX_H2P_BUF, .buf = buf, .ptr = buf, .len = n, .ahead = 1};
+    lx_h2_ahead++;
+    st->queued += n;
+    consume(st, st->head, n); /* the file piece: released when all of it was read */
+    pc->next = st->head;
+    st->head = pc;
+    if (st->tail == NULL) st->tail = pc;
+    return 0;
 }
 
 static void read_done(uv_work_t *wk, int status) {
@@ -45,42 +81,20 @@ static void read_done(uv_work_t *wk, int status) {
     char *buf = st->work_buf;
     st->work_buf = NULL;
     lx_h2_t *h = st->h;
-    if (h->c == NULL || st->closed || status < 0 || st->work_got <= 0) {
-        lx_pool_put(&w->obufs, buf, LX_OUT_BUF);
-        if (h->c && !st->closed) {
-            nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-            lx_h2_flush(h);
-        }
-        lx_h2_stream_maybe_free(st);
-        return;
-    }
-    /* The bytes read go first, as a buffer piece; the file piece goes on
-     * after them. */
-    lx_h2_piece_t *f = st->head, *p = st->spare;
-    if (p)
-        st->spare = p->next;
-    else
-        p = lx_arena_alloc(&st->arena, sizeof(*p));
-    if (p == NULL) {
-        lx_pool_put(&w->obufs, buf, LX_OUT_BUF);
+    int ok = h->c && !st->closed && status == 0 && st->work_got > 0;
+    size_t got = (size_t)st->work_got;
+    if (!ok) lx_pool_put(&w->obufs, buf, LX_OUT_BUF);
+    lx_h2_stream_pin(st);
+    st->free_pending = 1; /* what the read held off (lx_h2_stream_maybe_free) */
+    if (ok && put_read(st, buf, got) == 0) {
+        st->deferred = 0;
+        nghttp2_session_resume_data(h->ng, st->id);
+        lx_h2_flush(h);
+    } else if (h->c && !st->closed) {
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
         lx_h2_flush(h);
-        return;
     }
-    *p = (lx_h2_piece_t){.kind = LX_H2P_BUF, .buf = buf, .ptr = buf, .len = (uint64_t)st->work_got};
-    f->off += (uint64_t)st->work_got;
-    f->len -= (uint64_t)st->work_got;
-    if (f->len == 0) {
-        p->next = f->next;
-        if (st->tail == f) st->tail = p;
-        lx_h2_piece_release(st, f);
-    } else {
-        p->next = f;
-    }
-    st->head = p;
-    st->deferred = 0;
-    nghttp2_session_resume_data(h->ng, st->id);
-    lx_h2_flush(h);
+    lx_h2_stream_unpin(st);
 }
 
 static int read_start(lx_h2_stream_t *st) {
@@ -98,21 +112,56 @@ static int read_start(lx_h2_stream_t *st) {
     return 0;
 }
 
-/* nghttp2 asks for a DATA frame's bytes: copied from the pieces queued, a
- * file's read from the page cache, or the thread pool when it is not
- * there (the frame waits). */
+/* The file piece at the head of the queue, for a DATA frame of at most
+ * length bytes. With room in the loop's read-ahead budget, as much
+ * of it as the windows let go (up to a pooled buffer) is read into a
+ * buffer piece put before it, and a read serves several frames; past the
+ * budget, the frame's bytes are read into the output after room for the
+ * frame header, and st->direct says how many (lx_h2_send_data). Bytes
+ * read, -EAGAIN when they are not in the page cache, or another -errno. */
+static ssize_t read_file(lx_h2_stream_t *st, lx_h2_piece_t *p, size_t length) {
+    lx_h2_t *h = st->h;
+    lx_pool_t *pool = &st->req.w->obufs;
+    if (lx_h2_ahead >= H2_AHEAD_MAX) {
+        size_t n = length < p->len ? length : (size_t)p->len;
+        char *d = lx_h2_batch_reserve(&h->out, 9 + n);
+        if (d == NULL) return -ENOMEM;
+        ssize_t r = read_cached(p->file, d + 9, n, p->off);
+        if (r > 0) st->direct = (size_t)r;
+        return r;
+    }
+    int32_t win = nghttp2_session_get_stream_remote_window_size(h->ng, st->id);
+    int32_t conn = nghttp2_session_get_remote_window_size(h->ng);
+    size_t n = (size_t)(win < conn ? win : conn);
+    if (n < length) n = length;
+    if (n > H2_BUF_ROOM) n = H2_BUF_ROOM;
+    if (n > p->len) n = (size_t)p->len;
+    char *buf = lx_pool_get(pool);
+    if (buf == NULL) return -ENOMEM;
+    ssize_t r = read_cached(p->file, buf, n, p->off);
+    if (r <= 0) {
+        lx_pool_put(pool, buf, LX_OUT_BUF);
+        return r;
+    }
+    return put_read(st, buf, (size_t)r) < 0 ? -ENOMEM : r;
+}
+
+/* nghttp2 asks what a DATA frame of the stream's may carry: as many bytes
+ * as the pieces queued have, up to length, a file's read first (from the
+ * page cache, or by the thread pool when they are not there: the frame
+ * waits). The bytes go in lx_h2_send_data, with no copy in nghttp2's
+ * buffers (NGHTTP2_DATA_FLAG_NO_COPY). */
 static ssize_t data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *ud) {
-    (void)ng, (void)id, (void)ud;
+    (void)ng, (void)id, (void)buf, (void)ud;
     lx_h2_stream_t *st = src->ptr;
     size_t got = 0;
-    while (got < length && st->head) {
-        lx_h2_piece_t *p = st->head;
-        size_t n = length - got < p->len ? length - got : (size_t)p->len;
+    st->direct = 0;
+    for (lx_h2_piece_t *p = st->head; p && got < length; p = p->next) {
         if (p->kind == LX_H2P_FILE) {
-            ssize_t r = read_cached(p->file, (char *)buf + got, n, p->off);
+            if (got) break; /* what comes before it goes first */
+            ssize_t r = read_file(st, p, length);
             if (r == -EAGAIN) {
-                if (got) break;
                 if (st->file_io) return NGHTTP2_ERR_DEFERRED;
                 if (read_start(st) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
                 st->deferred = 1;
@@ -121,28 +170,51 @@ static ssize_t data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
             /* Shorter than it was (truncated under us): the length said
              * cannot be kept, and the stream is reset. */
             if (r <= 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-            n = (size_t)r;
-        } else {
-            memcpy(buf + got, p->ptr, n);
-            p->ptr += n;
+            if (st->direct) {
+                got = st->direct;
+                break;
+            }
+            p = st->head; /* the bytes read, as a buffer piece */
         }
-        p->off += n;
-        p->len -= n;
-        got += n;
-        st->queued -= n;
-        if (p->len == 0) {
-            st->head = p->next;
-            if (st->head == NULL) st->tail = NULL;
-            lx_h2_piece_release(st, p);
-        }
+        got += length - got < p->len ? length - got : (size_t)p->len;
     }
-    if (st->head == NULL && st->eof) {
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    } else if (got == 0) {
+    if (got == 0 && !(st->eof && st->queued == 0)) {
         st->deferred = 1;
         return NGHTTP2_ERR_DEFERRED;
     }
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (st->eof && got == st->queued) *flags |= NGHTTP2_DATA_FLAG_EOF;
     return (ssize_t)got;
+}
+
+/* A DATA frame goes: its header, then its length bytes from the head of
+ * the queue, into the output (no padding is asked for). */
+int lx_h2_send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *hd, size_t length,
+                    nghttp2_data_source *src, void *ud) {
+    (void)ng, (void)fr, (void)ud;
+    lx_h2_stream_t *st = src->ptr;
+    lx_h2_batch_t *b = &st->h->out;
+    if (st->direct) {
+        /* data_read put the bytes in the output after room for this. */
+        memcpy(b->buf + b->len, hd, 9);
+        st->direct = 0;
+        if (lx_h2_batch_commit(b, 9 + length) < 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        consume(st, st->head, length);
+        return b->bytes < H2_GATHER ? 0 : NGHTTP2_ERR_PAUSE;
+    }
+    if (lx_h2_batch_copy(b, hd, 9) < 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    while (length) {
+        lx_h2_piece_t *p = st->head;
+        size_t n = length < p->len ? length : (size_t)p->len;
+        int rc =
+            p->file ? lx_h2_batch_ref_file(b, p->file, p->ptr, n) : lx_h2_batch_ref(b, p->ptr, n);
+        if (rc < 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        consume(st, p, n);
+        length -= n;
+    }
+    /* nghttp2 goes on to the next frame unless told: the output is
+     * written first once there is enough of it. */
+    return b->bytes < H2_GATHER ? 0 : NGHTTP2_ERR_PAUSE;
 }
 
 static lx_h2_piece_t *piece_add(lx_h2_stream_t *st, lx_h2_piece_kind_t kind) {
@@ -167,7 +239,7 @@ static int queue_copy(lx_h2_stream_t *st, const char *s, size_t len) {
     while (len) {
         lx_h2_piece_t *t = st->tail;
         size_t room =
-            t && t->kind == LX_H2P_BUF ? (size_t)(t->buf + LX_OUT_BUF - (t->ptr + t->len)) : 0;
+            t && t->kind == LX_H2P_BUF ? (size_t)(t->buf + H2_BUF_ROOM - (t->ptr + t->len)) : 0;
         if (room == 0) {
             char *b = lx_pool_get(&st->req.w->obufs);
             if (b == NULL) return -ENOMEM;
@@ -176,7 +248,7 @@ static int queue_copy(lx_h2_stream_t *st, const char *s, size_t len) {
                 return -ENOMEM;
             }
             t->buf = t->ptr = b;
-            room = LX_OUT_BUF;
+            room = H2_BUF_ROOM;
         }
         size_t n = len < room ? len : room;
         memcpy(t->ptr + t->len, s, n);

@@ -29,7 +29,49 @@ typedef struct lx_h2_piece_s {
     uint64_t off;    /**< FILE: offset in the file */
     uint64_t len;    /**< bytes left */
     uint8_t kind;    /**< lx_h2_piece_kind_t */
+    uint8_t ahead;   /**< BUF: a file's bytes read ahead (counted in lx_h2_ahead) */
 } lx_h2_piece_t;
+
+/* Output gathered for one write (out.c): seg holds its pieces in order,
+ * each in buf (base NULL until lx_h2_batch_iov) or elsewhere; what those
+ * elsewhere belong to is held until the write is done: pooled buffers
+ * (held, a list through their last bytes) and cached files (files). */
+typedef struct {
+    char *buf;       /**< bytes copied */
+    size_t len, cap; /**< bytes in buf, its size */
+    uv_buf_t *seg;   /**< the pieces, in order */
+    unsigned nseg, segcap;
+    lx_file_t **files; /**< a reference each */
+    unsigned nfiles, filecap;
+    char *held;   /**< pooled buffers (LX_OUT_BUF) to give back */
+    size_t bytes; /**< bytes in all pieces */
+} lx_h2_batch_t;
+
+/* Bytes of a pooled buffer (LX_OUT_BUF) that a stream fills; the rest
+ * links it in a batch's list of buffers held (out.c). */
+#define H2_BUF_ROOM (LX_OUT_BUF - sizeof(char *))
+
+/* A DATA payload smaller than this is copied into the batch rather than
+ * sent from where it is (a segment of its own costs more than the copy). */
+#define H2_REF_MIN 4096
+
+/* out.c. Each returns 0, or -ENOMEM. */
+/* Room for n more bytes at the end of buf (not yet counted), or NULL. */
+char *lx_h2_batch_reserve(lx_h2_batch_t *b, size_t n);
+/* n bytes written at the end of buf are counted. */
+int lx_h2_batch_commit(lx_h2_batch_t *b, size_t n);
+int lx_h2_batch_copy(lx_h2_batch_t *b, const void *p, size_t n);
+/* n bytes at p, which stay as they are until the batch is released. */
+int lx_h2_batch_ref(lx_h2_batch_t *b, const char *p, size_t n);
+/* The same for a cached file's bytes: the batch holds a reference. */
+int lx_h2_batch_ref_file(lx_h2_batch_t *b, lx_file_t *f, const char *p, size_t n);
+/* A pooled buffer that pieces of the batch may point into. */
+void lx_h2_batch_hold(lx_h2_batch_t *b, char *buf);
+/* The pieces as buffers to write; nothing is added after. */
+uv_buf_t *lx_h2_batch_iov(lx_h2_batch_t *b);
+/* Written (or dropped): what it holds is given back, and it is empty. */
+void lx_h2_batch_release(lx_h2_batch_t *b, lx_pool_t *pool);
+void lx_h2_batch_free(lx_h2_batch_t *b, lx_pool_t *pool);
 
 /* Where a stream's request stands, as h2 sees it. */
 typedef enum {
@@ -58,6 +100,7 @@ struct lx_h2_stream_s {
     uv_work_t work;                /**< a file piece read on the thread pool */
     char *work_buf;                /**< its buffer */
     ssize_t work_got;              /**< what it read, or -errno */
+    size_t direct;                 /**< bytes data_read put in the output (emit.c) */
     unsigned cookies;              /**< cookie fields received */
     int err_status;                /**< a status to answer the request with at once, or 0 */
     uint8_t state;                 /**< lx_h2_stream_state_t */
@@ -86,10 +129,8 @@ struct lx_h2_s {
     lx_h2_stream_t *streams; /**< streams with a request, newest first */
     unsigned nstreams;       /**< streams whose request runs */
     unsigned alive;          /**< streams not freed yet: each keeps this state */
-    char *obuf;              /**< frames made, not yet written */
-    size_t olen, ocap;       /**< bytes in it, its size */
-    char *wbuf;              /**< the buffer the write in flight sends */
-    size_t wcap;             /**< its size */
+    lx_h2_batch_t out;       /**< output gathered, not yet written */
+    lx_h2_batch_t wout;      /**< what the write in flight sends */
     uv_write_t wreq;         /**< the write in flight */
     /* Which client stream ids were opened, of the last H2_OPENED_SPAN
      * (a bit each, from open_base), and the highest one. */
@@ -112,8 +153,23 @@ struct lx_h2_s {
     unsigned fatal : 1;         /**< nghttp2 gave up on the peer: its GOAWAY, then the close */
 };
 
+/* Output gathered before it is written (session.c lx_h2_flush). */
+#define H2_GATHER (64 * 1024)
+
+/* Files' bytes read ahead of their DATA frames, in pooled buffers, held
+ * by the streams of a loop at most: a read ahead saves a read per frame;
+ * past this, each frame's bytes are read into the output as it is made,
+ * and a client that opens many streams and reads slowly cannot make luxd
+ * hold a buffer for each. */
+#define H2_AHEAD_MAX 256
+/* The buffers read ahead in this loop (emit.c). */
+extern _Thread_local unsigned lx_h2_ahead;
+
 /* session.c */
 void lx_h2_flush(lx_h2_t *h);
+/* A pooled buffer whose bytes the output may still point to goes back
+ * once they are written. */
+void lx_h2_put_buf(lx_h2_t *h, char *buf);
 void lx_h2_close(lx_h2_t *h);
 void lx_h2_maybe_free(lx_h2_t *h);
 /* Around calls that may queue output or close the connection. */
@@ -156,6 +212,9 @@ void lx_h2_body_pump(lx_h2_stream_t *st);
 void lx_h2_give_back(lx_h2_stream_t *st, size_t n);
 /* emit.c: the response side. */
 extern const lx_proto_t lx_h2_proto;
+/* nghttp2's send_data_callback: a DATA frame into the output. */
+int lx_h2_send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *hd, size_t length,
+                    nghttp2_data_source *src, void *ud);
 /* stream.c */
 void lx_h2_callbacks(nghttp2_session_callbacks *cb);
 /* The connection is gone: each stream's request is told. */

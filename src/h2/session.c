@@ -30,11 +30,10 @@
  * Reset guard, CVE-2023-44487). */
 #define H2_RESET_BURST 1000
 #define H2_RESET_RATE  33
-/* Frames gathered before they are written, and bytes written at once in
- * one turn of the loop (as HTTP/1, out.h LX_OUT_BURST): past them the
- * rest goes by uv_write, whose callback comes from the loop. */
-#define H2_GATHER (64 * 1024)
-#define H2_BURST  (256 * 1024)
+/* Bytes written at once in one turn of the loop (as HTTP/1, out.h
+ * LX_OUT_BURST): past them the rest goes by uv_write, whose callback
+ * comes from the loop. */
+#define H2_BURST (256 * 1024)
 /* Between a drain's first GOAWAY and its second: requests a client sent
  * before it saw the first arrive meanwhile (a round trip, with room). */
 #define LX_H2_DRAIN_MS 1000
@@ -50,8 +49,8 @@ int lx_h2_preface(const char *p, size_t n) {
 void lx_h2_maybe_free(lx_h2_t *h) {
     if (h->c || h->writing || h->depth || h->alive || h->pins) return;
     nghttp2_session_del(h->ng);
-    free(h->obuf);
-    free(h->wbuf);
+    lx_h2_batch_free(&h->out, &h->w->obufs);
+    lx_h2_batch_free(&h->wout, &h->w->obufs);
     free(h);
 }
 
@@ -116,24 +115,17 @@ void lx_h2_set_idle(lx_h2_t *h) {
     if (h->goaway) h->closing = 1;
 }
 
-static int gather(lx_h2_t *h, const uint8_t *d, size_t n) {
-    if (h->olen + n > h->ocap) {
-        size_t cap = h->ocap ? h->ocap : 16384;
-        while (cap < h->olen + n)
-            cap *= 2;
-        char *b = realloc(h->obuf, cap);
-        if (b == NULL) return -ENOMEM;
-        h->obuf = b;
-        h->ocap = cap;
-    }
-    memcpy(h->obuf + h->olen, d, n);
-    h->olen += n;
-    return 0;
+void lx_h2_put_buf(lx_h2_t *h, char *buf) {
+    if (h->out.nseg || h->writing)
+        lx_h2_batch_hold(&h->out, buf); /* after the write in flight, if any */
+    else
+        lx_pool_put(&h->w->obufs, buf, LX_OUT_BUF);
 }
 
 static void on_written(uv_write_t *req, int status) {
     lx_h2_t *h = container_of(req, lx_h2_t, wreq);
     h->writing = 0;
+    lx_h2_batch_release(&h->wout, &h->w->obufs);
     if (h->c == NULL) {
         lx_h2_maybe_free(h);
         return;
@@ -145,31 +137,33 @@ static void on_written(uv_write_t *req, int status) {
     lx_h2_flush(h); /* which sets the deadline that applies now */
 }
 
-/* Writes the frames in obuf: what the socket takes now, the rest by one
- * uv_write (obuf becomes the write's buffer, and a new one gathers).
+/* Writes the batch gathered: what the socket takes now, the rest by one
+ * uv_write (the batch becomes the write's, and an empty one gathers).
  * Returns 0 when all went, 1 when a write is in flight, -1 on a close. */
 static int write_out(lx_h2_t *h, size_t *burst) {
     lx_conn_t *c = h->c;
-    uv_buf_t b = uv_buf_init(h->obuf, (unsigned)h->olen);
-    ssize_t n = *burst < H2_BURST ? lx_tp_try_write(&c->link.tp, &b, 1, 0) : 0;
+    lx_h2_batch_t *b = &h->out;
+    uv_buf_t *iov = lx_h2_batch_iov(b);
+    ssize_t n = *burst < H2_BURST ? lx_tp_try_write(&c->link.tp, iov, b->nseg, 0) : 0;
     if (n < 0) {
         lx_conn_close(c);
         return -1;
     }
     *burst += (size_t)n;
-    if ((size_t)n == h->olen) {
-        h->olen = 0;
+    if ((size_t)n == b->bytes) {
+        lx_h2_batch_release(b, &h->w->obufs);
         return 0;
     }
-    char *t = h->wbuf;
-    size_t tcap = h->wcap;
-    h->wbuf = h->obuf;
-    h->wcap = h->ocap;
-    h->obuf = t;
-    h->ocap = tcap;
-    uv_buf_t rest = uv_buf_init(h->wbuf + n, (unsigned)(h->olen - (size_t)n));
-    h->olen = 0;
-    if (lx_tp_write(&c->link.tp, &h->wreq, &rest, 1, on_written) < 0) {
+    size_t k = (size_t)n;
+    unsigned i = 0;
+    while (k >= iov[i].len)
+        k -= iov[i++].len;
+    iov[i].base += k;
+    iov[i].len -= k;
+    lx_h2_batch_t t = h->wout;
+    h->wout = h->out;
+    h->out = t;
+    if (lx_tp_write(&c->link.tp, &h->wreq, iov + i, h->wout.nseg - i, on_written) < 0) {
         lx_conn_close(c);
         return -1;
     }
@@ -245,10 +239,8 @@ static void arm(lx_h2_t *h) {
     } else if (h->nstreams == 0) {
         lx_conn_set_deadline(c, LX_DL_IDLE, h->w->gen->srv.keepalive_timeout);
         /* An idle connection keeps no output buffer (64 KiB and more). */
-        free(h->obuf);
-        free(h->wbuf);
-        h->obuf = h->wbuf = NULL;
-        h->ocap = h->wcap = 0;
+        lx_h2_batch_free(&h->out, &h->w->obufs);
+        lx_h2_batch_free(&h->wout, &h->w->obufs);
     } else if ((due = stream_deadlines(h, now, 0)) != 0) {
         lx_conn_set_deadline(c, LX_DL_SEND, due > now ? (uint32_t)(due - now) : 1);
     } else if (c->dl_kind == LX_DL_SEND || c->dl_kind == LX_DL_IDLE) {
@@ -283,17 +275,17 @@ void lx_h2_flush(lx_h2_t *h) {
     do {
         h->flush_again = 0;
         while (h->c && !h->writing) {
-            while (h->olen < H2_GATHER) {
+            while (h->out.bytes < H2_GATHER) {
                 const uint8_t *d;
                 ssize_t n = nghttp2_session_mem_send(h->ng, &d);
                 if (n < 0) lx_log_debug("h2: %s; connection closed", nghttp2_strerror((int)n));
-                if (n < 0 || (n > 0 && gather(h, d, (size_t)n) < 0)) {
+                if (n < 0 || (n > 0 && lx_h2_batch_copy(&h->out, d, (size_t)n) < 0)) {
                     lx_h2_close(h);
                     break;
                 }
                 if (n == 0) break;
             }
-            if (h->c == NULL || h->olen == 0 || write_out(h, &burst) < 0) break;
+            if (h->c == NULL || h->out.bytes == 0 || write_out(h, &burst) < 0) break;
         }
         /* The output went: producers may send more. */
         if (h->c && !h->writing) lx_h2_streams_proceed(h);

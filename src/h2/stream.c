@@ -36,7 +36,10 @@ static lx_h2_stream_t *stream_get(nghttp2_session *ng, int32_t id) {
 
 void lx_h2_piece_release(lx_h2_stream_t *st, lx_h2_piece_t *p) {
     if (p->file) lx_file_unref(p->file);
-    if (p->kind == LX_H2P_BUF) lx_pool_put(&st->req.w->obufs, p->buf, LX_OUT_BUF);
+    if (p->kind == LX_H2P_BUF) {
+        lx_h2_ahead -= p->ahead;
+        lx_h2_put_buf(st->h, p->buf);
+    }
     p->file = NULL;
     p->next = st->spare;
     st->spare = p;
@@ -692,4 +695,5 @@ void lx_h2_callbacks(nghttp2_session_callbacks *cb) {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_send_data_callback(cb, lx_h2_send_data);
 }

@@ -1,0 +1,67 @@
+# Files over HTTP/2 as luxd sends them without copies (DATA frames whose
+# bytes nghttp2 never holds: read ahead into pooled buffers the output
+# refers to, or, past the loop's read-ahead budget, read straight into the
+# output; cached files referred to in place; cold ones read by the thread
+# pool). Every body must arrive byte-exact however those paths interleave:
+# 300 streams at once over 3 connections that read nothing for a while
+# (more streams with read-ahead than the budget, 256 buffers, allows;
+# output held across partial writes), in the clear and over TLS, and a
+# file out of the page cache.
+use strict;
+use warnings;
+use Test::More;
+use Digest::MD5 qw(md5_hex);
+use lib 't/lib';
+use Luxd;
+use TLSTest;
+
+# Bytes that say where they are: a misplaced or repeated piece changes the
+# digest.
+sub counted { my ($n) = @_; substr(join('', map { pack 'N', $_ } 0 .. $n / 4), 0, $n) }
+my %body = (
+    'big.bin'  => counted(256 * 1024 + 7),      # several buffers, an odd tail
+    'mid.bin'  => counted(40 * 1024),           # under one buffer
+    'tiny.txt' => "tiny\n",                     # from the file cache's memory
+    'cold.bin' => counted(4 * 1024 * 1024),
+);
+my ($c) = TLSTest::certs('a.test');
+my $tport = Luxd::free_port();
+my $s = Luxd->new(
+    server => { listen => \qq{{ { "127.0.0.1:\$PORT", http2 = true }, { "127.0.0.1:$tport", tls = true, http2 = true } }} },
+    config => <<"EOF2",
+vhost "localhost" {
+  default = true, root = "\$DIR/www", @{[TLSTest::tls_lua($c->{'a.test'})]},
+  location "/status" { status = true },
+}
+EOF2
+    files => { map { ("www/$_" => $body{$_}) } keys %body },
+);
+my $port = $s->port;
+
+sub want { my @p = @_; join '', map { "/$_ " . md5_hex($body{$_}) . ' ' . length($body{$_}) . "\n" } @p }
+sub many { my $out = `timeout 150 /usr/bin/python3 t/lib/h2files.py @_ 2>&1`; $out }
+
+is(many($port, 3, 100, 1, '/big.bin'), want('big.bin') . "streams=300 ended=300\n",
+   '300 streams of a 256 KiB file over 3 stalled connections: every body byte-exact');
+is(many("tls:$tport", 3, 100, 1, '/big.bin'), want('big.bin') . "streams=300 ended=300\n",
+   '  the same over TLS');
+my @p = ('big.bin', 'mid.bin', 'tiny.txt');
+is(many($port, 2, 100, 0, map { "/$_" } @p), want(@p) . "streams=200 ended=200\n",
+   '200 streams of three files (buffered, in memory, read ahead), read at once: byte-exact');
+
+sub jobs {
+    my $r = $s->get('/status?format=prometheus');
+    $r->{body} =~ /^luxd_file_io_jobs_total (\d+)/m ? $1 : -1;
+}
+my $file = $s->dir . '/www/cold.bin';
+for my $round (1, 2) {
+    system('sync', $file) == 0 or die "sync: $?";
+    system('dd', "if=$file", 'iflag=nocache', 'count=0', 'status=none') == 0 or die "dd: $?";
+    my $before = jobs();
+    is(many($port, 1, 4, 0, '/cold.bin'), want('cold.bin') . "streams=4 ended=4\n",
+       "round $round: a file out of the page cache, 4 streams: byte-exact");
+    cmp_ok(jobs(), '>', $before, "  its bytes were read by the thread pool");
+}
+ok($s->alive, 'luxd is up');
+
+done_testing;
