@@ -237,7 +237,10 @@ static void arm(lx_h2_t *h) {
         else
             lx_conn_set_deadline(c, LX_DL_LINGER, (uint32_t)(h->notice_due - now));
     } else if (h->nstreams == 0) {
-        lx_conn_set_deadline(c, LX_DL_IDLE, h->w->gen->srv.keepalive_timeout);
+        /* Until its first request, header_timeout from the start
+         * (lx_h2_start); then keepalive_timeout while idle. */
+        if (h->open_last != 0 || c->dl_kind != LX_DL_HEADER)
+            lx_conn_set_deadline(c, LX_DL_IDLE, h->w->gen->srv.keepalive_timeout);
         /* An idle connection keeps no output buffer (64 KiB and more). */
         lx_h2_batch_free(&h->out, &h->w->obufs);
         lx_h2_batch_free(&h->wout, &h->w->obufs);

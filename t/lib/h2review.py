@@ -263,6 +263,15 @@ def upload_beside():
     print("answer=%s after=%.1f" % (a, t))
 
 
+def no_request():
+    """The preface and SETTINGS, then nothing: the connection is closed at
+    header_timeout, as an HTTP/1 connection that sends no request."""
+    c = Conn(PORT)
+    t0 = time.time()
+    fr = c.read_frames(30, until=lambda f: f is None)
+    print("closed=%s after=%.1f" % ("yes" if fr and fr[-1] is None else "no", time.time() - t0))
+
+
 def pp_h2c():
     """A PROXY protocol v1 header, then the h2 preface and a request."""
     s = socket.create_connection(("127.0.0.1", PORT))
@@ -275,5 +284,5 @@ def pp_h2c():
 
 
 {"uaf": uaf, "hints": hints, "slow_head": slow_head, "slow_body": slow_body, "cut": cut,
- "crumbs": crumbs, "authority": authority, "upload_beside": upload_beside, "pp_h2c": pp_h2c, "window_leak": window_leak, "stream_stall": stream_stall,
+ "crumbs": crumbs, "authority": authority, "upload_beside": upload_beside, "pp_h2c": pp_h2c, "no_request": no_request, "window_leak": window_leak, "stream_stall": stream_stall,
  "late_trailers": late_trailers, "myr_window": myr_window}[CASE]()
