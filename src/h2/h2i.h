@@ -129,6 +129,7 @@ struct lx_h2_s {
     lx_h2_stream_t *streams; /**< streams with a request, newest first */
     unsigned nstreams;       /**< streams whose request runs */
     unsigned alive;          /**< streams not freed yet: each keeps this state */
+    lx_h2_stream_t *hstream; /**< the stream whose request head is arriving (on_header) */
     lx_h2_batch_t out;       /**< output gathered, not yet written */
     lx_h2_batch_t wout;      /**< what the write in flight sends */
     uv_write_t wreq;         /**< the write in flight */

@@ -52,6 +52,7 @@ static void stream_free(lx_h2_stream_t *st) {
         st->head = p->next;
         lx_h2_piece_release(st, p);
     }
+    if (h->hstream == st) h->hstream = NULL;
     free(st->in);
     lx_arena_free(&st->arena);
     free(st);
@@ -320,6 +321,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     lx_h2_stream_t *st = stream_new(h, frame->hd.stream_id);
     if (st == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, st);
+    h->hstream = st;
     return 0;
 }
 
@@ -343,9 +345,13 @@ static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void 
 
 static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
                      size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *ud) {
-    (void)flags, (void)ud;
-    lx_h2_stream_t *st = stream_get(ng, frame->hd.stream_id);
-    if (st == NULL) return 0;
+    (void)flags;
+    /* A header block is never interleaved with another (RFC 9113 6.10):
+     * the stream it began is remembered rather than looked up per field. */
+    lx_h2_t *h = ud;
+    lx_h2_stream_t *st = h->hstream;
+    if (st == NULL || st->id != frame->hd.stream_id) st = stream_get(ng, frame->hd.stream_id);
+    if (st == NULL || st->closed) return 0;
     lx_req_t *r = &st->req;
     size_t max = r->gen->srv.max_header_bytes;
     /* As HTTP/1 counts a header section: its names and values. Past the
