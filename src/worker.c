@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "h1/conn.h"
+#include "h2/h2.h"
 #include "dispatch/rules.h"
 #include "handlers/handler.h"
 #include "core/accesslog.h"
@@ -398,6 +399,7 @@ static void on_tick(uv_timer_t *t) {
     lx_worker_t *w = t->data;
     lx_access_log_flush(w);
     lx_sess_pool_trim(w, 0);
+    lx_h2_spares_trim(w, 0);
     lx_handlers_loop_tick(w);
     if (w->nretired) expire_retired(w);
     if (w->stop && uv_now(&w->loop) >= w->drain_deadline) {
@@ -451,12 +453,14 @@ int lx_worker_init_conns(lx_worker_t *w) {
     lx_pool_init(&w->obufs, LX_OUT_BUF, 64);
     if (w->copybuf == NULL && (w->copybuf = malloc(LX_OUT_BUF)) == NULL) return -ENOMEM;
     lx_sess_pool_init(w);
+    lx_spares_init(&w->h2_spares, LX_H2_STREAMS_KEEP);
     return lx_handlers_loop_init(w);
 }
 
 void lx_worker_free_conns(lx_worker_t *w) {
     lx_handlers_loop_free(w);
     lx_sess_pool_trim(w, 1);
+    lx_h2_spares_trim(w, 1);
     lx_pool_free(&w->rbufs);
     lx_pool_free(&w->obufs);
     free(w->copybuf);

@@ -74,6 +74,7 @@ typedef struct lx_worker_s {
     char *copybuf;                   /**< LX_OUT_BUF bytes: out.c's scratch within one flush */
     long inblock;                    /**< the loop thread's block reads, last seen (out.c) */
     lx_spares_t sess_spares;         /**< sessions kept for reuse (conn.c) */
+    lx_spares_t h2_spares;           /**< HTTP/2 streams kept for reuse (h2/stream.c) */
     void *hstate[8];                 /**< handlers' per-loop state (handlers/chain.c) */
     uint32_t max_conns;              /**< this loop's share of max_connections */
     lx_filecache_t *cache;           /**< this loop's file cache */

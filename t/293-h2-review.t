@@ -73,7 +73,7 @@ like($out, qr/^answer=rst8 after=(\S+)/, 'a header block that never ends: the st
 ($after) = $out =~ /after=(\S+)/;
 ok($after >= 1.5 && $after < 8, "  at header_timeout (2 s): $out");
 $out = review('no_request');
-like($out, qr/^closed=yes after=(\S+)/, 'a connection that sends no request is closed');
+like($out, qr/^closed=yes goaway=0 after=(\S+)/, 'a connection that sends no request: GOAWAY NO_ERROR, then the close');
 ($after) = $out =~ /after=(\S+)/;
 ok($after >= 1.5 && $after < 8, "  at header_timeout (2 s), not keepalive_timeout (30 s): $out");
 $out = review('slow_body');

@@ -9,10 +9,12 @@
 #include <stddef.h>
 
 #include "deadline.h"
+#include "spares.h"
 
 typedef struct lx_conn_s lx_conn_t;
 typedef struct lx_h2_s lx_h2_t;
 typedef struct lx_gen_s lx_gen_t;
+typedef struct lx_worker_s lx_worker_t;
 
 /* The client connection preface (RFC 9113 3.4) is 24 bytes. Whether the n
  * bytes at p are it (1), a part of it that more bytes may complete (0), or
@@ -35,5 +37,11 @@ void lx_h2_detach(lx_conn_t *c);
 void lx_h2_deadline(lx_conn_t *c, lx_dl_kind_t kind);
 /* A generation one of c's streams holds, the oldest first, or NULL. */
 const lx_gen_t *lx_h2_gen(const lx_conn_t *c);
+/* The loop's streams kept for reuse (spares.h): at each tick, the ones
+ * unused since the last; all, when the loop ends. */
+void lx_h2_spares_trim(lx_worker_t *w, int all);
+/* The most a loop keeps (as h1's sessions: a thousand streams in flight
+ * at -c 100 -m 10). */
+#define LX_H2_STREAMS_KEEP LX_SPARES_KEEP(1024)
 
 #endif

@@ -82,7 +82,8 @@ typedef enum {
 
 struct lx_h2_stream_s {
     lx_req_t req;                  /**< the request (first: the core's handle) */
-    lx_arena_t arena;              /**< its memory */
+    lx_arena_t arena;              /**< its memory (its first block kept by a spare) */
+    lx_spare_t kept;               /**< in the loop's h2_spares once freed */
     lx_h2_t *h;                    /**< its connection's h2 state, which lives as long as its
                                       streams do (h->c is NULL once the connection is gone) */
     int32_t id;                    /**< the stream id */

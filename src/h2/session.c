@@ -237,9 +237,9 @@ static void arm(lx_h2_t *h) {
         else
             lx_conn_set_deadline(c, LX_DL_LINGER, (uint32_t)(h->notice_due - now));
     } else if (h->nstreams == 0) {
-        /* Until its first request, header_timeout from the start
-         * (lx_h2_start); then keepalive_timeout while idle. */
-        if (h->open_last != 0 || c->dl_kind != LX_DL_HEADER)
+        /* Until its first request, the deadline lx_h2_start set, counted
+         * from the start; then keepalive_timeout while idle. */
+        if (h->open_last != 0 || c->dl_kind != LX_DL_IDLE)
             lx_conn_set_deadline(c, LX_DL_IDLE, h->w->gen->srv.keepalive_timeout);
         /* An idle connection keeps no output buffer (64 KiB and more). */
         lx_h2_batch_free(&h->out, &h->w->obufs);
@@ -345,8 +345,12 @@ int lx_h2_start(lx_conn_t *c, const char *p, size_t n) {
      * is buffered stays bounded by the streams' windows (64 KiB each). */
     nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW);
     lx_conn_set_state(c, LX_CONN_IDLE);
-    /* Until its first request, as an HTTP/1 connection: header_timeout. */
-    lx_conn_set_deadline(c, LX_DL_HEADER, s->header_timeout);
+    /* Until its first request, header_timeout as for an HTTP/1
+     * connection, or keepalive_timeout when that is shorter: then a
+     * GOAWAY and the close (lx_h2_deadline), as when idle. */
+    uint32_t first = s->header_timeout;
+    if (s->keepalive_timeout && s->keepalive_timeout < first) first = s->keepalive_timeout;
+    lx_conn_set_deadline(c, LX_DL_IDLE, first);
     if (n)
         lx_h2_recv(c, p, n);
     else

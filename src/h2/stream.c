@@ -45,6 +45,16 @@ void lx_h2_piece_release(lx_h2_stream_t *st, lx_h2_piece_t *p) {
     st->spare = p;
 }
 
+static void stream_destroy(lx_spare_t *sp) {
+    lx_h2_stream_t *st = container_of(sp, lx_h2_stream_t, kept);
+    lx_arena_free(&st->arena);
+    free(st);
+}
+
+void lx_h2_spares_trim(lx_worker_t *w, int all) {
+    lx_spares_trim(&w->h2_spares, all, stream_destroy);
+}
+
 static void stream_free(lx_h2_stream_t *st) {
     lx_h2_t *h = st->h;
     while (st->head) {
@@ -54,8 +64,9 @@ static void stream_free(lx_h2_stream_t *st) {
     }
     if (h->hstream == st) h->hstream = NULL;
     free(st->in);
-    lx_arena_free(&st->arena);
-    free(st);
+    /* Kept with its arena's first block: the next stream calls no malloc. */
+    lx_arena_reset(&st->arena);
+    if (!lx_spares_put(&h->w->h2_spares, &st->kept)) stream_destroy(&st->kept);
     h->alive--;
     lx_h2_maybe_free(h);
 }
@@ -208,10 +219,18 @@ void lx_h2_streams_detach(lx_h2_t *h) {
 }
 
 static lx_h2_stream_t *stream_new(lx_h2_t *h, int32_t id) {
-    lx_h2_stream_t *st = calloc(1, sizeof(*st));
-    if (st == NULL) return NULL;
     lx_worker_t *w = h->w;
-    lx_arena_init(&st->arena, 4096);
+    lx_spare_t *sp = lx_spares_take(&w->h2_spares);
+    lx_h2_stream_t *st;
+    if (sp) {
+        st = container_of(sp, lx_h2_stream_t, kept);
+        lx_arena_t a = st->arena;
+        memset(st, 0, sizeof(*st));
+        st->arena = a;
+    } else {
+        if ((st = calloc(1, sizeof(*st))) == NULL) return NULL;
+        lx_arena_init(&st->arena, 4096);
+    }
     st->h = h;
     st->id = id;
     lx_req_t *r = &st->req;

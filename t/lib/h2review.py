@@ -264,12 +264,15 @@ def upload_beside():
 
 
 def no_request():
-    """The preface and SETTINGS, then nothing: the connection is closed at
-    header_timeout, as an HTTP/1 connection that sends no request."""
+    """The preface and SETTINGS, then nothing: GOAWAY and the close at
+    header_timeout (shorter than keepalive_timeout here), as an HTTP/1
+    connection that sends no request is closed."""
     c = Conn(PORT)
     t0 = time.time()
     fr = c.read_frames(30, until=lambda f: f is None)
-    print("closed=%s after=%.1f" % ("yes" if fr and fr[-1] is None else "no", time.time() - t0))
+    ga = [struct.unpack(">I", f[3][4:8])[0] for f in fr if f and f[0] == GOAWAY]
+    print("closed=%s goaway=%s after=%.1f" % ("yes" if fr and fr[-1] is None else "no",
+                                              ga[0] if ga else "none", time.time() - t0))
 
 
 def pp_h2c():
