@@ -24,6 +24,7 @@ my %body = (
     'tiny.txt' => "tiny\n",                     # from the file cache's memory
     'cold.bin' => counted(4 * 1024 * 1024),
 );
+my %more = ('stall.bin' => 'x' x (16 * 1024 * 1024));
 my ($c) = TLSTest::certs('a.test');
 my $tport = Luxd::free_port();
 my $s = Luxd->new(
@@ -34,7 +35,7 @@ vhost "localhost" {
   location "/status" { status = true },
 }
 EOF2
-    files => { map { ("www/$_" => $body{$_}) } keys %body },
+    files => { map { ("www/$_" => $body{$_} // $more{$_}) } keys %body, keys %more },
 );
 my $port = $s->port;
 
@@ -62,6 +63,15 @@ for my $round (1, 2) {
        "round $round: a file out of the page cache, 4 streams: byte-exact");
     cmp_ok(jobs(), '>', $before, "  its bytes were read by the thread pool");
 }
+# From a break review (helper-47): pooled buffers held past their use.
+my $pid = $s->pid;
+my $r = `timeout 60 /usr/bin/python3 t/lib/h2review.py $port rst_hold $pid /nope 2>&1`;
+my ($rss) = $r =~ /rss\+(-?\d+)/;
+ok(defined $rss && $rss < 8 * 1024, "3600 streams of a 404 reset beside stuck writes: RSS grew by less than 8 MiB ($r)");
+$r = `timeout 60 /usr/bin/python3 t/lib/h2review.py $port small_window $pid 2>&1`;
+my ($vsz) = $r =~ /vsz\+(-?\d+)/;
+ok(defined $vsz && $vsz < 16 * 1024,
+   "2000 streams whose windows open 600 bytes at a time: address space grew by less than 16 MiB ($r)");
 ok($s->alive, 'luxd is up');
 
 done_testing;

@@ -112,29 +112,31 @@ static int read_start(lx_h2_stream_t *st) {
 }
 
 /* The file piece at the head of the queue, for a DATA frame of at most
- * length bytes. With room in the loop's read-ahead budget, as much
- * of it as the windows let go (up to a pooled buffer) is read into a
- * buffer piece put before it, and a read serves several frames; past the
- * budget, the frame's bytes are read into the output after room for the
- * frame header, and st->direct says how many (lx_h2_send_data). Bytes
- * read, -EAGAIN when they are not in the page cache, or another -errno. */
+ * length bytes. With room in the loop's read-ahead budget, as much of it
+ * as the windows let go (up to a pooled buffer) is read into a buffer
+ * piece put before it, and a read serves several frames. Past the budget,
+ * or when the windows let less go than the output would point to (it
+ * copies that: a buffer each would be held for a few bytes), the frame's
+ * bytes are read into the output after room for the frame header, and
+ * st->direct says how many (lx_h2_send_data). Bytes read, -EAGAIN when
+ * they are not in the page cache, or another -errno. */
 static ssize_t read_file(lx_h2_stream_t *st, lx_h2_piece_t *p, size_t length) {
     lx_h2_t *h = st->h;
-    lx_pool_t *pool = &st->req.w->obufs;
-    if (lx_h2_ahead >= H2_AHEAD_MAX) {
-        size_t n = length < p->len ? length : (size_t)p->len;
-        char *d = lx_h2_batch_reserve(&h->out, 9 + n);
-        if (d == NULL) return -ENOMEM;
-        ssize_t r = read_cached(p->file, d + 9, n, p->off);
-        if (r > 0) st->direct = (size_t)r;
-        return r;
-    }
     int32_t win = nghttp2_session_get_stream_remote_window_size(h->ng, st->id);
     int32_t conn = nghttp2_session_get_remote_window_size(h->ng);
     size_t n = (size_t)(win < conn ? win : conn);
     if (n < length) n = length;
     if (n > H2_BUF_ROOM) n = H2_BUF_ROOM;
     if (n > p->len) n = (size_t)p->len;
+    if (lx_h2_ahead >= H2_AHEAD_MAX || n < H2_REF_MIN) {
+        n = length < p->len ? length : (size_t)p->len;
+        char *d = lx_h2_batch_reserve(&h->out, 9 + n);
+        if (d == NULL) return -ENOMEM;
+        ssize_t r = read_cached(p->file, d + 9, n, p->off);
+        if (r > 0) st->direct = (size_t)r;
+        return r;
+    }
+    lx_pool_t *pool = &st->req.w->obufs;
     char *buf = lx_pool_get(pool);
     if (buf == NULL) return -ENOMEM;
     ssize_t r = read_cached(p->file, buf, n, p->off);
@@ -208,6 +210,7 @@ int lx_h2_send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *hd, s
         int rc =
             p->file ? lx_h2_batch_ref_file(b, p->file, p->ptr, n) : lx_h2_batch_ref(b, p->ptr, n);
         if (rc < 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (n >= H2_REF_MIN) p->lent = 1; /* lx_h2_batch_ref points at it */
         consume(st, p, n);
         length -= n;
     }

@@ -30,6 +30,7 @@ typedef struct lx_h2_piece_s {
     uint64_t len;    /**< bytes left */
     uint8_t kind;    /**< lx_h2_piece_kind_t */
     uint8_t ahead;   /**< BUF: a file's bytes read ahead (counted in lx_h2_ahead) */
+    uint8_t lent;    /**< BUF: the output has pointed into it (lx_h2_put_buf) */
 } lx_h2_piece_t;
 
 /* Output gathered for one write (out.c): seg holds its pieces in order,
@@ -169,9 +170,9 @@ extern _Thread_local unsigned lx_h2_ahead;
 
 /* session.c */
 void lx_h2_flush(lx_h2_t *h);
-/* A pooled buffer whose bytes the output may still point to goes back
- * once they are written. */
-void lx_h2_put_buf(lx_h2_t *h, char *buf);
+/* A pooled buffer goes back: at once, or, when the output has pointed
+ * into it (lent), once what may still point there is written. */
+void lx_h2_put_buf(lx_h2_t *h, char *buf, int lent);
 void lx_h2_close(lx_h2_t *h);
 void lx_h2_maybe_free(lx_h2_t *h);
 /* Around calls that may queue output or close the connection. */

@@ -115,8 +115,10 @@ void lx_h2_set_idle(lx_h2_t *h) {
     if (h->goaway) h->closing = 1;
 }
 
-void lx_h2_put_buf(lx_h2_t *h, char *buf) {
-    if (h->out.nseg || h->writing)
+void lx_h2_put_buf(lx_h2_t *h, char *buf, int lent) {
+    /* Only a buffer the output pointed into waits: one a reset stream
+     * never sent goes back at once, however long a write is stuck. */
+    if (lent && (h->out.nseg || h->writing))
         lx_h2_batch_hold(&h->out, buf); /* after the write in flight, if any */
     else
         lx_pool_put(&h->w->obufs, buf, LX_OUT_BUF);

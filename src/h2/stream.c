@@ -38,7 +38,7 @@ void lx_h2_piece_release(lx_h2_stream_t *st, lx_h2_piece_t *p) {
     if (p->file) lx_file_unref(p->file);
     if (p->kind == LX_H2P_BUF) {
         lx_h2_ahead -= p->ahead;
-        lx_h2_put_buf(st->h, p->buf);
+        lx_h2_put_buf(st->h, p->buf, p->lent);
     }
     p->file = NULL;
     p->next = st->spare;

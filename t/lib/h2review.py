@@ -275,6 +275,64 @@ def no_request():
                                               ga[0] if ga else "none", time.time() - t0))
 
 
+def mem(pid):
+    d = {}
+    for line in open("/proc/%d/status" % pid):
+        k = line.split(":")[0]
+        if k in ("VmRSS", "VmSize"):
+            d[k] = int(line.split()[1])
+    return d
+
+
+def rst_hold():
+    """Four connections whose writes are stuck (a 16 MiB file, more than
+    the socket buffers take, to a client that reads nothing), then on each 900 streams of a copied body (a 404
+    page) opened and reset at once: the buffers of answers never sent go
+    back at once (they were held until the stuck write ended, 64 KiB each:
+    +27 MB). Args: PID PATH. Prints the growth in KiB."""
+    pid, path = int(sys.argv[3]), sys.argv[4]
+    conns = []
+    for i in range(4):
+        c = Conn(PORT, rcvbuf=4096)
+        c.send(c.wu(0, 1 << 30) + c.req(1, "/stall.bin") + c.wu(1, 1 << 30))
+        conns.append(c)
+    time.sleep(1)
+    m0 = mem(pid)
+    for c in conns:
+        for b in range(18):
+            c.send(b"".join(c.req(3 + 2 * k, path) + c.rst(3 + 2 * k) for k in range(b * 50, b * 50 + 50)))
+            time.sleep(0.005)
+    conns[0].read_frames(0.5)
+    m1 = mem(pid)
+    print("rss+%d vsz+%d" % (m1["VmRSS"] - m0["VmRSS"], m1["VmSize"] - m0["VmSize"]))
+
+
+def small_window():
+    """Twenty connections of 100 streams of a 256 KiB file, whose windows
+    open 600 bytes at a time, and which read nothing: a 600-byte frame is
+    not read into a 64 KiB buffer of its own that the output would hold
+    (+54 MB of address space). Args: PID. Prints the growth in KiB."""
+    pid = int(sys.argv[3])
+    m0 = mem(pid)
+    conns = []
+    for i in range(20):
+        c = Conn(PORT, settings={4: 600}, rcvbuf=4096)
+        c.send(c.wu(0, 1 << 30) + b"".join(c.req(2 * k + 1, "/big.bin") for k in range(100)))
+        conns.append(c)
+    time.sleep(0.5)
+    wus = b"".join(Conn.wu(None, 2 * k + 1, 600) for k in range(100))
+    for r in range(200):
+        for c in conns:
+            try:
+                c.send(wus)
+            except OSError:
+                pass
+        time.sleep(0.005)
+    conns[0].read_frames(0.5)
+    m1 = mem(pid)
+    print("rss+%d vsz+%d" % (m1["VmRSS"] - m0["VmRSS"], m1["VmSize"] - m0["VmSize"]))
+
+
 def pp_h2c():
     """A PROXY protocol v1 header, then the h2 preface and a request."""
     s = socket.create_connection(("127.0.0.1", PORT))
@@ -287,5 +345,5 @@ def pp_h2c():
 
 
 {"uaf": uaf, "hints": hints, "slow_head": slow_head, "slow_body": slow_body, "cut": cut,
- "crumbs": crumbs, "authority": authority, "upload_beside": upload_beside, "pp_h2c": pp_h2c, "no_request": no_request, "window_leak": window_leak, "stream_stall": stream_stall,
+ "crumbs": crumbs, "authority": authority, "upload_beside": upload_beside, "pp_h2c": pp_h2c, "no_request": no_request, "rst_hold": rst_hold, "small_window": small_window, "window_leak": window_leak, "stream_stall": stream_stall,
  "late_trailers": late_trailers, "myr_window": myr_window}[CASE]()
