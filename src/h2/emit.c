@@ -210,7 +210,7 @@ int lx_h2_send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *hd, s
         int rc =
             p->file ? lx_h2_batch_ref_file(b, p->file, p->ptr, n) : lx_h2_batch_ref(b, p->ptr, n);
         if (rc < 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        if (n >= H2_REF_MIN) p->lent = 1; /* lx_h2_batch_ref points at it */
+        if (rc) p->lent = 1; /* the batch points into it */
         consume(st, p, n);
         length -= n;
     }

@@ -56,13 +56,14 @@ typedef struct {
  * sent from where it is (a segment of its own costs more than the copy). */
 #define H2_REF_MIN 4096
 
-/* out.c. Each returns 0, or -ENOMEM. */
+/* out.c. Each returns 0 (the _ref ones: 1 when they refer), or -ENOMEM. */
 /* Room for n more bytes at the end of buf (not yet counted), or NULL. */
 char *lx_h2_batch_reserve(lx_h2_batch_t *b, size_t n);
 /* n bytes written at the end of buf are counted. */
 int lx_h2_batch_commit(lx_h2_batch_t *b, size_t n);
 int lx_h2_batch_copy(lx_h2_batch_t *b, const void *p, size_t n);
-/* n bytes at p, which stay as they are until the batch is released. */
+/* n bytes at p, which stay as they are until the batch is released: 1,
+ * or 0 when they were copied (too few to refer to), or -ENOMEM. */
 int lx_h2_batch_ref(lx_h2_batch_t *b, const char *p, size_t n);
 /* The same for a cached file's bytes: the batch holds a reference. */
 int lx_h2_batch_ref_file(lx_h2_batch_t *b, lx_file_t *f, const char *p, size_t n);

@@ -64,7 +64,7 @@ int lx_h2_batch_ref(lx_h2_batch_t *b, const char *p, size_t n) {
     if (s == NULL) return -ENOMEM;
     *s = uv_buf_init((char *)p, (unsigned)n);
     b->bytes += n;
-    return 0;
+    return 1;
 }
 
 int lx_h2_batch_ref_file(lx_h2_batch_t *b, lx_file_t *f, const char *p, size_t n) {
@@ -79,7 +79,7 @@ int lx_h2_batch_ref_file(lx_h2_batch_t *b, lx_file_t *f, const char *p, size_t n
     if (lx_h2_batch_ref(b, p, n) < 0) return -ENOMEM;
     lx_file_ref(f);
     b->files[b->nfiles++] = f;
-    return 0;
+    return 1;
 }
 
 /* A pooled buffer is kept on a list threaded through its last bytes,
