@@ -463,7 +463,10 @@ static int seal(lx_tls_t *t, const char *p, size_t len) {
 /* Records of bufs: pieces a record's size or more go as they are, smaller
  * ones are gathered into one record (a response's head and a short body
  * are one record, not two: each costs an AEAD pass, OpenSSL's set-up and
- * 22 bytes on the wire). */
+ * 22 bytes on the wire). What was gathered before a piece of a record or
+ * more goes as a record of its own, so that the piece is sealed where it
+ * lies rather than copied: an HTTP/1 head before its file's bytes, or the
+ * frames before an HTTP/2 DATA frame of a full record (h2i.h H2_FRAME). */
 static int encrypt(lx_tls_t *t, const uv_buf_t *bufs, unsigned n) {
     static _Thread_local char stage[REC_FULL];
     uint64_t now = uv_now(t->tp->tcp.loop);
@@ -473,6 +476,10 @@ static int encrypt(lx_tls_t *t, const uv_buf_t *bufs, unsigned n) {
     for (unsigned i = 0; i < n; i++) {
         const char *p = bufs[i].base;
         size_t len = bufs[i].len;
+        if (staged && len >= rec) {
+            if (seal(t, stage, staged) < 0) return -EPROTO;
+            staged = 0;
+        }
         while (len) {
             if (staged == 0) rec = t->sent < REC_SMALL_UPTO ? REC_SMALL : REC_FULL;
             if (staged == 0 && len >= rec) {
