@@ -14,16 +14,28 @@
 #include "io/filecache.h"
 #include "stats.h"
 
+/* The iovecs that lay n bytes of a file out in buf as frames read ahead
+ * are (h2i.h H2_FRAME): how many. */
+static int ahead_iov(char *buf, size_t n, struct iovec *v) {
+    int k = 0;
+    for (char *at = buf + 9; n; at += H2_FRAME_STEP, k++) {
+        size_t m = n < H2_FRAME ? n : H2_FRAME;
+        v[k] = (struct iovec){at, m};
+        n -= m;
+    }
+    return k;
+}
+#define AHEAD_IOV ((H2_AHEAD_ROOM + H2_FRAME - 1) / H2_FRAME)
+
 /* Reads what the page cache has of a file, never waiting on the disk:
  * bytes read, -EAGAIN when they are not cached, or another -errno. */
-static ssize_t read_cached(lx_file_t *f, char *buf, size_t n, uint64_t off) {
-    struct iovec v = {buf, n};
+static ssize_t read_cached(lx_file_t *f, const struct iovec *v, int n, uint64_t off) {
     ssize_t r;
     if (f->probe == LX_PROBE_NONE) return -EAGAIN;
     if (f->probe == LX_PROBE_RAM)
-        r = pread(f->fd, buf, n, (off_t)off);
+        r = preadv(f->fd, v, n, (off_t)off);
     else
-        r = preadv2(f->fd, &v, 1, (off_t)off, RWF_NOWAIT);
+        r = preadv2(f->fd, v, n, (off_t)off, RWF_NOWAIT);
     if (r < 0) return errno == EOPNOTSUPP ? -EAGAIN : -errno;
     return r;
 }
@@ -31,16 +43,26 @@ static ssize_t read_cached(lx_file_t *f, char *buf, size_t n, uint64_t off) {
 static void read_work(uv_work_t *wk) {
     lx_h2_stream_t *st = container_of(wk, lx_h2_stream_t, work);
     lx_h2_piece_t *p = st->head;
-    size_t n = p->len < H2_BUF_ROOM ? (size_t)p->len : H2_BUF_ROOM;
-    ssize_t r = pread(p->file->fd, st->work_buf, n, (off_t)p->off);
+    struct iovec v[AHEAD_IOV];
+    int k = ahead_iov(st->work_buf, p->len < H2_AHEAD_ROOM ? (size_t)p->len : H2_AHEAD_ROOM, v);
+    ssize_t r = preadv(p->file->fd, v, k, (off_t)p->off);
     st->work_got = r < 0 ? -errno : r;
 }
 
 _Thread_local unsigned lx_h2_ahead;
 
+/* Bytes of p that lie together at p->ptr: up to the end of its frame for a
+ * file read ahead. */
+static size_t piece_run(const lx_h2_piece_t *p) {
+    if (!p->ahead) return (size_t)p->len;
+    size_t left = H2_FRAME_STEP - (size_t)(p->ptr - p->buf) % H2_FRAME_STEP;
+    return left < p->len ? left : (size_t)p->len;
+}
+
 /* Bytes used from the head of the queue. */
 static void consume(lx_h2_stream_t *st, lx_h2_piece_t *p, size_t n) {
     if (p->kind != LX_H2P_FILE) p->ptr += n;
+    if (p->ahead && (p->ptr - p->buf) % H2_FRAME_STEP == 0) p->ptr += 9; /* the next frame's */
     p->off += n;
     p->len -= n;
     st->queued -= n;
@@ -62,7 +84,7 @@ static int put_read(lx_h2_stream_t *st, char *buf, size_t n) {
         lx_pool_put(&st->req.w->obufs, buf, LX_OUT_BUF);
         return -ENOMEM;
     }
-    *pc = (lx_h2_piece_t){.kind = LX_H2P_BUF, .buf = buf, .ptr = buf, .len = n, .ahead = 1};
+    *pc = (lx_h2_piece_t){.kind = LX_H2P_BUF, .buf = buf, .ptr = buf + 9, .len = n, .ahead = 1};
     lx_h2_ahead++;
     st->queued += n;
     consume(st, st->head, n); /* the file piece: released when all of it was read */
@@ -126,20 +148,22 @@ static ssize_t read_file(lx_h2_stream_t *st, lx_h2_piece_t *p, size_t length) {
     int32_t conn = nghttp2_session_get_remote_window_size(h->ng);
     size_t n = (size_t)(win < conn ? win : conn);
     if (n < length) n = length;
-    if (n > H2_BUF_ROOM) n = H2_BUF_ROOM;
+    if (n > H2_AHEAD_ROOM) n = H2_AHEAD_ROOM;
     if (n > p->len) n = (size_t)p->len;
     if (lx_h2_ahead >= H2_AHEAD_MAX || n < H2_REF_MIN) {
         n = length < p->len ? length : (size_t)p->len;
         char *d = lx_h2_batch_reserve(&h->out, 9 + n);
         if (d == NULL) return -ENOMEM;
-        ssize_t r = read_cached(p->file, d + 9, n, p->off);
+        struct iovec v = {d + 9, n};
+        ssize_t r = read_cached(p->file, &v, 1, p->off);
         if (r > 0) st->direct = (size_t)r;
         return r;
     }
     lx_pool_t *pool = &st->req.w->obufs;
     char *buf = lx_pool_get(pool);
     if (buf == NULL) return -ENOMEM;
-    ssize_t r = read_cached(p->file, buf, n, p->off);
+    struct iovec v[AHEAD_IOV];
+    ssize_t r = read_cached(p->file, v, ahead_iov(buf, n, v), p->off);
     if (r <= 0) {
         lx_pool_put(pool, buf, LX_OUT_BUF);
         return r;
@@ -158,6 +182,7 @@ static ssize_t data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
     lx_h2_stream_t *st = src->ptr;
     size_t got = 0;
     st->direct = 0;
+    if (length > H2_FRAME) length = H2_FRAME;
     for (lx_h2_piece_t *p = st->head; p && got < length; p = p->next) {
         if (p->kind == LX_H2P_FILE) {
             if (got) break; /* what comes before it goes first */
@@ -177,7 +202,9 @@ static ssize_t data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
             }
             p = st->head; /* the bytes read, as a buffer piece */
         }
-        got += length - got < p->len ? length - got : (size_t)p->len;
+        size_t run = piece_run(p);
+        got += length - got < run ? length - got : run;
+        if (run < p->len) break; /* a frame read ahead ends there */
     }
     if (got == 0 && !(st->eof && st->queued == 0)) {
         st->deferred = 1;
@@ -203,10 +230,21 @@ int lx_h2_send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *hd, s
         consume(st, st->head, length);
         return b->bytes < H2_GATHER ? 0 : NGHTTP2_ERR_PAUSE;
     }
+    lx_h2_piece_t *p = st->head;
+    if (p->ahead && (p->ptr - p->buf) % H2_FRAME_STEP == 9 && length <= p->len) {
+        /* A frame read ahead, with its header in the room before it. */
+        memcpy(p->ptr - 9, hd, 9);
+        int rc = lx_h2_batch_ref(b, p->ptr - 9, 9 + length);
+        if (rc < 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (rc) p->lent = 1;
+        consume(st, p, length);
+        return b->bytes < H2_GATHER ? 0 : NGHTTP2_ERR_PAUSE;
+    }
     if (lx_h2_batch_copy(b, hd, 9) < 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
     while (length) {
-        lx_h2_piece_t *p = st->head;
-        size_t n = length < p->len ? length : (size_t)p->len;
+        p = st->head;
+        size_t run = piece_run(p);
+        size_t n = length < run ? length : run;
         int rc =
             p->file ? lx_h2_batch_ref_file(b, p->file, p->ptr, n) : lx_h2_batch_ref(b, p->ptr, n);
         if (rc < 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -241,7 +279,7 @@ static int queue_copy(lx_h2_stream_t *st, const char *s, size_t len) {
     while (len) {
         lx_h2_piece_t *t = st->tail;
         size_t room =
-            t && t->kind == LX_H2P_BUF ? (size_t)(t->buf + H2_BUF_ROOM - (t->ptr + t->len)) : 0;
+            t && t->kind == LX_H2P_BUF && !t->ahead ? (size_t)(t->buf + H2_BUF_ROOM - (t->ptr + t->len)) : 0;
         if (room == 0) {
             char *b = lx_pool_get(&st->req.w->obufs);
             if (b == NULL) return -ENOMEM;

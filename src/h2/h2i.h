@@ -29,7 +29,8 @@ typedef struct lx_h2_piece_s {
     uint64_t off;    /**< FILE: offset in the file */
     uint64_t len;    /**< bytes left */
     uint8_t kind;    /**< lx_h2_piece_kind_t */
-    uint8_t ahead;   /**< BUF: a file's bytes read ahead (counted in lx_h2_ahead) */
+    uint8_t ahead;   /**< BUF: a file's bytes read ahead (counted in lx_h2_ahead), laid
+                          out in frames (H2_FRAME) with room for each header */
     uint8_t lent;    /**< BUF: the output has pointed into it (lx_h2_put_buf) */
 } lx_h2_piece_t;
 
@@ -51,6 +52,16 @@ typedef struct {
 /* Bytes of a pooled buffer (LX_OUT_BUF) that a stream fills; the rest
  * links it in a batch's list of buffers held (out.c). */
 #define H2_BUF_ROOM (LX_OUT_BUF - sizeof(char *))
+
+/* The payload of a DATA frame at most, so that a frame and its 9-byte
+ * header fill one TLS record of 16 KiB, which the transport seals where it
+ * lies (tls.c encrypt); a file read ahead is laid out in a pooled buffer
+ * in such frames, each after 9 bytes of room for its header: the frame
+ * goes out as one piece. */
+#define H2_FRAME      16375
+#define H2_FRAME_STEP (9 + H2_FRAME)
+/* A file's bytes that a pooled buffer holds, laid out so. */
+#define H2_AHEAD_ROOM (H2_BUF_ROOM - 9 * ((H2_BUF_ROOM + H2_FRAME_STEP - 1) / H2_FRAME_STEP))
 
 /* A DATA payload smaller than this is copied into the batch rather than
  * sent from where it is (a segment of its own costs more than the copy). */
