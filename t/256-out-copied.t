@@ -1,12 +1,15 @@
-# A file piece past the memory cache's 64 KiB and up to LX_OUT_COPY_MAX
-# (128 KiB) goes out copied, not by sendfile (issue 18): read from the page
+# A file piece of a file past the memory cache's 256 KiB (a range, or what
+# is left of the file), up to LX_OUT_COPY_MAX (128 KiB), goes out copied,
+# not by sendfile (issue 18): read from the page
 # cache with preadv2(RWF_NOWAIT) into the loop's 64 KiB scratch, one write
 # of at most 64 KiB at a time, the first with the headers. The scratch
 # belongs to the loop, not the connection: what the socket does not take is
 # read again from the file. This test holds that path to what sendfile gave:
-# - byte-exact at 64 KiB + 1 (the first size that is a file piece), 100 KiB,
-#   exactly 128 KiB (the limit) and 128 KiB + 1 (one past: sendfile), by
-#   GET, HEAD, a range inside, two ranges (multipart) and two pipelined GETs;
+# - a file of exactly 256 KiB comes from memory (nothing read), one past by
+#   sendfile;
+# - byte-exact at 64 KiB + 1, 100 KiB, exactly 128 KiB (the limit) and
+#   128 KiB + 1 (one past: sendfile), ranges of a larger file, by GET, HEAD,
+#   two ranges (multipart) and two pipelined GETs, and HEAD;
 # - which way each size goes: copied up to the limit, by sendfile one past
 #   (the loop thread's rchar has sendfile's two probe bytes, or not);
 # - a warm file takes no thread-pool read (like t/179 for sendfile), and a
@@ -26,6 +29,7 @@ use Luxd;
 use Luxd::PageCache;
 
 my $KB = 1024;
+my $MEM = 256 * $KB;    # src/io/filecache.h LX_SMALL_FILE
 my $TRIES = 30;
 my $s = Luxd->new(
     config => 'vhost "localhost" { default = true, root = "$DIR/www", location "/status" { status = true } }',
@@ -65,78 +69,102 @@ sub rchar {
     return $v;
 }
 
+# Files up to the memory cache's limit are served from memory: no read per
+# request at all; one past goes by sendfile (and its two probe bytes).
+for my $size ($MEM, $MEM + 1) {
+    my $name = "m$size.bin";
+    my $data = make($name, $size);
+    my $pin = Luxd::PageCache->pin("$www/$name");
+    my $r = $s->get("/$name");
+    my $task = loop_task();
+    my $rc0 = rchar($task);
+    $r = $s->get("/$name");
+    ok($r->{status} == 200 && md5_hex($r->{body} // '') eq md5_hex($data), "$size bytes: GET byte-exact");
+    my $read = rchar($task) - $rc0;
+    if ($size == $MEM) {
+        is($read, 0, "$size bytes (the memory cache's limit): from memory, nothing read");
+    } else {
+        is($read, $size + 2, "$size bytes (one past): by sendfile, after its two probe bytes");
+    }
+}
+
+# The copied path takes a file piece of up to LX_OUT_COPY_MAX (128 KiB):
+# a range of a file larger than the memory cache's, or the tail of one.
+my $BIG = 4 * $MEM;
+my $big = make('big.bin', $BIG);
+my $bigpin = Luxd::PageCache->pin("$www/big.bin");
 my %data;
 for my $size (64 * $KB + 1, 100 * $KB, 128 * $KB, 128 * $KB + 1) {
-    my $name = "f$size.bin";
-    my $data = $data{$size} = make($name, $size);
-    my $pin = Luxd::PageCache->pin("$www/$name");
+    my $from = 4096 + $size % 7;
+    my $range = "bytes=$from-" . ($from + $size - 1);
+    my $data = $data{$size} = substr($big, $from, $size);
 
     # Warm: no pool read, when luxd read nothing from the disk meanwhile
     # (a GET first, whose cache load and looks set what the next compares).
     my ($r, $n, $quiet);
     for (1 .. $TRIES) {
         my $d = Luxd::PageCache->disk_reads($s->pid);
-        $s->get("/$name");
+        $s->get('/big.bin', Range => $range);
         $n = pool_reads();
-        $r = $s->get("/$name");
+        $r = $s->get('/big.bin', Range => $range);
         $n = pool_reads() - $n;
-        last if $quiet = Luxd::PageCache->disk_reads($s->pid) == $d && !$pin->missing;
+        last if $quiet = Luxd::PageCache->disk_reads($s->pid) == $d && !$bigpin->missing;
     }
-    ok($r->{status} == 200 && ($r->{headers}{'content-length'} // '') eq $size && md5_hex($r->{body} // '') eq md5_hex($data),
-        "$size bytes: GET byte-exact");
+    ok($r->{status} == 206 && ($r->{headers}{'content-length'} // '') eq $size && md5_hex($r->{body} // '') eq md5_hex($data),
+        "$size bytes: GET of a range byte-exact");
     is($n, 0, "$size bytes: warm, no thread-pool read") or diag $quiet ? 'quiet' : 'never quiet';
 
-    # Which way it went, from the loop thread's rchar: the file's bytes
+    # Which way it went, from the loop thread's rchar: the piece's bytes
     # either way (preadv2, or sendfile), and by sendfile also the two bytes
     # its page-cache probes read (the first and the last), which the copied
     # path does without. At the limit copied, one past by sendfile.
     my $task = loop_task();
     my $rc0 = rchar($task);
-    $r = $s->get("/$name");
+    $r = $s->get('/big.bin', Range => $range);
     my $extra = rchar($task) - $rc0 - $size;
     is($extra, $size <= 128 * $KB ? 0 : 2,
         "$size bytes: " . ($size <= 128 * $KB ? 'copied, no probe read' : 'by sendfile, after its two probe bytes'));
 
-    my $h = $s->head("/$name");
-    ok($h->{status} == 200 && ($h->{headers}{'content-length'} // '') eq $size && ($h->{body} // '') eq '',
-        "$size bytes: HEAD: the length, no body");
-
-    $r = $s->get("/$name", Range => 'bytes=1000-70000');
-    ok($r->{status} == 206 && md5_hex($r->{body} // '') eq md5_hex(substr($data, 1000, 69001)), "$size bytes: a range inside, byte-exact");
-
-    $r = $s->get("/$name", Range => 'bytes=0-9,65530-65545');
-    my @parts = ($r->{body} // '') =~ /\r\nContent-Range: bytes (\d+)-(\d+)\/$size\r\n\r\n(.*?)\r\n--/sg;
-    ok($r->{status} == 206 && @parts == 6 && $parts[2] eq substr($data, 0, 10) && $parts[5] eq substr($data, 65530, 16),
-        "$size bytes: two ranges, multipart, byte-exact");
-
-    my $two = $s->raw(Luxd::request(path => "/$name") . Luxd::request(path => "/$name", close => 1), timeout => 10);
+    my $req = Luxd::request(path => '/big.bin', headers => [Range => $range]);
+    my $two = $s->raw($req . Luxd::request(path => '/big.bin', headers => [Range => $range], close => 1), timeout => 10);
     my @bodies;
-    while ($two =~ /\G HTTP\/1\.1\ 200[^\r]*\r\n (.*?) \r\n\r\n/gcxs) {
+    while ($two =~ /\G HTTP\/1\.1\ 206[^\r]*\r\n (.*?) \r\n\r\n/gcxs) {
         my ($len) = $1 =~ /content-length: (\d+)/i or last;
         push @bodies, substr($two, pos($two), $len);
         pos($two) += $len;
     }
     ok(@bodies == 2 && (grep { $_ eq $data } @bodies) == 2 && pos($two) == length $two, "$size bytes: two pipelined GETs, byte-exact");
 }
+{
+    # A range is for GET alone (RFC 9110 14.2): HEAD has the whole length.
+    my $h = $s->head('/big.bin', Range => 'bytes=4096-70000');
+    ok($h->{status} == 200 && ($h->{headers}{'content-length'} // '') eq $BIG && ($h->{body} // '') eq '',
+        "HEAD of a file past the memory cache: the length, no body");
+    my $r = $s->get('/big.bin', Range => 'bytes=0-9,65530-65545');
+    my @parts = ($r->{body} // '') =~ /\r\nContent-Range: bytes (\d+)-(\d+)\/$BIG\r\n\r\n(.*?)\r\n--/sg;
+    ok($r->{status} == 206 && @parts == 6 && $parts[2] eq substr($big, 0, 10) && $parts[5] eq substr($big, 65530, 16),
+        "two ranges, multipart, byte-exact");
+}
 
 # Cold: evicted (dd's nocache drops what it can), then read by the pool.
 {
     my $size = 100 * $KB;
     my $name = "cold.bin";
-    my $data = make($name, $size);
+    my $data = make($name, $BIG);
+    my $range = 'bytes=8192-' . (8192 + $size - 1);
     my ($ok, $n, $r);
     for (1 .. 10) {
-        $s->get("/$name");    # in the file cache: the GET below is only the body's reads
+        $s->get("/$name", Range => $range);    # in the file cache: the GET below is only the body's reads
         system('dd', "if=$www/$name", 'iflag=nocache', 'count=0', 'status=none') == 0 or die 'dd failed';
         next unless `fincore --raw --noheadings --output PAGES $www/$name` =~ /^\s*0\s*$/;
         $n = pool_reads();
-        $r = $s->get("/$name");
+        $r = $s->get("/$name", Range => $range);
         $n = pool_reads() - $n;
         $ok = 1;
         last;
     }
     ok($ok, 'cold: the file was evicted (the premise)');
-    ok($r->{status} == 200 && md5_hex($r->{body} // '') eq md5_hex($data), 'cold: byte-exact');
+    ok($r->{status} == 206 && md5_hex($r->{body} // '') eq md5_hex(substr($data, 8192, $size)), 'cold: byte-exact');
     cmp_ok($n, '>=', 1, 'cold: read by the thread pool');
 }
 
@@ -161,7 +189,10 @@ sub queued {
 my $N = 64;
 for my $size (100 * $KB, 128 * $KB) {
     my $c = $s->connect(rcvbuf => 4096);
-    $c->send(join '', (map { Luxd::request(path => "/f$size.bin") } 1 .. $N - 1), Luxd::request(path => "/f$size.bin", close => 1));
+    my $range = "bytes=4096-" . (4096 + $size - 1);
+    $data{$size} = substr($big, 4096, $size);
+    my @h = (headers => [Range => $range]);
+    $c->send(join '', (map { Luxd::request(path => '/big.bin', @h) } 1 .. $N - 1), Luxd::request(path => '/big.bin', @h, close => 1));
     my ($q, $last) = (0, -1);
     for (1 .. 100) {    # until it stops growing: luxd stalled on the full socket
         sleep 0.05;
@@ -181,7 +212,7 @@ for my $size (100 * $KB, 128 * $KB) {
     $c->close;
     my @bodies;
     pos($got) = 0;
-    while ($got =~ /\G HTTP\/1\.1\ 200[^\r]*\r\n (.*?) \r\n\r\n/gcxs) {
+    while ($got =~ /\G HTTP\/1\.1\ 206[^\r]*\r\n (.*?) \r\n\r\n/gcxs) {
         my ($len) = $1 =~ /content-length: (\d+)/i or last;
         push @bodies, substr($got, pos($got), $len);
         pos($got) += $len;
@@ -198,13 +229,14 @@ for my $size (100 * $KB, 128 * $KB) {
     my %d;
     for my $i (1 .. 4) {
         my $size = (90 + 9 * $i) * $KB + $i;
-        $d{$i} = make("g$i.bin", $size);
+        $d{$i} = [substr(make("g$i.bin", $BIG), $i, $size), "bytes=$i-" . ($i + $size - 1)];
     }
     my $n = 40;
     my @c;
     for my $i (1 .. 4) {
         my $c = $s->connect(rcvbuf => 4096);
-        $c->send(join '', (map { Luxd::request(path => "/g$i.bin") } 1 .. $n - 1), Luxd::request(path => "/g$i.bin", close => 1));
+        my @h = (path => "/g$i.bin", headers => [Range => $d{$i}[1]]);
+        $c->send(join '', (map { Luxd::request(@h) } 1 .. $n - 1), Luxd::request(@h, close => 1));
         push @c, [$i, $c, ''];
     }
     my $sel = IO::Select->new(map { $_->[1]{sock} } @c);
@@ -222,10 +254,10 @@ for my $size (100 * $KB, 128 * $KB) {
         my ($i, undef, $got) = @$e;
         my ($k, $good) = (0, 0);
         pos($got) = 0;
-        while ($got =~ /\G HTTP\/1\.1\ 200[^\r]*\r\n (.*?) \r\n\r\n/gcxs) {
+        while ($got =~ /\G HTTP\/1\.1\ 206[^\r]*\r\n (.*?) \r\n\r\n/gcxs) {
             my ($len) = $1 =~ /content-length: (\d+)/i or last;
             $k++;
-            $good++ if substr($got, pos($got), $len) eq $d{$i};
+            $good++ if substr($got, pos($got), $len) eq $d{$i}[0];
             pos($got) += $len;
         }
         ok($k == $n && $good == $n, "four slow readers on one loop: g$i: $n responses byte-exact")
