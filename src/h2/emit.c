@@ -278,8 +278,9 @@ static int queue_copy(lx_h2_stream_t *st, const char *s, size_t len) {
     st->queued += len;
     while (len) {
         lx_h2_piece_t *t = st->tail;
-        size_t room =
-            t && t->kind == LX_H2P_BUF && !t->ahead ? (size_t)(t->buf + H2_BUF_ROOM - (t->ptr + t->len)) : 0;
+        size_t room = t && t->kind == LX_H2P_BUF && !t->ahead
+                          ? (size_t)(t->buf + H2_BUF_ROOM - (t->ptr + t->len))
+                          : 0;
         if (room == 0) {
             char *b = lx_pool_get(&st->req.w->obufs);
             if (b == NULL) return -ENOMEM;
