@@ -231,7 +231,7 @@ int lx_h2_send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *hd, s
         return b->bytes < H2_GATHER ? 0 : NGHTTP2_ERR_PAUSE;
     }
     lx_h2_piece_t *p = st->head;
-    if (p->ahead && (p->ptr - p->buf) % H2_FRAME_STEP == 9 && length <= p->len) {
+    if (p && p->ahead && (p->ptr - p->buf) % H2_FRAME_STEP == 9 && length <= p->len) {
         /* A frame read ahead, with its header in the room before it. */
         memcpy(p->ptr - 9, hd, 9);
         int rc = lx_h2_batch_ref(b, p->ptr - 9, 9 + length);

@@ -458,11 +458,11 @@ static void soak(unsigned steps) {
  * after (a uv_write's completion takes all it holds): every cut inside the
  * headers, at their end, inside each 64 KiB write of the file and past it.
  * What the socket did not take of the scratch must be read again from the
- * file; what it did not take of the headers waits in a uv_write. The file
- * is at the limit, one byte under it, and the first size past the memory
- * cache. */
+ * file; what it did not take of the headers waits in a uv_write. The piece
+ * is at the limit, one byte under it, and one past a 64 KiB write (a range,
+ * or the tail of a file past the memory cache). */
 static void copied_cut(int in_cache) {
-    static const uint64_t lens[] = {LX_OUT_COPY_MAX, LX_OUT_COPY_MAX - 1, LX_SMALL_FILE + 1};
+    static const uint64_t lens[] = {LX_OUT_COPY_MAX, LX_OUT_COPY_MAX - 1, LX_OUT_BUF + 1};
     static const size_t steps[] = {SIZE_MAX, 4096, 65535, 65536, 65537};
     const size_t hdr = 300;
     /* Every cut in the headers and at their end, the socket then taking
