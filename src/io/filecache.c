@@ -28,6 +28,7 @@ struct lx_filecache_s {
     size_t nbuckets; /* a power of two */
     size_t n;        /* entries in the hash */
     size_t bytes;    /* small-file bodies held */
+    size_t pinned;   /* bodies of entries evicted while responses still send them */
     size_t fds;      /* large-file fds held */
     lx_file_t *lru_head, *lru_tail;
 };
@@ -46,6 +47,7 @@ lx_filecache_t *lx_filecache_new(uv_loop_t *loop) {
 }
 
 static void file_free(lx_file_t *f) {
+    if (f->pinned) f->cache->pinned -= f->size;
     lx_gen_unref(f->gen);
     if (f->fd >= 0) close(f->fd);
     free(f->data);
@@ -92,6 +94,10 @@ static void evict(lx_filecache_t *fc, lx_file_t *f) {
     fc->n--;
     if (!f->loading) { /* a loading entry's fields belong to the pool thread */
         if (f->data) fc->bytes -= f->size;
+        if (f->data && f->refs > 1) { /* a response still sends it */
+            fc->pinned += f->size;
+            f->pinned = 1;
+        }
         if (f->fd >= 0) fc->fds--;
     }
     f->stale = 1;
@@ -247,7 +253,7 @@ static void load_work(uv_work_t *w) {
         close(fd);
         return;
     }
-    if (f->size > LX_SMALL_FILE) {
+    if (f->size > LX_SMALL_FILE || !f->mem_ok) {
         f->fd = fd;
         return;
     }
@@ -368,6 +374,11 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     f->fd = -1;
     f->refs = 2; /* the cache's and the load's */
     f->loading = 1;
+    /* Bodies evicted while responses still send them (stalled clients:
+     * each holds its file, up to LX_SMALL_FILE) count against the cache's
+     * bound: past it, files are opened, not read into memory, and what
+     * responses read of them is bounded by the protocols' read-ahead. */
+    f->mem_ok = fc->bytes + fc->pinned < CACHE_BYTES;
     if (fc->n >= fc->nbuckets) grow(fc);
     lx_file_t **b = &fc->buckets[h & (fc->nbuckets - 1)];
     f->hnext = *b;

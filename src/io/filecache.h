@@ -48,6 +48,8 @@ typedef struct lx_file_s {
     unsigned char refused;  /**< err is a refusal, not open(2)'s: LX_FILE_REFUSED_* */
     unsigned char probe;    /**< LX_PROBE_*: how out.c asks the page cache (the loop's) */
     unsigned char no_cstat; /**< cachestat(2) refused for it (EPERM): out.c, loop */
+    unsigned char mem_ok;   /**< the load may read it into memory (set before it) */
+    unsigned char pinned;   /**< evicted with its body still sent: counted in the cache's pinned */
     unsigned loading : 1;   /**< a thread-pool load is in flight */
     unsigned stale : 1;     /**< removed from the hash; freed at last unref */
     int fd;                 /**< open file for large files, else -1 */
