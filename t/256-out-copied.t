@@ -8,8 +8,8 @@
 # - a file of exactly 256 KiB comes from memory (nothing read), one past by
 #   sendfile;
 # - byte-exact at 64 KiB + 1, 100 KiB, exactly 128 KiB (the limit) and
-#   128 KiB + 1 (one past: sendfile), ranges of a larger file, by GET, HEAD,
-#   two ranges (multipart) and two pipelined GETs, and HEAD;
+#   128 KiB + 1 (one past: sendfile), ranges of a larger file, by GET, two
+#   ranges (multipart) and two pipelined GETs, and HEAD;
 # - which way each size goes: copied up to the limit, by sendfile one past
 #   (the loop thread's rchar has sendfile's two probe bytes, or not);
 # - a warm file takes no thread-pool read (like t/179 for sendfile), and a

@@ -58,8 +58,8 @@ sub server {
     my $tport = Luxd::free_port();
     my $srv = $o{server} || {};
     my $listen = $o{listen} // qq{{ "127.0.0.1:\$PORT", { "127.0.0.1:$tport", tls = true } }};
-    $listen =~ s/\$TLSPORT\b/$tport/g;
-    (my $config = $o{config}) =~ s/\$TLSPORT\b/$tport/g;
+    my $config = $o{config};
+    s/\$TLSPORT\b/$tport/g for $listen, $config;
     my $s = Luxd->new(%o, config => $config, server => { %$srv, listen => \$listen });
     return ($s, $tport);
 }
