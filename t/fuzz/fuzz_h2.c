@@ -57,7 +57,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <nghttp2/nghttp2.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -75,40 +74,10 @@
 #include "log.h"
 #include "policy/policy.h"
 #include "worker.h"
-
-/* As fuzz_http: LuaJIT's objects are behind tagged values LSan cannot
- * follow. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-    return "leak:vm_alloc\nleak:libluajit-5.1.so\n";
-}
-
-static lx_worker_t W;
-static char dir[64], cfg_file[128];
-static uint64_t gen_id = 1;
+#include "common/world.h"
 
 #define PREFACE  "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #define BIG_SIZE (300 * 1024)
-
-static void put_file(const char *rel, const char *data, size_t len) {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/%s", dir, rel);
-    for (char *s = strchr(path + strlen(dir) + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        mkdir(path, 0755);
-        *s = '/';
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
-        perror(path);
-        exit(1);
-    }
-    close(fd);
-}
-
-static void put_str(const char *rel, const char *s) {
-    put_file(rel, s, strlen(s));
-}
 
 static const char config[] =
     "server {\n"
@@ -170,24 +139,9 @@ static const char config[] =
     "  policy = function(r) if r.headers['x-user'] ~= 'admin' then return 401 end end,\n"
     "}\n";
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void rm_dir(void) {
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
-    signal(SIGPIPE, SIG_IGN);
-    snprintf(dir, sizeof(dir), "/tmp/luxd-fuzz-h2-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    atexit(rm_dir);
+    world_dir("fuzz-h2");
     put_str("www/index.html", "<h1>home</h1>\n");
     put_str("www/404.html", "custom 404\n");
     put_str("www/403.html", "custom 403\n");
@@ -211,53 +165,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     put_file("www/mid.bin", b, 70 * 1024);
     free(b);
 
-    char cfg[sizeof(config) + 128];
-    snprintf(cfg, sizeof(cfg), "local DIR = '%s'\n%s", dir, config);
-    snprintf(cfg_file, sizeof(cfg_file), "%s/luxd.lua", dir);
-    put_str("luxd.lua", cfg);
-
-    lx_gen_t *g;
-    char err[2048];
-    if (lx_config_load(cfg_file, dir, 1, &g, err, sizeof(err)) < 0 ||
-        lx_handlers_gen_init(g, cfg_file, dir, 1, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fuzz_h2: config: %s\n", err);
-        exit(1);
-    }
-    lx_log_open(g->srv.error_log, g->srv.error_log_level);
-    /* A worker as lx_worker_start makes one, without its thread, listeners,
-     * tick and wakeup: this thread runs the loop (as fuzz_http). */
-    uv_loop_init(&W.loop);
-    W.index = 0;
-    W.gen = g;
-    W.max_conns = 1000;
-    W.alog_cap = g->srv.access_log_buffer ? g->srv.access_log_buffer : 512;
-    W.cache = lx_filecache_new(&W.loop);
-    W.match_data = pcre2_match_data_create(10, NULL);
-    W.listeners = calloc(1, sizeof(*W.listeners));
-    W.listening = 1;
-    uv_mutex_init(&W.mailbox_lock);
-    if (lx_worker_init_conns(&W) < 0) abort();
-    lx_worker_set_time(&W, time(NULL));
+    world_start(config);
     return 0;
-}
-
-static void reload(void) {
-    lx_gen_t *g;
-    char err[2048];
-    if (lx_config_load(cfg_file, dir, ++gen_id, &g, err, sizeof(err)) < 0 ||
-        lx_handlers_gen_init(g, cfg_file, dir, 1, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fuzz_h2: reload: %s\n", err);
-        abort();
-    }
-    if (W.gen_users > 0) {
-        W.retired = realloc(W.retired, (W.nretired + 1) * sizeof(*W.retired));
-        W.retired[W.nretired++] = (lx_retired_t){W.gen, W.gen_users, uv_now(&W.loop)};
-    } else {
-        lx_gen_unref(W.gen);
-    }
-    W.gen = g;
-    W.gen_users = 0;
-    lx_filecache_clear(W.cache);
 }
 
 /* ---- failing ------------------------------------------------------------- */
@@ -1103,7 +1012,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (c) lx_conn_drain(c);
             } else if ((op & 15) == 13) {
                 send_out();
-                if (reloads-- > 0) reload();
+                if (reloads-- > 0) world_reload();
             } else {
                 build_frame(op);
             }

@@ -38,7 +38,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,38 +56,7 @@
 #include "log.h"
 #include "policy/policy.h"
 #include "worker.h"
-
-/* LuaJIT keeps the policy states' objects behind tagged values, which
- * LeakSanitizer cannot follow: what the policy allocator (policy.c vm_alloc)
- * holds would be reported as leaked at exit although the states are alive. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-    return "leak:vm_alloc\nleak:libluajit-5.1.so\n";
-}
-
-static lx_worker_t W;
-static char dir[64], cfg_file[128];
-static uint64_t gen_id = 1;
-
-static void put_file(const char *rel, const char *data, size_t len) {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/%s", dir, rel);
-    for (char *s = strchr(path + strlen(dir) + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        mkdir(path, 0755);
-        *s = '/';
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
-        perror(path);
-        exit(1);
-    }
-    close(fd);
-}
-
-static void put_str(const char *rel, const char *s) {
-    put_file(rel, s, strlen(s));
-}
+#include "common/world.h"
 
 static const char config[] =
     "server {\n"
@@ -180,27 +148,10 @@ static const char config[] =
     "end end,\n"
     "}\n";
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void rm_dir(void) {
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    signal(SIGPIPE, SIG_IGN);
-    snprintf(dir, sizeof(dir), "/tmp/luxd-fuzz-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    atexit(rm_dir);
+    world_dir("fuzz");
     put_str("www/index.html", "<h1>home</h1>\n");
     put_str("www/404.html", "custom 404\n");
     put_str("www/a.txt", "0123456789abcdefghijklmnopqrstuvwxyz\n");
@@ -230,59 +181,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     put_file("www/big.bin", b, big);
     free(b);
 
-    char cfg[sizeof(config) + 128], *file = cfg_file;
-    snprintf(cfg, sizeof(cfg), "local DIR = '%s'\n%s", dir, config);
-    snprintf(cfg_file, sizeof(cfg_file), "%s/luxd.lua", dir);
-    put_str("luxd.lua", cfg);
-
-    lx_gen_t *g;
-    char err[2048];
-    if (lx_config_load(file, dir, 1, &g, err, sizeof(err)) < 0 ||
-        lx_handlers_gen_init(g, file, dir, 1, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fuzz_http: config: %s\n", err);
-        exit(1);
-    }
-    lx_log_open(g->srv.error_log, g->srv.error_log_level);
-
-    /* A worker as lx_worker_start makes one, without its thread, listeners,
-     * tick and wakeup: this thread runs the loop. */
-    uv_loop_init(&W.loop);
-    W.index = 0;
-    W.gen = g;
-    W.max_conns = 1000;
-    /* Access log buffers are made per file on first use (accesslog.c). */
-    W.alog_cap = g->srv.access_log_buffer ? g->srv.access_log_buffer : 512;
-    W.cache = lx_filecache_new(&W.loop);
-    W.match_data = pcre2_match_data_create(10, NULL);
-    W.listeners = calloc(1, sizeof(*W.listeners));
-    W.listening = 1;
-    uv_mutex_init(&W.mailbox_lock);
-    if (lx_worker_init_conns(&W) < 0) abort();
-    lx_worker_set_time(&W, time(NULL));
+    world_start(config);
     return 0;
-}
-
-/* A reload as the loop sees one (worker.c adopt): a new generation from the
- * same file; the old one is retired while requests still run under it and
- * freed when the last ends, so anything that keeps pointing into it after
- * that reads freed memory, which ASan reports. */
-static void reload(void) {
-    lx_gen_t *g;
-    char err[2048];
-    if (lx_config_load(cfg_file, dir, ++gen_id, &g, err, sizeof(err)) < 0 ||
-        lx_handlers_gen_init(g, cfg_file, dir, 1, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fuzz_http: reload: %s\n", err);
-        abort();
-    }
-    if (W.gen_users > 0) {
-        W.retired = realloc(W.retired, (W.nretired + 1) * sizeof(*W.retired));
-        W.retired[W.nretired++] = (lx_retired_t){W.gen, W.gen_users, uv_now(&W.loop)};
-    } else {
-        lx_gen_unref(W.gen);
-    }
-    W.gen = g;
-    W.gen_users = 0;
-    lx_filecache_clear(W.cache);
 }
 
 /* ---- what the client asked ---------------------------------------------- */
@@ -720,7 +620,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (n > 0) sent += (size_t)n;
             if (n > 0 && reloads && ++pieces % 4 == 0) {
                 uv_run(&W.loop, UV_RUN_NOWAIT); /* let luxd read the piece first */
-                reload();
+                world_reload();
                 reloads--;
             }
         }
