@@ -503,16 +503,6 @@ static void drain(void) {
     }
 }
 
-static void found(lx_conn_t *c, void *arg) {
-    *(lx_conn_t **)arg = c;
-}
-
-static lx_conn_t *the_conn(void) {
-    lx_conn_t *c = NULL;
-    lx_conn_each(&W, found, &c);
-    return c;
-}
-
 /* One turn: what luxd wrote is read; a job or a write in flight is waited
  * for (the socket was just drained, so a write completes). Returns whether
  * anything happened. */
@@ -1008,7 +998,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (op & 0x10) settle();
             } else if ((op & 15) == 12) {
                 send_out();
-                lx_conn_t *c = the_conn();
+                lx_conn_t *c = world_conn();
                 if (c) lx_conn_drain(c);
             } else if ((op & 15) == 13) {
                 send_out();
@@ -1030,7 +1020,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             idle = 0;
             continue;
         }
-        if (!the_conn()) {
+        if (!world_conn()) {
             drain();
             break;
         }
@@ -1040,7 +1030,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                            "on a timer)");
             /* Told to go on (to fuzz past a known stall): the close the
              * timer would bring, now. */
-            lx_conn_t *c = the_conn();
+            lx_conn_t *c = world_conn();
             if (c) lx_conn_close(c);
             idle = 0;
         }

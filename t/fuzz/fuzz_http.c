@@ -574,20 +574,9 @@ static int drain(int fd) {
     }
 }
 
-static void found(lx_conn_t *c, void *arg) {
-    *(lx_conn_t **)arg = c;
-}
-
-/* The one connection of the harness, or NULL once it is closed. */
-static lx_conn_t *the_conn(void) {
-    lx_conn_t *c = NULL;
-    lx_conn_each(&W, found, &c);
-    return c;
-}
-
 /* What tells whether the loop did anything. */
 static size_t state(void) {
-    lx_conn_t *c = the_conn();
+    lx_conn_t *c = world_conn();
     if (c == NULL) return 0;
     const lx_sess_t *s = c->link.tp.tcp.data;
     size_t sv = s ? s->rlen * 7 + s->rpos * 13 + s->out.n * 17 + s->out.olen * 3 : 0;
@@ -631,7 +620,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t before = state();
         server_closed = drain(sv[1]);
         if (server_closed) break;
-        lx_conn_t *c = the_conn();
+        lx_conn_t *c = world_conn();
         const lx_sess_t *cs = c ? c->link.tp.tcp.data : NULL;
         if (cs && (cs->req.waiting || cs->req.pending || cs->out.writing)) {
             uv_run(&W.loop, UV_RUN_ONCE); /* a thread-pool job wakes the loop */
@@ -639,7 +628,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             continue;
         }
         uv_run(&W.loop, UV_RUN_NOWAIT);
-        if (state() == before && shut && !the_conn()) {
+        if (state() == before && shut && !world_conn()) {
             /* Closed, but the socket has not told us yet. */
             server_closed = drain(sv[1]);
             break;

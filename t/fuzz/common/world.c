@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "h1/conn.h"
 #include "handlers/handler.h"
 #include "io/filecache.h"
 #include "log.h"
@@ -117,4 +118,14 @@ void world_reload(void) {
     W.gen = g;
     W.gen_users = 0;
     lx_filecache_clear(W.cache);
+}
+
+static void found(lx_conn_t *c, void *arg) {
+    *(lx_conn_t **)arg = c;
+}
+
+lx_conn_t *world_conn(void) {
+    lx_conn_t *c = NULL;
+    lx_conn_each(&W, found, &c);
+    return c;
 }

@@ -24,5 +24,7 @@ void world_start(const char *config);
  * and freed when the last ends, so anything that keeps pointing into it
  * after that reads freed memory, which ASan reports. */
 void world_reload(void);
+/* The harness's one connection, or NULL once it is closed. */
+lx_conn_t *world_conn(void);
 
 #endif
