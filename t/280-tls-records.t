@@ -29,45 +29,17 @@ my ($s, $tp) = TLSTest::server(
 # handshake, in records of the same outer type) are read by a first
 # request whose records are not reported.
 my $PY = <<'PY';
-import socket, ssl, sys
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
-ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-ctx.set_ciphers("ECDHE+AESGCM")
-raw = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
-inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-o = ssl.SSLObject
-t = ctx.wrap_bio(inc, out, server_hostname="a.test")
-def flush():
-    d = out.read()
-    if d: raw.sendall(d)
-while True:
-    try:
-        t.do_handshake(); flush(); break
-    except ssl.SSLWantReadError:
-        flush(); d = raw.recv(65536)
-        if not d: sys.exit("closed in the handshake")
-        inc.write(d)
-pend = b""
-def record():
-    global pend
-    while len(pend) < 5 or len(pend) < 5 + int.from_bytes(pend[3:5], "big"):
-        d = raw.recv(65536)
-        if not d: sys.exit("closed")
-        pend += d
-    n = 5 + int.from_bytes(pend[3:5], "big")
-    r, pend = pend[:n], pend[n:]
-    return r
+import sys
+sys.path.insert(0, "t/lib")
+from tlsrecords import Client
+c = Client(int(sys.argv[1]), ciphers="ECDHE+AESGCM")
 def get(path):
-    t.write(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: a.test\r\n\r\n"); flush()
+    c.write(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: a.test\r\n\r\n")
     sizes, plain = [], b""
     while True:
-        r = record()
+        r = c.record()
         sizes.append(len(r) - 5 - 17)
-        inc.write(r)
-        try:
-            while True: plain += t.read(65536)
-        except ssl.SSLWantReadError:
-            pass
+        plain += c.open(r)
         head, sep, body = plain.partition(b"\r\n\r\n")
         if sep:
             cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]

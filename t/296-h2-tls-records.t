@@ -7,8 +7,8 @@
 # of the body holds exactly one whole DATA frame, none over 16 KiB, and
 # the body is byte-exact. Files past the memory cache (256 KiB) are read
 # so; a file in memory goes in the same frames, copied into records.
-# A Python client (Debian's python3-h2) does the handshake over memory
-# BIOs and reads the records off the socket itself.
+# A Python client (Debian's python3-h2, over t/lib/tlsrecords.py) reads
+# the records off the socket itself.
 use strict;
 use warnings;
 use Test::More;
@@ -32,53 +32,24 @@ my ($s, $tport) = TLSTest::server(
 # ended (as "size:f1+f2"), then the body's md5. TLS 1.3 with AES-GCM: a
 # record's plain text is its length - 17.
 my $PY = <<'PY';
-import hashlib, socket, ssl, sys
-import h2.config, h2.connection, h2.events
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
-ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-ctx.set_alpn_protocols(["h2"])
-raw = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
-inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-t = ctx.wrap_bio(inc, out, server_hostname="a.test")
-def flush():
-    d = out.read()
-    if d: raw.sendall(d)
-while True:
-    try:
-        t.do_handshake(); flush(); break
-    except ssl.SSLWantReadError:
-        flush(); d = raw.recv(65536)
-        if not d: sys.exit("closed in the handshake")
-        inc.write(d)
-if t.selected_alpn_protocol() != "h2": sys.exit("no h2")
+import hashlib, sys
+import h2.config, h2.connection, h2.events, h2.settings
+sys.path.insert(0, "t/lib")
+from tlsrecords import Client
+t = Client(int(sys.argv[1]), alpn=["h2"])
+if t.tls.selected_alpn_protocol() != "h2": sys.exit("no h2")
 c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
 c.initiate_connection()
 c.increment_flow_control_window(1 << 30)
 c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: (1 << 31) - 1})
-t.write(c.data_to_send()); flush()
-pend = b""
-def record():
-    global pend
-    while len(pend) < 5 or len(pend) < 5 + int.from_bytes(pend[3:5], "big"):
-        d = raw.recv(65536)
-        if not d: sys.exit("closed")
-        pend += d
-    n = 5 + int.from_bytes(pend[3:5], "big")
-    r, pend = pend[:n], pend[n:]
-    return r
+t.write(c.data_to_send())
 def get(path):
     sid = c.get_next_available_stream_id()
     c.send_headers(sid, [(":method", "GET"), (":scheme", "https"), (":path", path), (":authority", "a.test")], end_stream=True)
-    t.write(c.data_to_send()); flush()
+    t.write(c.data_to_send())
     recs, body = [], b""
     while True:
-        r = record()
-        inc.write(r)
-        plain = b""
-        try:
-            while True: plain += t.read(65536)
-        except ssl.SSLWantReadError:
-            pass
+        plain = t.open(t.record())
         frames, done = [], False
         for e in c.receive_data(plain):
             if isinstance(e, h2.events.DataReceived) and e.stream_id == sid:
@@ -88,7 +59,7 @@ def get(path):
             if isinstance(e, h2.events.StreamEnded) and e.stream_id == sid:
                 done = True
         d = c.data_to_send()
-        if d: t.write(d); flush()
+        if d: t.write(d)
         if plain: recs.append("%d:%s" % (len(plain), "+".join(frames)))
         if done: return recs, body
 for p in sys.argv[2:]:
