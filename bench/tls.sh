@@ -118,32 +118,8 @@ printf 'round\tserver\trow\treq_per_s\trequests\tnon2xx\tsocket_errors\tcpu_tick
 TLSINFO=$RESULTS/tls-info.tsv
 printf 'round\tserver\tprotocol\tcipher\tgroup\tsignature\tresumed\n' >"$TLSINFO"
 
-# The luxd binaries run from copies (a rebuild meanwhile cannot mix two).
-LUXD_SRC=$LUXD
-if [[ " ${SERVERS[*]} " == *" luxd "* ]]; then
-  if [[ ! -x $LUXD ]]; then
-    say "luxd: $LUXD missing, running make (log: $RESULTS/luxd-make.log)"
-    make -C "$ROOT" >"$RESULTS/luxd-make.log" 2>&1 || say "luxd: make failed (log: $RESULTS/luxd-make.log)"
-  fi
-  if [[ -x $LUXD ]]; then
-    cp "$LUXD" "$TMP/luxd-bin"
-    LUXD=$TMP/luxd-bin
-  fi
-fi
-if [[ -n ${LUXD_BASE:-} && -x $LUXD_BASE ]]; then
-  cp "$LUXD_BASE" "$TMP/luxd-base-bin"
-  LUXD_BASE_SRC=$LUXD_BASE
-  LUXD_BASE=$TMP/luxd-base-bin
-fi
-
-# The clients' suites (SUITES): OpenSSL's system_default section, read by
-# each client at its start; the servers are started without it.
-if [[ -n $SUITES ]]; then
-  printf '%s\n' 'openssl_conf = openssl_init' '[openssl_init]' 'ssl_conf = ssl_sect' '[ssl_sect]' \
-    'system_default = system_default_sect' '[system_default_sect]' "Ciphersuites = $SUITES" \
-    >"$TMP/client-openssl.cnf"
-fi
-client_env() { if [[ -n $SUITES ]]; then env OPENSSL_CONF="$TMP/client-openssl.cnf" "$@"; else "$@"; fi; }
+copy_luxd_bins # (tls_lib.sh)
+client_suites
 
 # ---- docroot and certificate ------------------------------------------------
 DOCROOT=$TMP/www

@@ -172,3 +172,37 @@ version_of() {
     h2o) "$H2O" -v 2>&1 | head -n 1 ;;
   esac
 }
+
+# copy_luxd_bins — luxd runs from copies in TMP, so that a rebuild during the
+# run changes nothing: LUXD (made first when missing and measured; SERVERS)
+# and LUXD_BASE when set. Sets LUXD_SRC and LUXD_BASE_SRC to the originals.
+copy_luxd_bins() {
+  LUXD_SRC=$LUXD
+  if [[ " ${SERVERS[*]} " == *" luxd "* ]]; then
+    if [[ ! -x $LUXD ]]; then
+      say "luxd: $LUXD missing, running make (log: $RESULTS/luxd-make.log)"
+      make -C "$ROOT" >"$RESULTS/luxd-make.log" 2>&1 || say "luxd: make failed (log: $RESULTS/luxd-make.log)"
+    fi
+    if [[ -x $LUXD ]]; then
+      cp "$LUXD" "$TMP/luxd-bin"
+      LUXD=$TMP/luxd-bin
+    fi
+  fi
+  if [[ -n ${LUXD_BASE:-} && -x $LUXD_BASE ]]; then
+    cp "$LUXD_BASE" "$TMP/luxd-base-bin"
+    LUXD_BASE_SRC=$LUXD_BASE
+    LUXD_BASE=$TMP/luxd-base-bin
+  fi
+}
+
+# client_suites — the clients' TLS 1.3 suites (SUITES): OpenSSL's
+# system_default section in a config that client_env CMD... runs CMD with
+# (each client reads it at its start; the servers are started without it).
+client_suites() {
+  if [[ -n $SUITES ]]; then
+    printf '%s\n' 'openssl_conf = openssl_init' '[openssl_init]' 'ssl_conf = ssl_sect' '[ssl_sect]' \
+      'system_default = system_default_sect' '[system_default_sect]' "Ciphersuites = $SUITES" \
+      >"$TMP/client-openssl.cnf"
+  fi
+}
+client_env() { if [[ -n $SUITES ]]; then env OPENSSL_CONF="$TMP/client-openssl.cnf" "$@"; else "$@"; fi; }
