@@ -35,6 +35,10 @@
 #define REC_FULL       16384
 #define REC_SMALL_UPTO (64 * 1024)
 #define REC_IDLE_MS    1000
+/* A record's bytes past its plain text, at most: its header, and the AEAD
+ * tag and content type (TLS 1.3), or explicit IV, MAC and padding (1.2's
+ * CBC with SHA-384: 85). More is fine: the buffer grows. */
+#define REC_EXPANSION 96
 /* Bytes a client may send before its handshake is done: a ClientHello
  * with post-quantum key shares is about 2 KiB, a client certificate chain
  * some more; OpenSSL alone would take a ClientHello of 128 KiB. */
@@ -130,18 +134,23 @@ static int bio_read(BIO *b, char *buf, int len) {
     return (int)n;
 }
 
+/* Room for n more bytes in the record buffer: 0, or -1. */
+static int obuf_room(lx_tls_t *t, size_t n) {
+    if (t->olen + n <= t->ocap) return 0;
+    size_t cap = t->ocap ? t->ocap : REC_FULL + 256;
+    while (cap < t->olen + n)
+        cap *= 2;
+    char *nb = realloc(t->obuf, cap);
+    if (nb == NULL) return -1;
+    t->obuf = nb;
+    t->ocap = cap;
+    return 0;
+}
+
 static int bio_write(BIO *b, const char *buf, int len) {
     lx_tls_t *t = tls_of(b);
     BIO_clear_retry_flags(b);
-    if (t->olen + (size_t)len > t->ocap) {
-        size_t cap = t->ocap ? t->ocap : REC_FULL + 256;
-        while (cap < t->olen + (size_t)len)
-            cap *= 2;
-        char *nb = realloc(t->obuf, cap);
-        if (nb == NULL) return -1;
-        t->obuf = nb;
-        t->ocap = cap;
-    }
+    if (obuf_room(t, (size_t)len) < 0) return -1;
     memcpy(t->obuf + t->olen, buf, (size_t)len);
     t->olen += (size_t)len;
     return len;
@@ -467,11 +476,17 @@ static int seal(lx_tls_t *t, const char *p, size_t len) {
  * more goes as a record of its own, so that the piece is sealed where it
  * lies rather than copied: an HTTP/1 head before its file's bytes, or the
  * frames before an HTTP/2 DATA frame of a full record (h2i.h H2_FRAME). */
-static int encrypt(lx_tls_t *t, const uv_buf_t *bufs, unsigned n) {
+static ssize_t encrypt(lx_tls_t *t, const uv_buf_t *bufs, unsigned n) {
     static _Thread_local char stage[REC_FULL];
     uint64_t now = uv_now(t->tp->tcp.loop);
     if (now - t->last_write > REC_IDLE_MS) t->sent = 0;
     t->last_write = now;
+    /* The records' room at once: grown record by record, the buffer was
+     * copied by each realloc (64 KiB of plain text: three). */
+    size_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += bufs[i].len;
+    if (obuf_room(t, total + (total / REC_SMALL + n + 1) * REC_EXPANSION) < 0) return -ENOMEM;
     size_t staged = 0, rec = 0;
     for (unsigned i = 0; i < n; i++) {
         const char *p = bufs[i].base;
@@ -496,7 +511,8 @@ static int encrypt(lx_tls_t *t, const uv_buf_t *bufs, unsigned n) {
             }
         }
     }
-    return staged ? seal(t, stage, staged) : 0;
+    if (staged && seal(t, stage, staged) < 0) return -EPROTO;
+    return (ssize_t)total;
 }
 
 ssize_t lx_tls_try_write(lx_tp_t *tp, const uv_buf_t *bufs, unsigned n) {
@@ -505,19 +521,17 @@ ssize_t lx_tls_try_write(lx_tp_t *tp, const uv_buf_t *bufs, unsigned n) {
     /* All or nothing: while records of ours wait for the socket, nothing
      * more is taken, and the protocol waits with lx_tls_write. */
     if (t->inflight || !SSL_is_init_finished(t->ssl)) return 0;
-    size_t total = 0;
-    for (unsigned i = 0; i < n; i++)
-        total += bufs[i].len;
-    int r = encrypt(t, bufs, n);
-    if (r == 0) r = send_records(t, NULL, NULL);
-    return r < 0 ? r : (ssize_t)total;
+    ssize_t r = encrypt(t, bufs, n);
+    if (r < 0) return r;
+    int rs = send_records(t, NULL, NULL);
+    return rs < 0 ? rs : r;
 }
 
 int lx_tls_write(lx_tp_t *tp, uv_write_t *req, const uv_buf_t *bufs, unsigned n, uv_write_cb cb) {
     lx_tls_t *t = tp->tls;
     if (t->werr) return t->werr;
-    int r = encrypt(t, bufs, n);
-    return r < 0 ? r : send_records(t, req, cb);
+    ssize_t r = encrypt(t, bufs, n);
+    return r < 0 ? (int)r : send_records(t, req, cb);
 }
 
 int lx_tls_shutdown(lx_tp_t *tp, uv_shutdown_t *req, uv_shutdown_cb cb) {
