@@ -88,6 +88,26 @@ for my $size ($MEM, $MEM + 1) {
     }
 }
 
+# A full cache still takes a new file into memory, evicting the least
+# recently used (the cache's bound counts what stalled responses hold:
+# with none, a full cache must not turn new files away to an fd).
+{
+    my $n = 64 * 1024 / 256 + 8;    # past CACHE_BYTES (64 MiB) in files of $MEM
+    for my $i (1 .. $n) {    # no sync: which way these go is not asked
+        open my $fh, '>:raw', "$www/full$i.bin" or die;
+        print $fh chr(65 + $i % 26) x $MEM;
+        close $fh or die;
+    }
+    my $ok = 0;
+    $ok += ($s->get("/full$_.bin")->{status} // 0) == 200 for 1 .. $n;
+    is($ok, $n, "$n files of 256 KiB, past the cache's 64 MiB: all served");
+    my $task = loop_task();
+    my $rc0 = rchar($task);
+    my $r = $s->get("/full$n.bin");
+    is(rchar($task) - $rc0, 0, 'the last of them comes from memory: a full cache takes new files');
+    unlink "$www/full$_.bin" for 1 .. $n;
+}
+
 # The copied path takes a file piece of up to LX_OUT_COPY_MAX (128 KiB):
 # a range of a file larger than the memory cache's, or the tail of one.
 my $BIG = 4 * $MEM;

@@ -28,7 +28,8 @@ struct lx_filecache_s {
     size_t nbuckets; /* a power of two */
     size_t n;        /* entries in the hash */
     size_t bytes;    /* small-file bodies held */
-    size_t pinned;   /* bodies of entries evicted while responses still send them */
+    size_t pinned;   /* bodies outside the cache that responses still send (evicted) */
+    size_t reserved; /* LX_SMALL_FILE for each load in flight that may read into memory */
     size_t fds;      /* large-file fds held */
     lx_file_t *lru_head, *lru_tail;
 };
@@ -148,6 +149,23 @@ static void trim(lx_filecache_t *fc) {
         if (!f->loading) evict(fc, f);
         f = prev;
     }
+}
+
+/* Whether a file may be read into memory by its load: the bodies the cache
+ * holds, those responses still send of entries it evicted (stalled
+ * clients: each holds its file) and the loads in flight (LX_SMALL_FILE
+ * each, their size not known yet) stay within CACHE_BYTES, entries no
+ * response uses evicted for it, least recently used first. Else the file
+ * is opened, not read, and what a response reads of it is bounded by the
+ * protocol's read-ahead. */
+static int mem_room(lx_filecache_t *fc) {
+    lx_file_t *f = fc->lru_tail;
+    while (f && fc->bytes + fc->pinned + fc->reserved + LX_SMALL_FILE > CACHE_BYTES) {
+        lx_file_t *prev = f->lru_prev;
+        if (!f->loading && f->data && f->refs == 1) evict(fc, f);
+        f = prev;
+    }
+    return fc->bytes + fc->pinned + fc->reserved + LX_SMALL_FILE <= CACHE_BYTES;
 }
 
 static void grow(lx_filecache_t *fc) {
@@ -288,6 +306,11 @@ static void load_done(uv_work_t *w, int status) {
         free(f->data);
         f->data = NULL;
     }
+    if (f->mem_ok) fc->reserved -= LX_SMALL_FILE;
+    if (f->stale && f->data) { /* evicted while it loaded: its waiters send it */
+        fc->pinned += f->size;
+        f->pinned = 1;
+    }
     /* Resume waiters after the state is final; each may queue f. */
     lx_waiter_t *wt = f->waiters;
     f->waiters = NULL;
@@ -374,11 +397,8 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
     f->fd = -1;
     f->refs = 2; /* the cache's and the load's */
     f->loading = 1;
-    /* Bodies evicted while responses still send them (stalled clients:
-     * each holds its file, up to LX_SMALL_FILE) count against the cache's
-     * bound: past it, files are opened, not read into memory, and what
-     * responses read of them is bounded by the protocols' read-ahead. */
-    f->mem_ok = fc->bytes + fc->pinned < CACHE_BYTES;
+    f->mem_ok = mem_room(fc);
+    if (f->mem_ok) fc->reserved += LX_SMALL_FILE;
     if (fc->n >= fc->nbuckets) grow(fc);
     lx_file_t **b = &fc->buckets[h & (fc->nbuckets - 1)];
     f->hnext = *b;
@@ -391,6 +411,7 @@ int lx_filecache_get(lx_filecache_t *fc, lx_gen_t *gen, const lx_site_t *site, c
         LX_ST_INC(&st->io_jobs_total);
     }
     if (r < 0) {
+        if (f->mem_ok) fc->reserved -= LX_SMALL_FILE;
         f->loading = 0;
         f->err = r;
         f->refs--;

@@ -35,10 +35,12 @@
 #define REC_FULL       16384
 #define REC_SMALL_UPTO (64 * 1024)
 #define REC_IDLE_MS    1000
-/* A record's bytes past its plain text, at most: its header, and the AEAD
- * tag and content type (TLS 1.3), or explicit IV, MAC and padding (1.2's
- * CBC with SHA-384: 85). More is fine: the buffer grows. */
-#define REC_EXPANSION 96
+/* A record's bytes past its plain text: its header, the AEAD tag and the
+ * content type (TLS 1.3); TLS 1.2's, at most (an explicit IV, a MAC and
+ * padding: CBC with SHA-384 takes 85). More than reserved only costs the
+ * buffer a realloc (bio_write). */
+#define REC_EXPANSION_13 22
+#define REC_EXPANSION_12 96
 /* Bytes a client may send before its handshake is done: a ClientHello
  * with post-quantum key shares is about 2 KiB, a client certificate chain
  * some more; OpenSSL alone would take a ClientHello of 128 KiB. */
@@ -486,7 +488,9 @@ static ssize_t encrypt(lx_tls_t *t, const uv_buf_t *bufs, unsigned n) {
     size_t total = 0;
     for (unsigned i = 0; i < n; i++)
         total += bufs[i].len;
-    if (obuf_room(t, total + (total / REC_SMALL + n + 1) * REC_EXPANSION) < 0) return -ENOMEM;
+    if (total == 0) return 0;
+    size_t per = SSL_version(t->ssl) == TLS1_3_VERSION ? REC_EXPANSION_13 : REC_EXPANSION_12;
+    if (obuf_room(t, total + (total / REC_SMALL + n + 1) * per) < 0) return -ENOMEM;
     size_t staged = 0, rec = 0;
     for (unsigned i = 0; i < n; i++) {
         const char *p = bufs[i].base;
