@@ -135,9 +135,11 @@ static void h1_copy(lx_req_t *r, const char *p, size_t len) {
     lx_out_obuf(o, from);
 }
 
+/* From the page cache when the file is open (filecache.h LX_MEM_FD_FROM),
+ * else from the cache's memory. */
 static void h1_file(lx_req_t *r, lx_file_t *f, uint64_t off, uint64_t len) {
     lx_out_t *o = &lx_sess_of(r)->out;
-    if (f->data)
+    if (f->data && f->fd < 0)
         lx_out_mem(o, f, f->data + off, (size_t)len);
     else
         lx_out_file(o, f, off, len);

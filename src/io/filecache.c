@@ -287,7 +287,10 @@ static void load_work(uv_work_t *w) {
         f->err = -ENOMEM;
     else if (got < f->size)
         f->err = -EIO; /* shrank while we read: the next stat reloads it */
-    close(fd);
+    if (f->err == 0 && f->size > LX_MEM_FD_FROM)
+        f->fd = fd; /* HTTP/1's (filecache.h) */
+    else
+        close(fd);
 }
 
 static void load_done(uv_work_t *w, int status) {

@@ -16,13 +16,17 @@
 
 typedef struct lx_filecache_s lx_filecache_t;
 
-/* Files up to this size are held in memory. A file's bytes then cost one
- * copy, into the socket, rather than a read and that copy: 100 KiB over
- * HTTP/2 took 27% less CPU, over HTTP/1 about 15% less than its copied
- * path (alternating A/B rounds). Past it, sendfile wins over HTTP/1 (384
- * KiB: 87 against 114 us a request copied). The cache's bound in bytes
- * keeps the memory in check (filecache.c CACHE_BYTES, per loop). */
+/* Files up to this size are held in memory: HTTP/2, which cannot use
+ * sendfile, then copies a file's bytes once, into the socket, rather than
+ * reading them too (100 KiB: 27% less CPU, alternating A/B rounds). The
+ * cache's bound in bytes keeps the memory in check (filecache.c
+ * CACHE_BYTES, per loop). */
 #define LX_SMALL_FILE (256 * 1024)
+/* Files in memory past this size keep their fd open too, and HTTP/1 sends
+ * them from the page cache as a larger file (out.c: copied, or sendfile):
+ * at 100 KiB with 50 connections, a write from memory took 38 us a request
+ * where the copied path took 31 (three alternating rounds each). */
+#define LX_MEM_FD_FROM (64 * 1024)
 
 typedef struct lx_file_s {
     struct lx_file_s *hnext;    /**< hash chain */
