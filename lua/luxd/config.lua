@@ -3,6 +3,10 @@
 --   local desc = require("luxd.config").load(path, host)
 --     host.prefix  the server's working directory: absolute, no trailing slash
 --     host.glob    function(pattern) -> sorted array of matching paths
+--     host.realpath function(path) -> its canonical path, or nil
+--     host.where   function(known, level) -> the file and line of the
+--                  innermost stack frame from `level` up whose chunk is
+--                  "@NAME" with known[NAME] set, or nothing
 --
 -- The config runs in a fresh environment holding the safe parts of the
 -- standard library and the DSL: server, mime, upstream, vhost, location,
@@ -117,7 +121,6 @@ local S = require("luxd.schema")
 local M = {}
 
 local fmt = string.format
-local getinfo = debug.getinfo
 
 local DSL_NAMES = { "server", "mime", "upstream", "vhost", "location", "allow", "deny", "include" }
 
@@ -162,11 +165,11 @@ local function new_state(path, host)
     prefix = prefix,
     glob = host.glob,
     realpath = host.realpath,
+    host_where = host.where,
     main = path,
     lines = {},        -- display name -> source lines (comments removed)
     files = {},        -- display names, in the order they ran
     known = {},        -- display name -> true
-    fn_file = setmetatable({}, { __mode = "k" }), -- function -> its user file, or false
     short = {},        -- display name -> Lua's short form of it
     running = {},      -- real paths of the files now running (include cycles)
     abs = {},          -- display name -> absolute path, to resolve includes
@@ -187,25 +190,12 @@ local function new_state(path, host)
 end
 
 -- The innermost user file and line on the stack, seen from a DSL function.
--- Which file a function comes from is remembered per function: asking for
--- "S" each time built a new short_src string per frame, and where() runs
--- for every vhost, location and rule (a seventh of a 10,000-vhost load).
--- A file is known before any of its functions exist, so a function found
--- to be from no user file never becomes one.
+-- The host walks the stack (host.where): debug.getinfo made a table per
+-- call, and where() runs for every vhost, location and rule (a tenth of
+-- what a 10,000-vhost load allocated).
 function St:where(level)
-  local files = self.fn_file
-  for l = level or 3, 250 do
-    local info = getinfo(l, "fl")
-    if not info then break end
-    local f = info.func
-    local file = files[f]
-    if file == nil then
-      local src = getinfo(f, "S").source
-      file = src:sub(1, 1) == "@" and self.known[src:sub(2)] and src:sub(2) or false
-      files[f] = file
-    end
-    if file then return file, info.currentline end
-  end
+  local file, line = self.host_where(self.known, level or 3)
+  if file then return file, line end
   return self.main, 0
 end
 

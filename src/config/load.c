@@ -172,6 +172,31 @@ static int l_realpath(lua_State *L) {
     return 1;
 }
 
+/* host.where(known, level): the file and current line of the innermost
+ * frame from `level` up (levels as debug.getinfo counts them) that runs a
+ * chunk named "@NAME" with known[NAME] set, or nothing. luxd.config asks
+ * it for every vhost, location and rule; debug.getinfo made a table per
+ * frame asked. */
+static int l_where(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int level = (int)luaL_checkinteger(L, 2);
+    lua_Debug ar;
+    for (int l = level; l < 250 && lua_getstack(L, l, &ar); l++) {
+        if (!lua_getinfo(L, "Sl", &ar) || ar.source == NULL || ar.source[0] != '@') continue;
+        lua_pushstring(L, ar.source + 1);
+        lua_pushvalue(L, -1);
+        lua_rawget(L, 1);
+        int known = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        if (known) {
+            lua_pushinteger(L, ar.currentline);
+            return 2;
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
 static void install_modules(lua_State *L) {
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "preload");
@@ -213,6 +238,8 @@ int lx_config_run(lua_State *L, const char *path, const char *prefix, char *err,
         lua_setfield(L, -2, "glob");
         lua_pushcfunction(L, l_realpath);
         lua_setfield(L, -2, "realpath");
+        lua_pushcfunction(L, l_where);
+        lua_setfield(L, -2, "where");
         lua_newtable(L); /* host.luxd: the API policies use */
         lx_shared_push(L);
         lua_setfield(L, -2, "shared");
