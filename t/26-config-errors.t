@@ -241,4 +241,27 @@ LUA
     unlike($out, qr/stack traceback/, 'no traceback');
 };
 
+# Two bad header names in one table: the same one is named on every run
+# (they were taken in table order, which LuaJIT seeds at random per run, so
+# one run named "X:A" and the next "X A"). The one named is the first in
+# the order headers are sorted in, case-blind.
+subtest 'two bad header names: the same message every run' => sub {
+    my $text = <<"LUA";
+$SERVER
+vhost "a.test" {
+  headers = { ["X:A"] = "v", ["X A"] = "v", ["x;b"] = "v", [7] = "v" },
+}
+LUA
+    my %seen;
+    for (1 .. 20) {
+        my ($rc, $out, $file) = Luxd::check_config($text);
+        is($rc, 1, 'exit code 1') if $_ == 1;
+        $out =~ s/\A\Q$file\E:/FILE:/; # each run writes its own file
+        $seen{$out}++;
+    }
+    is(scalar(keys %seen), 1, 'one message over 20 runs') or diag(join '', keys %seen);
+    like((keys %seen)[0], qr/\AFILE:3: vhost "a\.test": "headers": "X A" is not a header name/,
+         'the first bad name in case-blind order');
+};
+
 done_testing;
