@@ -23,8 +23,8 @@ local fmt = string.format
 S.SERVER_ORDER, S.server_defaults, S.LOG_VARIABLES =
   server.SERVER_ORDER, server.server_defaults, server.LOG_VARIABLES
 S.UPSTREAM_ORDER, S.UPSTREAM_DEFAULTS = upstream.UPSTREAM_ORDER, upstream.UPSTREAM_DEFAULTS
-S.RULE_ORDER, S.VHOST_ORDER, S.TRY_FILES_MAX, S.vhost_defaults =
-  site.RULE_ORDER, site.VHOST_ORDER, site.TRY_FILES_MAX, site.vhost_defaults
+S.RULE_ORDER, S.VHOST_ORDER, S.TRY_FILES_MAX =
+  site.RULE_ORDER, site.VHOST_ORDER, site.TRY_FILES_MAX
 
 local SERVER_KEYS, UPSTREAM_KEYS = server.SERVER_KEYS, upstream.UPSTREAM_KEYS
 local SERVER_EXAMPLE, upstream_items = upstream.SERVER_EXAMPLE, upstream.upstream_items

@@ -592,24 +592,6 @@ for _, k in ipairs(S.VHOST_ORDER) do
   end
 end
 
--- The empty lists and the index are shared by every vhost: a description
--- is only read (by the C loader) once made, and eight new tables per vhost
--- were a tenth of a 10,000-vhost load.
-local NONE, INDEX = {}, { "index.html" }
-function S.vhost_defaults()
-  return {
-    aliases = NONE, default = false, root = nil, index = INDEX,
-    etag = true, last_modified = true, cache_control = nil, headers = NONE,
-    gzip_static = false, dir_listing = false, status = false,
-    -- follow_symlinks stays nil when unset: vhost_dir hosts default to false
-    -- then, named vhosts to "owner" (src/config/load.c).
-    access = NONE, rewrite = NONE, redirect = NONE,
-    locations = NONE, policy = nil, fallback = nil, proxy = nil, error_pages = NONE,
-    proxy_host = nil, proxy_headers = NONE, proxy_via = true,
-    proxy_underscores = false,
-  }
-end
-
 -- What luxd.schema takes for the vhost and location blocks and S.KEYS.
 S.RULE_KEYS, S.REDIRECT_KEYS, S.TLS_KEYS = RULE_KEYS, REDIRECT_KEYS, TLS_KEYS
 S.VHOST_KEYS, S.LOCATION_KEYS, S.LOCATION_ORDER = VHOST_KEYS, LOCATION_KEYS, LOCATION_ORDER

@@ -113,11 +113,7 @@ static int convert(loader_t *ld, int desc) {
             m->nlocations = 0;
             m->location_trie = NULL;
         } else {
-            static const char *const index[] = {"index.html"};
-            m->site.index = (const char **)index;
-            m->site.nindex = 1;
-            m->site.etag = m->site.last_modified = m->site.proxy_via = 1;
-            m->site.headers = "";
+            ld_site_defaults(&m->site);
             m->access_log = g->srv.access_log.path ? &g->srv.access_log : NULL;
             m->real_ip = g->srv.real_ip;
         }

@@ -113,6 +113,15 @@ uint32_t ld_next_site_id(loader_t *ld) {
     return ++ld->site_ids;
 }
 
+/* What a vhost serves with when its config says nothing (the rest is 0). */
+void ld_site_defaults(lx_site_t *site) {
+    static const char *const index[] = {"index.html"};
+    site->index = (const char **)index;
+    site->nindex = 1;
+    site->etag = site->last_modified = site->proxy_via = 1;
+    site->headers = "";
+}
+
 int ld_read_site(loader_t *ld, int idx, lx_site_t *site) {
     lua_State *L = ld->L;
     site->id = ld_next_site_id(ld);

@@ -119,7 +119,8 @@ int ld_read_vhosts(loader_t *ld, int idx) {
         vh->line = ld->line;
         vh->name = get_str(ld, t, "name", "");
         vh->is_default = get_bool(ld, t, "default", 0);
-        vh->site.etag = vh->site.last_modified = vh->site.proxy_via = 1;
+        /* A vhost's description holds only what its config gave. */
+        ld_site_defaults(&vh->site);
         int r = ld_read_site(ld, t, &vh->site);
         if (r == 0) r = ld_read_error_pages(ld, t, &vh->site);
         lx_ruleset_t *access = NULL;

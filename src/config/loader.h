@@ -144,6 +144,7 @@ int ld_read_upstreams(loader_t *ld, int idx);
 int ld_read_vhosts(loader_t *ld, int idx);
 /* load_site.c */
 uint32_t ld_next_site_id(loader_t *ld);
+void ld_site_defaults(lx_site_t *site);
 int ld_read_site(loader_t *ld, int idx, lx_site_t *site);
 int ld_read_locations(loader_t *ld, int idx, lx_vhost_t *vh);
 int ld_read_error_pages(loader_t *ld, int idx, lx_site_t *site);
