@@ -72,7 +72,7 @@ int ld_read_realip(loader_t *ld, int idx, const lx_realip_t **out, int *off) {
     lua_State *L = ld->L;
     *out = NULL;
     if (off) *off = 0;
-    lua_getfield(L, idx, "real_ip");
+    ld_getfield(ld, idx, "real_ip");
     int t = lua_gettop(L);
     if (lua_type(L, t) == LUA_TBOOLEAN && !lua_toboolean(L, t) && off) *off = 1;
     if (!lua_istable(L, t)) {
@@ -114,7 +114,7 @@ static int read_server_tls(loader_t *ld, int idx, lx_server_tls_t *t) {
     t->min_version = 0x0303; /* TLS 1.2 */
     t->max_version = 0x0304; /* TLS 1.3 */
     t->handshake_timeout = 10000;
-    lua_getfield(L, idx, "tls");
+    ld_getfield(ld, idx, "tls");
     if (!lua_istable(L, -1)) {
         lua_pop(L, 1);
         return 0;
@@ -127,7 +127,7 @@ static int read_server_tls(loader_t *ld, int idx, lx_server_tls_t *t) {
     t->ciphers = get_str(ld, tt, "ciphers", NULL);
     t->ciphers_line = (int)get_num(ld, tt, "_ciphers_line", t->line);
     t->handshake_timeout = get_ms(ld, tt, "handshake_timeout", 10);
-    lua_getfield(L, tt, "protocols");
+    ld_getfield(ld, tt, "protocols");
     if (lua_istable(L, -1)) {
         int n = (int)lua_objlen(L, -1), lo = 0x0304, hi = 0x0303;
         for (int i = 1; i <= n; i++) {
@@ -150,7 +150,7 @@ int ld_read_server(loader_t *ld, int idx) {
     locate(ld, idx);
     s->file = ld->file;
     s->line = ld->line;
-    lua_getfield(L, idx, "listen");
+    ld_getfield(ld, idx, "listen");
     size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
     s->listen = lx_arena_calloc(&ld->g->arena, (n ? n : 1) * sizeof(*s->listen));
     for (size_t i = 0; i < n; i++) {
@@ -177,7 +177,7 @@ int ld_read_server(loader_t *ld, int idx) {
     s->error_log_level = lx_log_level_parse(level);
     if (s->error_log_level < 0) return fail(ld, "server: unknown error_log_level \"%s\"", level);
 
-    lua_getfield(L, idx, "_lines");
+    ld_getfield(ld, idx, "_lines");
     if (lua_istable(L, -1)) {
         s->error_log_line = (int)get_num(ld, lua_gettop(L), "error_log", s->line);
         s->access_log_line = (int)get_num(ld, lua_gettop(L), "access_log", s->line);
@@ -186,7 +186,7 @@ int ld_read_server(loader_t *ld, int idx) {
         s->error_log_line = s->access_log_line = s->mime_types_line = s->line;
     }
     lua_pop(L, 1);
-    lua_getfield(L, idx, "access_log");
+    ld_getfield(ld, idx, "access_log");
     int r = ld_read_access_log(ld, lua_gettop(L), &s->access_log, s->file, s->access_log_line,
                                "server");
     lua_pop(L, 1);

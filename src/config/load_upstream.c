@@ -68,7 +68,7 @@ static int read_upstream_server(loader_t *ld, int idx, const lx_upstream_t *u, s
     double w = get_num(ld, idx, "weight", 1);
     s.weight = w >= 1 && w <= 100 ? (uint32_t)w : 1;
 
-    lua_getfield(ld->L, idx, "unix");
+    ld_getfield(ld, idx, "unix");
     const char *path = lua_tostring(ld->L, -1);
     if (path) {
         struct sockaddr_un *sun = (struct sockaddr_un *)&s.addr;
@@ -90,7 +90,7 @@ static int read_upstream_server(loader_t *ld, int idx, const lx_upstream_t *u, s
     }
     lua_pop(ld->L, 1);
 
-    lua_getfield(ld->L, idx, "host");
+    ld_getfield(ld, idx, "host");
     const char *host = lua_tostring(ld->L, -1);
     int port = (int)get_num(ld, idx, "port", 0);
     int r = 0;
@@ -149,7 +149,7 @@ static int read_upstream_server(loader_t *ld, int idx, const lx_upstream_t *u, s
  * CA file is read by lx_tls_gen_build. */
 static int read_upstream_tls(loader_t *ld, int idx, lx_upstream_t *u) {
     lua_State *L = ld->L;
-    lua_getfield(L, idx, "tls");
+    ld_getfield(ld, idx, "tls");
     if (lua_istable(L, -1)) {
         int t = lua_gettop(L);
         lx_upstream_tls_t *tls = lx_arena_calloc(&ld->g->arena, sizeof(*tls));
@@ -182,7 +182,7 @@ static int read_upstream(loader_t *ld, int idx, lx_upstream_t *u) {
 
     server_vec_t vec = {0};
     int r = read_upstream_tls(ld, idx, u);
-    lua_getfield(L, idx, "servers");
+    ld_getfield(ld, idx, "servers");
     size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
     for (size_t i = 0; r == 0 && i < n; i++) {
         lua_rawgeti(L, -1, (int)i + 1);

@@ -34,7 +34,7 @@ static int add_name(loader_t *ld, const char *name, lx_vhost_t *vh) {
 static int read_vhost_log(loader_t *ld, int t, lx_vhost_t *vh) {
     lua_State *L = ld->L;
     lx_server_conf_t *s = &ld->g->srv;
-    lua_getfield(L, t, "access_log");
+    ld_getfield(ld, t, "access_log");
     int type = lua_type(L, -1);
     int r = 0;
     if (type == LUA_TNIL) {
@@ -59,7 +59,7 @@ static int read_vhost_log(loader_t *ld, int t, lx_vhost_t *vh) {
  * schema gives it; the files are read by lx_tls_gen_build. */
 static int read_vhost_tls(loader_t *ld, int t, lx_vhost_t *vh) {
     lua_State *L = ld->L;
-    lua_getfield(L, t, "tls");
+    ld_getfield(ld, t, "tls");
     if (!lua_istable(L, -1)) {
         lua_pop(L, 1);
         return 0;
@@ -72,7 +72,7 @@ static int read_vhost_tls(loader_t *ld, int t, lx_vhost_t *vh) {
     vh->tls.line = ld->line;
     ld->file = file; /* the vhost's errors after this name its own line */
     ld->line = line;
-    lua_getfield(L, tt, "pairs");
+    ld_getfield(ld, tt, "pairs");
     int n = (int)lua_objlen(L, -1);
     for (int i = 0; i < n && i < LX_TLS_PAIRS; i++) {
         lua_rawgeti(L, -1, i + 1);
@@ -97,7 +97,7 @@ int ld_read_vhosts(loader_t *ld, int idx) {
     size_t n = lua_objlen(L, idx), names = 0;
     for (size_t i = 1; i <= n; i++) {
         lua_rawgeti(L, idx, (int)i);
-        lua_getfield(L, -1, "aliases");
+        ld_getfield(ld, -1, "aliases");
         names += 1 + (lua_istable(L, -1) ? lua_objlen(L, -1) : 0);
         lua_pop(L, 2);
     }
@@ -138,7 +138,7 @@ int ld_read_vhosts(loader_t *ld, int idx) {
         if (r == 0) r = read_vhost_log(ld, t, vh);
         if (r == 0) r = read_vhost_tls(ld, t, vh);
         if (r == 0) r = add_name(ld, vh->name, vh);
-        lua_getfield(L, t, "aliases");
+        ld_getfield(ld, t, "aliases");
         for (size_t j = 1; r == 0 && lua_istable(L, -1) && j <= lua_objlen(L, -1); j++) {
             lua_rawgeti(L, -1, (int)j);
             r = add_name(ld, lua_tostring(L, -1), vh);

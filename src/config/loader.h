@@ -32,6 +32,14 @@
 #include "../policy/shared.h"
 #include "llhttp.h"
 
+/* A key of the description's tables, interned once per load. */
+typedef struct {
+    const char *name; /**< the C string it was asked by (its address) */
+    int ref;          /**< the Lua string, in the registry */
+} ld_key_t;
+
+#define LD_KEYS 256
+
 typedef struct {
     lua_State *L;
     lx_gen_t *g;
@@ -40,7 +48,40 @@ typedef struct {
     const char *file; /* where the table being read was declared */
     int line;
     uint32_t site_ids; /* site ids handed out so far */
+    uint32_t nkeys;
+    ld_key_t keys[LD_KEYS]; /* open addressing by the C string's address */
 } loader_t;
+
+/* lua_getfield for the description's tables, with the key interned once
+ * per load: lua_getfield hashed the C string and looked it up among the
+ * interned strings at every call, a seventh of converting a 10,000-vhost
+ * description. The description's tables are luxd.config's own, without
+ * metatables, so a raw get finds what lua_getfield did. Keys are told
+ * apart by address: a key written twice may take two slots, never the
+ * wrong one. */
+static inline void ld_getfield(loader_t *ld, int idx, const char *key) {
+    lua_State *L = ld->L;
+    if (idx < 0 && idx > LUA_REGISTRYINDEX) idx = lua_gettop(L) + idx + 1;
+    size_t h = (size_t)(((uintptr_t)key * 0x9E3779B97F4A7C15u) >> 56) & (LD_KEYS - 1);
+    ld_key_t *k;
+    for (;; h = (h + 1) & (LD_KEYS - 1)) {
+        k = &ld->keys[h];
+        if (k->name == key) break;
+        if (k->name == NULL) {
+            if (ld->nkeys >= LD_KEYS / 2) { /* a table this full: no more */
+                lua_getfield(L, idx, key);
+                return;
+            }
+            lua_pushstring(L, key);
+            k->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+            k->name = key;
+            ld->nkeys++;
+            break;
+        }
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, k->ref);
+    lua_rawget(L, idx);
+}
 
 /* Records "file:line: message" for the table on top of the stack. */
 static inline int fail(loader_t *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -56,16 +97,16 @@ static inline int fail(loader_t *ld, const char *fmt, ...) {
 
 /* Sets ld->file/line from the _file/_line fields of the table at idx. */
 static inline void locate(loader_t *ld, int idx) {
-    lua_getfield(ld->L, idx, "_file");
+    ld_getfield(ld, idx, "_file");
     if (lua_isstring(ld->L, -1)) ld->file = lx_arena_strdup(&ld->g->arena, lua_tostring(ld->L, -1));
     lua_pop(ld->L, 1);
-    lua_getfield(ld->L, idx, "_line");
+    ld_getfield(ld, idx, "_line");
     if (lua_isnumber(ld->L, -1)) ld->line = (int)lua_tointeger(ld->L, -1);
     lua_pop(ld->L, 1);
 }
 
 static inline const char *get_str(loader_t *ld, int idx, const char *key, const char *def) {
-    lua_getfield(ld->L, idx, key);
+    ld_getfield(ld, idx, key);
     const char *v = def;
     if (lua_type(ld->L, -1) == LUA_TSTRING)
         v = lx_arena_strdup(&ld->g->arena, lua_tostring(ld->L, -1));
@@ -74,14 +115,14 @@ static inline const char *get_str(loader_t *ld, int idx, const char *key, const 
 }
 
 static inline double get_num(loader_t *ld, int idx, const char *key, double def) {
-    lua_getfield(ld->L, idx, key);
+    ld_getfield(ld, idx, key);
     double v = lua_type(ld->L, -1) == LUA_TNUMBER ? lua_tonumber(ld->L, -1) : def;
     lua_pop(ld->L, 1);
     return v;
 }
 
 static inline int get_bool(loader_t *ld, int idx, const char *key, int def) {
-    lua_getfield(ld->L, idx, key);
+    ld_getfield(ld, idx, key);
     int v = lua_type(ld->L, -1) == LUA_TBOOLEAN ? lua_toboolean(ld->L, -1) : def;
     lua_pop(ld->L, 1);
     return v;
@@ -100,7 +141,7 @@ static inline const char **get_strings(loader_t *ld, int idx, const char *key, s
     lua_State *L = ld->L;
     const char **v = NULL;
     *n = 0;
-    lua_getfield(L, idx, key);
+    ld_getfield(ld, idx, key);
     if (lua_type(L, -1) == LUA_TSTRING) {
         v = lx_arena_alloc(&ld->g->arena, sizeof(char *));
         v[0] = lx_arena_strdup(&ld->g->arena, lua_tostring(L, -1));
