@@ -83,13 +83,10 @@ local function rule(ctx, info, i)
     V.fail(c, nil, fmt("%s { } has no condition (prefix, suffix, regex, method or from); " ..
                        "write %s { all = true } to match every request", info.action, info.action))
   end
-  return {
-    action = info.action,
-    prefix = got.prefix, suffix = got.suffix, regex = got.regex,
-    method = got.method, from = got.from, all = got.all,
-    status = deny and (got.status or 403) or nil,
-    _file = info.file, _line = info.line,
-  }
+  -- got holds only RULE_KEYS: the rule is got and where it was written.
+  got.action, got._file, got._line = info.action, info.file, info.line
+  got.status = deny and (got.status or 403) or nil
+  return got
 end
 
 local function check_access(ctx, key, v, what)
