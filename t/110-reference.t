@@ -22,7 +22,7 @@ my $page = "$root/doc/luxd.lua.5";
 my $lua = q{
   package.path = os.getenv("LUXD_ROOT") .. "/lua/?.lua;" .. package.path
   local S = require("luxd.schema")
-  local vd = S.vhost_defaults()
+  local vd = S.VHOST_DEFAULTS
   local defaults = {
     server = S.server_defaults({ main = "luxd.lua", prefix = "/PREFIX" }),
     upstream = S.UPSTREAM_DEFAULTS, vhost = vd, location = vd,

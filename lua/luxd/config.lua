@@ -75,12 +75,12 @@
 --   read_timeout 60  send_timeout 60  fail_timeout 10 (seconds, > 0)
 --   max_fails 1 (0 = never mark a server down)  max_header_bytes 32768
 --   _file, _line      where upstream "name" is
+-- desc.vhost_defaults what a vhost has for each key its config does not give
+--                     (the defaults below; schema.VHOST_DEFAULTS)
 -- desc.vhosts         in declaration order, each holding only the keys its
 --                     config gave (and name, locations, _file, _line): the
---                     C loader starts every vhost from the defaults below,
---                     as it starts a location from its vhost. (A table of
---                     every default per vhost was a fifth of what a
---                     10,000-vhost load allocated.)
+--                     C loader starts every vhost from desc.vhost_defaults,
+--                     as it starts a location from its vhost.
 --   name, aliases     lower-cased; aliases an array, or nil
 --   default           false unless the config says true (at most one vhost)
 --   root              nil | absolute path
@@ -603,6 +603,7 @@ function M.load(path, host)
   if type(host) ~= "table" or type(host.prefix) ~= "string" or host.prefix:sub(1, 1) ~= "/" then
     error("luxd.config.load: host.prefix must be an absolute path", 2)
   end
+  if type(host.where) ~= "function" then error("luxd.config.load: host.where must be a function", 2) end
   local st = new_state(path, host)
   st.env = st:make_env()
   -- luxd.shared (and whatever else the server provides) for policies.
@@ -618,6 +619,7 @@ function M.load(path, host)
     server = st.server or S.server_defaults(st),
     mime = st.mime,
     upstreams = st.upstreams,
+    vhost_defaults = S.VHOST_DEFAULTS,
     vhosts = st.vhosts,
     files = st.files,
     warnings = st.warnings,

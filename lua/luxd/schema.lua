@@ -23,8 +23,8 @@ local fmt = string.format
 S.SERVER_ORDER, S.server_defaults, S.LOG_VARIABLES =
   server.SERVER_ORDER, server.server_defaults, server.LOG_VARIABLES
 S.UPSTREAM_ORDER, S.UPSTREAM_DEFAULTS = upstream.UPSTREAM_ORDER, upstream.UPSTREAM_DEFAULTS
-S.RULE_ORDER, S.VHOST_ORDER, S.TRY_FILES_MAX =
-  site.RULE_ORDER, site.VHOST_ORDER, site.TRY_FILES_MAX
+S.RULE_ORDER, S.VHOST_ORDER, S.TRY_FILES_MAX, S.VHOST_DEFAULTS =
+  site.RULE_ORDER, site.VHOST_ORDER, site.TRY_FILES_MAX, site.VHOST_DEFAULTS
 
 local SERVER_KEYS, UPSTREAM_KEYS = server.SERVER_KEYS, upstream.UPSTREAM_KEYS
 local SERVER_EXAMPLE, upstream_items = upstream.SERVER_EXAMPLE, upstream.upstream_items
@@ -162,6 +162,7 @@ end
 -- Checks the table of vhost "name" { }. Returns the keys the user set,
 -- and the locations.
 local VHOST_SCHEMA = {
+  slots = 16, -- a few keys, and what S.vhost and St:add_vhost add
   keys = VHOST_KEYS, order = S.VHOST_ORDER, items = vhost_items,
   hint = function(k) return belongs(k, "vhost") end,
   unknown = misplaced,

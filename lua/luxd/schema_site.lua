@@ -60,8 +60,10 @@ local RULE_KEYS = {
 local ALLOW_KEYS = {}
 for k, c in pairs(RULE_KEYS) do if k ~= "status" then ALLOW_KEYS[k] = c end end
 
-local DENY_SCHEMA = { keys = RULE_KEYS, order = S.RULE_ORDER }
+-- slots: a condition or two, and what rule() adds.
+local DENY_SCHEMA = { keys = RULE_KEYS, order = S.RULE_ORDER, slots = 8 }
 local ALLOW_SCHEMA = {
+  slots = 8,
   keys = ALLOW_KEYS, order = S.RULE_ORDER,
   hint = function(k)
     if k == "status" then return " (only deny { ... } takes a status)" end
@@ -588,6 +590,22 @@ for _, k in ipairs(S.VHOST_ORDER) do
     LOCATION_ORDER[#LOCATION_ORDER + 1] = k
   end
 end
+
+-- What a vhost serves with when its config says nothing. One table for the
+-- whole load, not a copy per vhost (that copy was a fifth of what a
+-- 10,000-vhost load allocated): the description carries it beside the
+-- vhosts, and the C loader starts every vhost from it, as it starts a
+-- location from its vhost. follow_symlinks stays unset: vhost_dir hosts
+-- default to false then, named vhosts to "owner" (src/config/load.c).
+S.VHOST_DEFAULTS = {
+  aliases = {}, default = false, root = nil, index = { "index.html" },
+  etag = true, last_modified = true, cache_control = nil, headers = {},
+  gzip_static = false, dir_listing = false, status = false,
+  access = {}, rewrite = {}, redirect = {},
+  locations = {}, policy = nil, fallback = nil, proxy = nil, error_pages = {},
+  proxy_host = nil, proxy_headers = {}, proxy_via = true,
+  proxy_underscores = false,
+}
 
 -- What luxd.schema takes for the vhost and location blocks and S.KEYS.
 S.RULE_KEYS, S.REDIRECT_KEYS, S.TLS_KEYS = RULE_KEYS, REDIRECT_KEYS, TLS_KEYS

@@ -13,6 +13,7 @@
 local V = {}
 
 local fmt, concat, sort = string.format, table.concat, table.sort
+local new_tab = require("table.new")
 local byte, find, sub = string.byte, string.find, string.sub
 local floor, huge, max = math.floor, math.huge, math.max
 
@@ -338,6 +339,10 @@ end
 --   schema.hint   = function(key) -> extra text for an unknown key, or nil
 --   schema.unknown = function(ctx, key, value) -> a whole message for an
 --                   unknown key, or nil for the usual one
+--   schema.slots  = room for this many keys in the result from the start,
+--                   or nil: a table grown a key at a time is rehashed at 1,
+--                   2, 4 and 8 keys, an eighth of a 10,000-vhost load for
+--                   the vhost and rule blocks
 -- Returns a table of checked values for the keys `t` has (nil values dropped).
 -- When several keys are wrong, the one written first in the file is reported.
 local qcache = {}   -- known key -> its quoted form
@@ -372,7 +377,7 @@ local function check_fast(ctx, t, schema, out)
 end
 
 function V.check_block(ctx, t, schema, out)
-  out = out or {}
+  out = out or new_tab(0, schema.slots or 0)
   local ok, err = pcall(check_fast, ctx, t, schema, out)
   if ok then return out end
   if err ~= SLOW and not V.is_fail(err) then error(err, 0) end

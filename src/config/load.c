@@ -98,6 +98,11 @@ static int convert(loader_t *ld, int desc) {
         lua_pop(L, 1);
     }
     if (r == 0) {
+        lua_getfield(L, desc, "vhost_defaults");
+        r = ld_read_site_defaults(ld, lua_gettop(L));
+        lua_pop(L, 1);
+    }
+    if (r == 0) {
         lua_getfield(L, desc, "vhosts");
         if (lua_istable(L, -1)) r = ld_read_vhosts(ld, lua_gettop(L));
         lua_pop(L, 1);
@@ -113,7 +118,7 @@ static int convert(loader_t *ld, int desc) {
             m->nlocations = 0;
             m->location_trie = NULL;
         } else {
-            ld_site_defaults(&m->site);
+            m->site = ld->site_defaults;
             m->access_log = g->srv.access_log.path ? &g->srv.access_log : NULL;
             m->real_ip = g->srv.real_ip;
         }

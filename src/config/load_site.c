@@ -119,13 +119,13 @@ uint32_t ld_next_site_id(loader_t *ld) {
     return ++ld->site_ids;
 }
 
-/* What a vhost serves with when its config says nothing (the rest is 0). */
-void ld_site_defaults(lx_site_t *site) {
-    static const char *const index[] = {"index.html"};
-    site->index = (const char **)index;
-    site->nindex = 1;
-    site->etag = site->last_modified = site->proxy_via = 1;
-    site->headers = "";
+/* desc.vhost_defaults at idx: what a vhost serves with when its config
+ * says nothing, read once per load, as a vhost's own keys are read over it
+ * (luxd.config keeps one table of them, not a copy in every vhost). */
+int ld_read_site_defaults(loader_t *ld, int idx) {
+    if (!lua_istable(ld->L, idx)) return fail(ld, "the description has no vhost defaults");
+    memset(&ld->site_defaults, 0, sizeof(ld->site_defaults));
+    return ld_read_site(ld, idx, &ld->site_defaults);
 }
 
 int ld_read_site(loader_t *ld, int idx, lx_site_t *site) {

@@ -120,7 +120,7 @@ int ld_read_vhosts(loader_t *ld, int idx) {
         vh->name = get_str(ld, t, "name", "");
         vh->is_default = get_bool(ld, t, "default", 0);
         /* A vhost's description holds only what its config gave. */
-        ld_site_defaults(&vh->site);
+        vh->site = ld->site_defaults;
         int r = ld_read_site(ld, t, &vh->site);
         if (r == 0) r = ld_read_error_pages(ld, t, &vh->site);
         lx_ruleset_t *access = NULL;

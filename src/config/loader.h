@@ -48,6 +48,7 @@ typedef struct {
     const char *file; /* where the table being read was declared */
     int line;
     uint32_t site_ids; /* site ids handed out so far */
+    lx_site_t site_defaults; /* a vhost's site before its own keys */
     uint32_t nkeys;
     ld_key_t keys[LD_KEYS]; /* open addressing by the C string's address */
 } loader_t;
@@ -185,7 +186,7 @@ int ld_read_upstreams(loader_t *ld, int idx);
 int ld_read_vhosts(loader_t *ld, int idx);
 /* load_site.c */
 uint32_t ld_next_site_id(loader_t *ld);
-void ld_site_defaults(lx_site_t *site);
+int ld_read_site_defaults(loader_t *ld, int idx);
 int ld_read_site(loader_t *ld, int idx, lx_site_t *site);
 int ld_read_locations(loader_t *ld, int idx, lx_vhost_t *vh);
 int ld_read_error_pages(loader_t *ld, int idx, lx_site_t *site);

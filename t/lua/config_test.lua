@@ -76,6 +76,17 @@ local function write(rel, text)
   f:close()
 end
 
+-- host.where, as src/config/load.c's: the file and line of the innermost
+-- frame from `level` up that runs a known user file.
+local function where(known, level)
+  for l = level + 1, 250 do -- + 1: this function's own frame
+    local info = debug.getinfo(l, "Sl")
+    if not info then return end
+    local src = info.source
+    if src:sub(1, 1) == "@" and known[src:sub(2)] then return src:sub(2), info.currentline end
+  end
+end
+
 -- Writes `files` ({ [relpath] = text }, the main one at "conf/luxd.lua"
 -- unless `main` is given) into a new prefix and loads the main one.
 local function try_load(files, main)
@@ -83,7 +94,7 @@ local function try_load(files, main)
   prefix = fmt("%s/p%d", base, ndir)
   if type(files) == "string" then files = { ["conf/luxd.lua"] = files } end
   for rel, text in pairs(files) do write(rel, text) end
-  return pcall(config.load, main or "conf/luxd.lua", { prefix = prefix, glob = glob })
+  return pcall(config.load, main or "conf/luxd.lua", { prefix = prefix, glob = glob, where = where })
 end
 
 local function load_ok(files, name, main)
@@ -156,10 +167,15 @@ if d then
   is(v.name, "example.com", "vhost name lower-cased")
   same(v.aliases, { "www.example.com", "*.example.org" }, "aliases lower-cased")
   is(v.root, prefix .. "/www/example.com", "root made absolute")
-  same(v.index, { "index.html" }, "index default")
-  is(v.etag, true, "etag default")
-  is(v.dir_listing, false, "dir_listing default")
-  is(v.default, false, "default false")
+  -- A vhost holds what its config gave; the defaults come beside it.
+  is(v.index, nil, "index not given")
+  is(v.etag, nil, "etag not given")
+  is(v.default, nil, "default not given")
+  local vd = d.vhost_defaults
+  same(vd.index, { "index.html" }, "index default")
+  is(vd.etag, true, "etag default")
+  is(vd.dir_listing, false, "dir_listing default")
+  is(vd.default, false, "default false")
   same(v.headers, { { "a-b", "x" }, { "X-Frame-Options", "DENY" }, { "X-Num", "5" } },
        "headers: sorted pairs, numbers as strings")
   same(v.access, {
@@ -831,7 +847,8 @@ if d then
   local v = d.vhosts[1]
   is(v.fallback, "app", "fallback names the upstream")
   is(v.proxy, nil, "no proxy on the vhost")
-  is(v.proxy_via, true, "proxy_via on by default")
+  is(v.proxy_via, nil, "proxy_via not given")
+  is(d.vhost_defaults.proxy_via, true, "proxy_via on by default")
   is(v.proxy_host, nil, "no proxy_host by default")
   same(v.proxy_headers, { { "x-a", "1" }, { "X-B", "2" }, { "X-Gone", "" } },
        "proxy_headers: sorted pairs, numbers as strings, \"\" kept (remove)")
@@ -1020,7 +1037,7 @@ if d then is(d.vhosts[1]._line, 2, "#! line keeps line numbers") end
 d = load_ok("\239\187\191vhost \"a.example\" { root = os.getenv(\"HOME\") and \"h\" or \"n\" }\n", "byte order mark")
 if d then is(d.vhosts[1].name, "a.example", "BOM skipped; os.getenv available") end
 
-local good, err = pcall(config.load, "conf/none.lua", { prefix = base, glob = glob })
+local good, err = pcall(config.load, "conf/none.lua", { prefix = base, glob = glob, where = where })
 is(not good and err, "conf/none.lua: cannot read: No such file or directory", "missing main file")
 
 ---------------------------------------------------------------------------
@@ -1105,15 +1122,15 @@ do
   local deep = "conf.d/" .. string.rep("very-long-directory-name/", 4)
   write(deep .. "x.lua", '\nlocal t = nil\nlocal y = t.x\n')
   write("conf/luxd.lua", 'include "' .. prefix .. "/" .. deep .. '*.lua"\n')
-  local good2, err2 = pcall(config.load, "conf/luxd.lua", { prefix = prefix, glob = glob })
+  local good2, err2 = pcall(config.load, "conf/luxd.lua", { prefix = prefix, glob = glob, where = where })
   is(not good2 and err2, prefix .. "/" .. deep .. "x.lua:3: attempt to index local 't' (a nil value)",
      "long absolute include name in a runtime error")
   write(deep .. "x.lua", '\n\nlocal y = = 1\n')
-  good2, err2 = pcall(config.load, "conf/luxd.lua", { prefix = prefix, glob = glob })
+  good2, err2 = pcall(config.load, "conf/luxd.lua", { prefix = prefix, glob = glob, where = where })
   is(not good2 and err2, prefix .. "/" .. deep .. "x.lua:3: unexpected symbol near '='",
      "long absolute include name in a syntax error")
   write(deep .. "x.lua", '\n\nvhost "a.example" { rooot = 1 }\n')
-  good2, err2 = pcall(config.load, "conf/luxd.lua", { prefix = prefix, glob = glob })
+  good2, err2 = pcall(config.load, "conf/luxd.lua", { prefix = prefix, glob = glob, where = where })
   is(not good2 and err2, prefix .. "/" .. deep .. 'x.lua:3: vhost "a.example": unknown key "rooot" (did you mean "root"?)',
      "long absolute include name in a DSL error")
 end
@@ -1239,7 +1256,7 @@ local function cidr_stub(list)
   assert(type(list) == "table", "luxd.cidr takes a table of prefixes")
   return { contains = function() return false end }
 end
-local repo_host = { prefix = io.popen("cd '" .. root .. "' && pwd"):read("*l"), glob = glob,
+local repo_host = { prefix = io.popen("cd '" .. root .. "' && pwd"):read("*l"), glob = glob, where = where,
                     luxd = { shared = shared_stub, cidr = cidr_stub } }
 local shipped = glob(repo_host.prefix .. "/conf/luxd.lua " .. repo_host.prefix .. "/conf/examples/*.lua")
 for i, f in ipairs(shipped) do shipped[i] = f:sub(#repo_host.prefix + 2) end
