@@ -1039,6 +1039,8 @@ if d then is(d.vhosts[1].name, "a.example", "BOM skipped; os.getenv available") 
 
 local good, err = pcall(config.load, "conf/none.lua", { prefix = base, glob = glob, where = where })
 is(not good and err, "conf/none.lua: cannot read: No such file or directory", "missing main file")
+good, err = pcall(config.load, "conf/none.lua", { prefix = base, glob = glob })
+is(not good and err, "luxd.config.load: host.where must be a function", "a host without where")
 
 ---------------------------------------------------------------------------
 print("# include")
