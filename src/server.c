@@ -691,6 +691,7 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
             return r;
         }
     }
+    lx_gen_prefilter_start(gen, srv.nworkers); /* off the loops: start never waits for it */
     lx_log_info("luxd " LX_VERSION " started: generation %llu, %d worker%s, config %s%s%s",
                 (unsigned long long)gen->id, srv.nworkers, srv.nworkers == 1 ? "" : "s", file,
                 srv.user ? ", running as user " : "", srv.user ? srv.user : "");
@@ -820,6 +821,9 @@ int lx_server_reload(void) {
                          srv.pid_file ? srv.pid_file : "no file");
         }
     }
+    /* The regex prefilters compile off the loops; until each is there,
+     * its rules are tested each, as without one. */
+    lx_gen_prefilter_start(g, srv.nworkers);
     for (int i = 0; i < srv.nworkers; i++) {
         int *fds = malloc((nslots ? nslots : 1) * sizeof(int));
         if (fds == NULL) continue; /* that loop keeps the old generation */
@@ -886,6 +890,7 @@ int lx_server_all_exited(void) {
 }
 
 void lx_server_cleanup(void) {
+    lx_gen_prefilter_stop();
     for (int i = 0; i < srv.nworkers; i++)
         lx_worker_join(&srv.workers[i]);
     free(srv.workers);
