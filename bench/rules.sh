@@ -220,9 +220,19 @@ measure() { # CASE URL PID
   [[ $MEASURE_STATUS == ok ]] || { tail_logs "luxd-$c" "$c"; FAILED+=("$c"); }
 }
 
+compiled_lines() { # CASE — how many "regex prefilter of" lines its error log has
+  local n
+  n=$(grep -c 'regex prefilter of' "$TMP/luxd-$1-error.log" 2>/dev/null) || true
+  echo "${n:-0}"
+}
+
 bench_case() { # CASE
   local c=$1 srv=${CASE_SERVER[$1]} port url rc
   SERVER_PID="" SKIP_REASON="" LOAD_MS=""
+  # Each round appends to the case's error log: only a line this start
+  # writes says its prefilter compiled.
+  local compiled_before
+  compiled_before=$(compiled_lines "$c")
   port=$(free_port) || { record_skip "$c" "no free port found"; return 0; }
   if ! "start_$srv" "$c" "$port"; then
     record_skip "$c" "$SKIP_REASON"
@@ -247,7 +257,7 @@ bench_case() { # CASE
   if [[ $srv == luxd && ${CASE_KIND[$c]} == unindexed_re ]] &&
     "$LUXD" -V 2>/dev/null | grep -q '^regex prefilter: Hyperscan'; then
     local waited=0
-    until grep -q 'regex prefilter of' "$TMP/luxd-$c-error.log" 2>/dev/null; do
+    until (($(compiled_lines "$c") > compiled_before)); do
       if ((waited >= READY_TIMEOUT * 10)); then
         record_skip "$c" "the regex prefilter did not compile within ${READY_TIMEOUT}s"
         tail_logs "luxd-$c" "$c"
@@ -257,7 +267,7 @@ bench_case() { # CASE
       sleep 0.1
       waited=$((waited + 1))
     done
-    say "$c$SFX: $(grep -o 'regex prefilter of.*' "$TMP/luxd-$c-error.log" | head -1)"
+    say "$c$SFX: $(grep -o 'regex prefilter of.*' "$TMP/luxd-$c-error.log" | tail -1)"
   fi
   if ! verify_body "$url" "$FILE" " (Host $HOST)" -H "Host: $HOST"; then
     record_skip "$c" "did not return the 1 KiB file with 200"

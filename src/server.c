@@ -821,9 +821,6 @@ int lx_server_reload(void) {
                          srv.pid_file ? srv.pid_file : "no file");
         }
     }
-    /* The regex prefilters compile off the loops; until each is there,
-     * its rules are tested each, as without one. */
-    lx_gen_prefilter_start(g, srv.nworkers);
     for (int i = 0; i < srv.nworkers; i++) {
         int *fds = malloc((nslots ? nslots : 1) * sizeof(int));
         if (fds == NULL) continue; /* that loop keeps the old generation */
@@ -855,6 +852,9 @@ int lx_server_reload(void) {
     lx_notify("READY=1\nSTATUS=serving generation %llu", (unsigned long long)g->id);
     /* Only now: the loops need not wait for the Lua state to be freed. */
     lx_config_done();
+    /* The regex prefilters compile off the loops, after all of the above;
+     * until each is there, its rules are tested each, as without one. */
+    lx_gen_prefilter_start(g, srv.nworkers);
     return 0;
 }
 

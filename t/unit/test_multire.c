@@ -61,6 +61,7 @@ int main(void) {
     static lx_rule_t rules[1000];
     lx_ruleset_t rs;
     literal_free_set(&rs, rules, fsrc, 20);
+    pcre2_code_free(rules[7].re);
     rules[7] = (lx_rule_t){.kind = LX_RULE_DENY, .status = 403, .regex = "/(admin|manage)/"};
     rules[7].re = lx_regex_compile(rules[7].regex, (char[64]){0}, 64);
     ok(lx_ruleset_index(&rs) == 0 && lx_ruleset_prefilter_build(&rs, 1) == 0, "20 rules indexed");
