@@ -8,6 +8,46 @@
 #include "multire_diff.h"
 #include "tap.h"
 
+#ifdef LX_HAVE_HS
+#include <hs.h>
+
+/* A scratch allocator that can fail on demand and remembers what it freed:
+ * hs_alloc_scratch frees the scratch it was asked to grow before it
+ * allocates the new one, and on failure the caller must not keep the old
+ * pointer (d14decf kept it: a use-after-free). */
+static int fail_countdown; /* > 0: the allocation that brings it to 0 fails */
+static struct {
+    char *p;
+    size_t n;
+    int freed;
+} blocks[256];
+static int nblocks;
+
+static void *test_alloc(size_t n) {
+    if (fail_countdown > 0 && --fail_countdown == 0) return NULL;
+    char *p = malloc(n);
+    if (p && nblocks < 256) blocks[nblocks++] = (typeof(blocks[0])){p, n, 0};
+    return p;
+}
+
+static void test_free(void *p) {
+    for (int i = 0; i < nblocks; i++)
+        if (blocks[i].p == p && !blocks[i].freed) {
+            blocks[i].freed = 1;
+            break;
+        }
+    free(p);
+}
+
+static int in_freed_block(const void *q) {
+    for (int i = 0; i < nblocks; i++)
+        if (blocks[i].freed && (const char *)q >= blocks[i].p &&
+            (const char *)q < blocks[i].p + blocks[i].n)
+            return 1;
+    return 0;
+}
+#endif
+
 /* The rules of the measure: literal-free regexes. */
 static void literal_free_set(lx_ruleset_t *rs, lx_rule_t *rules, char (*src)[32], int n) {
     for (int i = 0; i < n; i++) {
@@ -110,6 +150,34 @@ int main(void) {
      * not used after its free. */
     lx_multire_scratch_free(&scratch);
     ok(lx_ruleset_first(&rs, &c) == 11, "after the scratch is dropped: grown again, same answer");
+#ifdef LX_HAVE_HS
+    /* A grow that fails: the scratch fitted to a small set is freed by the
+     * engine, and the loop must drop it, not scan with it. */
+    hs_set_scratch_allocator(test_alloc, test_free);
+    lx_ruleset_t small;
+    static lx_rule_t srules[20];
+    static char ssrc[20][32];
+    literal_free_set(&small, srules, ssrc, 20);
+    ok(lx_ruleset_index(&small) == 0 && lx_ruleset_prefilter_build(&small, 1) == 0,
+       "a small set's prefilter");
+    lx_multire_scratch_t lost = {0};
+    lx_match_ctx_t sc = {.path = "/a00012345", .len = 10, .method = 1, .md = md1, .scratch = &lost};
+    ok(lx_ruleset_first(&small, &sc) == 12 && lost.hs != NULL, "its scratch made");
+    void *old = lost.hs;
+    c.scratch = &lost;
+    fail_countdown = 2; /* the sizing prototype first, then the grown scratch */
+    ok(lx_ruleset_first(&rs, &c) == 11,
+       "the grow for the large set fails: plain path, same answer");
+    ok(fail_countdown == 0, "the grow's allocation was refused");
+    ok(in_freed_block(old), "the engine freed the old scratch");
+    ok(lost.hs == NULL || !in_freed_block(lost.hs), "the loop does not keep the freed scratch");
+    ok(lx_ruleset_first(&rs, &c) == 11 && lost.hs != NULL && !in_freed_block(lost.hs),
+       "the next request grows a new one");
+    ok(lx_ruleset_first(&small, &sc) == 12, "which serves the small set again (fit made stale)");
+    lx_multire_scratch_free(&lost);
+    lx_ruleset_free(&small);
+    hs_set_scratch_allocator(NULL, NULL);
+#endif
     lx_multire_scratch_t other = {.loop = 5};
     c.scratch = &other;
     ok(lx_ruleset_first(&rs, &c) == 11, "a loop the prefilter was not built for: plain path");
