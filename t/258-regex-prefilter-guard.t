@@ -29,6 +29,12 @@ local $ENV{LUXD_TEST_PREFILTER_HOLD} = $fifo;
 my $s = Luxd->new(config => $config, files => { 'www/plain.txt' => "plain\n" });
 sub loc { my $r = $s->get($_[0]); ($r->{status} // 0) . ' ' . ($r->{headers}{location} // '-') }
 
+# -T says where the rules went (and compiles no prefilter itself).
+my $dump = `${\ Luxd::bin()} -T -c ${\ $s->config_file} 2>&1`;
+like($dump, $engine ? qr/redirect \(220 rules; indexed: 0 by prefix, 0 by suffix; 200 always tested; 20 regexes for the prefilter, compiled when served\)/
+                    : qr/redirect \(220 rules; indexed: 0 by prefix, 0 by suffix; 220 always tested\)/,
+     '-T: the heavy patterns always tested' . ($engine ? ', the light ones for the prefilter' : ''));
+
 sub answers {
     my ($when) = @_;
     is(loc('/b00012345'), '302 /light/12/345', "$when: a light rule answers");
