@@ -42,7 +42,9 @@ EOF_CONF
 my $fifo = tempdir(CLEANUP => 1) . '/hold';
 mkfifo($fifo, 0600) or die "mkfifo: $!";
 local $ENV{LUXD_TEST_PREFILTER_HOLD} = $fifo;
-my $s = Luxd->new(config => conf(300, 'to'), files => { 'www/plain.txt' => "plain\n" }, workers => 2);
+# test_handlers: only luxd-test heeds LUXD_TEST_PREFILTER_HOLD.
+my $s = Luxd->new(config => conf(300, 'to'), files => { 'www/plain.txt' => "plain\n" }, workers => 2,
+                  test_handlers => 1);
 sub loc { my $r = $s->get($_[0]); ($r->{status} // 0) . ' ' . ($r->{headers}{location} // '-') }
 
 # Lets the compile thread of the next generation go on.
