@@ -11,6 +11,14 @@
 LLHTTP_SRC ?= /usr/share/llhttp
 LLHTTP_INC ?= /usr/share/include/llhttp
 PKGS       := libuv luajit libpcre2-8 liburing openssl libnghttp2
+# Hyperscan: the one-pass prefilter of rule sets' literal-free regexes
+# (dispatch/multire.c), built in where pkg-config finds libhs (deps/ installs
+# libhyperscan-dev); without it, or with `make HS=0`, each such regex is run
+# per request, as before. HS=0 also suits a build dir of its own (BUILD=...).
+HS         ?= auto
+HS_PKG     := $(if $(filter 0 no,$(HS)),,$(shell pkg-config --exists libhs 2>/dev/null && echo libhs))
+PKGS       += $(HS_PKG)
+HS_DEFS    := $(if $(HS_PKG),-DLX_HAVE_HS)
 BUILD      ?= build
 
 CC        ?= cc
@@ -21,7 +29,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
-CPPFLAGS_ALL = -D_GNU_SOURCE -Isrc -I$(BUILD)/gen -I$(LLHTTP_INC) $(PKG_CFLAGS)
+CPPFLAGS_ALL = -D_GNU_SOURCE $(HS_DEFS) -Isrc -I$(BUILD)/gen -I$(LLHTTP_INC) $(PKG_CFLAGS)
 LDFLAGS_ALL  = -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 
 SRCS    := $(sort $(wildcard src/*.c src/*/*.c))
@@ -181,6 +189,12 @@ $(BUILD)/gen/build-flags: FORCE
 	  printf '%s\n' "$(subst ",\",$(MAIN_DEFS))" > $@
 $(BUILD)/src/main.o: $(BUILD)/gen/build-flags
 $(BUILD)/src/main.o: CPPFLAGS_ALL += $(MAIN_DEFS)
+# Whether the prefilter engine is built in (HS above): multire.c is compiled
+# again when that changes in the same BUILD.
+$(BUILD)/gen/hs-flags: FORCE
+	@mkdir -p $(dir $@)
+	@echo "$(HS_DEFS)" | cmp -s - $@ || echo "$(HS_DEFS)" > $@
+$(BUILD)/src/dispatch/multire.o: $(BUILD)/gen/hs-flags
 FORCE:
 
 # llhttp is compiled in from node-llhttp's C sources, not vendored. Its
@@ -213,7 +227,11 @@ $(BUILD)/unit/test_precond: t/unit/test_precond.c src/http/precond.c src/http/pr
 	$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -Isrc -o $@ t/unit/test_precond.c src/http/precond.c src/http/date.c
 
 # The rule tables need PCRE2 and llhttp's method names.
-$(BUILD)/unit/test_dispatch: t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) t/unit/tap.h
+$(BUILD)/unit/test_multire: t/unit/test_multire.c t/fuzz/common/multire_diff.h $(wildcard src/dispatch/*.[ch]) $(BUILD)/gen/hs-flags $(LL_OBJS) t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -It/fuzz/common -o $@ t/unit/test_multire.c $(wildcard src/dispatch/*.c) $(LL_OBJS) $(PKG_LIBS)
+
+$(BUILD)/unit/test_dispatch: t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(BUILD)/gen/hs-flags $(LL_OBJS) t/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) $(PKG_LIBS)
 

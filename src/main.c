@@ -125,6 +125,7 @@ static void print_versions(void) {
            pcre);
     printf("llhttp %d.%d.%d (compiled in%s%s)\n", LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR,
            LLHTTP_VERSION_PATCH, LX_BUILD_LLHTTP[0] ? " with " : "", LX_BUILD_LLHTTP);
+    printf("regex prefilter: %s\n", lx_multire_version());
     /* As "%s": a '%' in a flag or path is not a conversion. */
     printf("compiler: %s (%s)\n", LX_COMPILER, LX_BUILD_CC);
     printf("CFLAGS: %s\n", LX_BUILD_CFLAGS);

@@ -691,6 +691,7 @@ int lx_server_start(const char *file, const char *prefix, lx_gen_t *gen, uv_asyn
             return r;
         }
     }
+    lx_gen_prefilter_start(gen, srv.nworkers); /* off the loops: start never waits for it */
     lx_log_info("luxd " LX_VERSION " started: generation %llu, %d worker%s, config %s%s%s",
                 (unsigned long long)gen->id, srv.nworkers, srv.nworkers == 1 ? "" : "s", file,
                 srv.user ? ", running as user " : "", srv.user ? srv.user : "");
@@ -851,6 +852,9 @@ int lx_server_reload(void) {
     lx_notify("READY=1\nSTATUS=serving generation %llu", (unsigned long long)g->id);
     /* Only now: the loops need not wait for the Lua state to be freed. */
     lx_config_done();
+    /* The regex prefilters compile off the loops, after all of the above;
+     * until each is there, its rules are tested each, as without one. */
+    lx_gen_prefilter_start(g, srv.nworkers);
     return 0;
 }
 
@@ -886,6 +890,7 @@ int lx_server_all_exited(void) {
 }
 
 void lx_server_cleanup(void) {
+    lx_gen_prefilter_stop();
     for (int i = 0; i < srv.nworkers; i++)
         lx_worker_join(&srv.workers[i]);
     free(srv.workers);

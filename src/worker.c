@@ -482,6 +482,7 @@ int lx_worker_start(lx_worker_t *w, int index, lx_gen_t *gen, const int *fds, si
     w->cache = lx_filecache_new(&w->loop);
     w->match_data = pcre2_match_data_create(10, NULL); /* $0..$9 */
     if (w->match_data == NULL) return -ENOMEM;
+    w->rule_scratch = (lx_multire_scratch_t){.loop = (uint32_t)index};
     w->listeners = calloc(nfds ? nfds : 1, sizeof(*w->listeners));
     if (w->cache == NULL || w->listeners == NULL) return -ENOMEM;
     if ((r = lx_worker_init_conns(w)) < 0) return r;
@@ -522,6 +523,7 @@ void lx_worker_join(lx_worker_t *w) {
         free(w->alogs[i].buf);
     free(w->alogs);
     pcre2_match_data_free(w->match_data);
+    lx_multire_scratch_free(&w->rule_scratch);
     for (size_t i = 0; i < w->nretired; i++)
         lx_gen_unref(w->retired[i].gen);
     free(w->retired);

@@ -97,6 +97,10 @@ typedef struct lx_worker_s {
     uint64_t rng[4];                 /**< xoshiro256** state for $request_id */
     char head200[80];                /**< status line, Server and Date of a 200, for `now` */
     size_t head200_len;              /**< bytes in head200 */
+
+    /* The rule sets' prefilter scratch (dispatch/multire.h), grown on this
+     * loop when it meets a prefilter it does not fit. */
+    lx_multire_scratch_t rule_scratch;
 } lx_worker_t;
 
 /* Starts a worker thread serving on the given listening fds (taken over). */

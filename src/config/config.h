@@ -384,6 +384,14 @@ void lx_config_check_roots(lx_gen_t *g, const char *user);
 void lx_gen_ref(lx_gen_t *g);
 void lx_gen_unref(lx_gen_t *g);
 
+/* Starts compiling g's rule sets' regex prefilters (prefilter.c) on a
+ * thread of their own, for nloops loops; loops use each as it is published.
+ * Nothing to do without the engine or such sets. */
+void lx_gen_prefilter_start(lx_gen_t *g, int nloops);
+/* Stops starting new sets' compiles and waits for the threads (one set's
+ * compile at most each). */
+void lx_gen_prefilter_stop(void);
+
 /* The vhost named by a Host value (port already stripped, any case): exact
  * names first, then wildcards, longest suffix first; NULL when none. */
 lx_vhost_t *lx_gen_match_vhost(const lx_gen_t *g, const char *host, size_t len);

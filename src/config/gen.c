@@ -177,6 +177,13 @@ static void dump_rules(const char *title, const lx_ruleset_t *rs, FILE *out, con
     if (rs == NULL) return;
     if (rs->linear)
         fprintf(out, "%s%s (%u rules, tested in order)\n", indent, title, rs->n);
+    else if (rs->nfree)
+        /* -T compiles no prefilter: the server does, off its loops. */
+        fprintf(out,
+                "%s%s (%u rules; indexed: %zu by prefix, %zu by suffix; %u always tested; %u "
+                "regexes for the prefilter, compiled when served)\n",
+                indent, title, rs->n, lx_trie_keys(rs->by_prefix), lx_trie_keys(rs->by_suffix),
+                rs->nalways, rs->nfree);
     else
         fprintf(out, "%s%s (%u rules; indexed: %zu by prefix, %zu by suffix; %u always tested)\n",
                 indent, title, rs->n, lx_trie_keys(rs->by_prefix), lx_trie_keys(rs->by_suffix),

@@ -430,7 +430,7 @@ static lx_addr_t no_addr(void *ud) {
 static const lx_rule_t *page_deny(const lx_ruleset_t *rs, const char *path) {
     if (rs == NULL) return NULL;
     int asked = 0;
-    lx_match_ctx_t m = {path, strlen(path), HTTP_GET, {0, 0}, NULL, 0, no_addr, &asked};
+    lx_match_ctx_t m = {path, strlen(path), HTTP_GET, {0, 0}, NULL, 0, no_addr, &asked, NULL};
     m.md = pcre2_match_data_create(16, NULL);
     if (m.md == NULL) return NULL;
     int i = lx_ruleset_first(rs, &m);

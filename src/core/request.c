@@ -419,7 +419,8 @@ void lx_req_add_id_header(lx_req_t *r) {
 /* The match context of r's path for its rules: the connection's address
  * and the loop's match data, or (explaining) those of t. */
 static LX_ROUTE_INLINE lx_match_ctx_t route_ctx(lx_req_t *r, lx_trace_t *t) {
-    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, NULL, 0, match_addr, r};
+    lx_match_ctx_t m = {r->decoded, r->decoded_len, r->method, {0, 0}, NULL,
+                        0,          match_addr,     r,         NULL};
     if (t) {
         /* No connection to ask: the address given (--from), through
          * real_ip as lx_req_addr takes it. */
@@ -428,6 +429,7 @@ static LX_ROUTE_INLINE lx_match_ctx_t route_ctx(lx_req_t *r, lx_trace_t *t) {
         m.md = t->md;
     } else {
         m.md = r->w->match_data;
+        m.scratch = &r->w->rule_scratch;
     }
     return m;
 }

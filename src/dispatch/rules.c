@@ -147,6 +147,48 @@ static int add_suffix(lx_ruleset_t *rs, const char *s, size_t len, uint32_t id) 
     return lx_trie_add(rs->by_suffix, rev, len, id);
 }
 
+uint32_t lx_rules_prefilter_min = 16;
+
+static int cmp_id(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int add_free(lx_ruleset_t *rs, uint32_t id) {
+    uint32_t *a = realloc(rs->free_re, (rs->nfree + 1) * sizeof(*a));
+    if (a == NULL) return -ENOMEM;
+    rs->free_re = a;
+    rs->free_re[rs->nfree++] = id;
+    return 0;
+}
+
+/* Too few literal-free regexes for a prefilter to pay: they join the
+ * always-tested list, which must stay in rule order. */
+static int free_to_always(lx_ruleset_t *rs) {
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < rs->nfree; i++)
+        rc = add_always(rs, rs->free_re[i]);
+    if (rc == 0 && rs->nfree) qsort(rs->always, rs->nalways, sizeof(*rs->always), cmp_id);
+    free(rs->free_re);
+    rs->free_re = NULL;
+    rs->nfree = 0;
+    return rc;
+}
+
+int lx_ruleset_prefilter_build(lx_ruleset_t *rs, uint32_t nloops) {
+    if (rs->nfree == 0 || __atomic_load_n(&rs->multi, __ATOMIC_ACQUIRE) != NULL) return 0;
+    const char **pats = malloc(rs->nfree * sizeof(*pats));
+    if (pats == NULL) return -ENOMEM;
+    for (uint32_t i = 0; i < rs->nfree; i++)
+        pats[i] = rs->rules[rs->free_re[i]].regex;
+    lx_multire_t *m = NULL;
+    int rc = lx_multire_build(pats, rs->free_re, rs->nfree, nloops, &m);
+    free(pats);
+    /* Release: a loop that sees the pointer sees the database behind it. */
+    if (rc == 0 && m) __atomic_store_n(&rs->multi, m, __ATOMIC_RELEASE);
+    return rc;
+}
+
 int lx_ruleset_index(lx_ruleset_t *rs) {
     for (uint32_t id = 0; id < rs->n; id++) {
         lx_rule_t *r = &rs->rules[id];
@@ -176,12 +218,16 @@ int lx_ruleset_index(lx_ruleset_t *rs) {
                                       : add_always(rs, id);
         } else if (r->re && (n = lx_regex_literal(r->regex, 1, lit, sizeof(lit))) > 0) {
             rc = add_suffix(rs, lit, n, id);
+        } else if (r->re && !r->re_utf && lx_multire_available() && lx_multire_eligible(r->regex)) {
+            /* (A UTF pattern stays out: the engine's UTF mode may not be
+             * given a path that is not UTF-8, and a client chooses it.) */
+            rc = add_free(rs, id);
         } else {
             rc = add_always(rs, id);
         }
         if (rc < 0) return rc;
     }
-    return 0;
+    return rs->nfree < lx_rules_prefilter_min ? free_to_always(rs) : 0;
 }
 
 void lx_ruleset_free(lx_ruleset_t *rs) {
@@ -190,6 +236,8 @@ void lx_ruleset_free(lx_ruleset_t *rs) {
     lx_trie_free(rs->by_prefix);
     lx_trie_free(rs->by_suffix);
     free(rs->always);
+    free(rs->free_re);
+    lx_multire_free(rs->multi);
 }
 
 static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
@@ -232,6 +280,8 @@ static int rule_matches(const lx_rule_t *r, lx_match_ctx_t *c) {
 
 /* Candidate lists found by the tries, merged in rule order. */
 #define MAX_LISTS 64
+/* Prefilter candidates kept per request; more, and all its rules are. */
+#define MAX_CANDIDATES 256
 typedef struct {
     const uint32_t *ids[MAX_LISTS];
     uint32_t n[MAX_LISTS];
@@ -266,6 +316,23 @@ int lx_ruleset_first(const lx_ruleset_t *rs, lx_match_ctx_t *ctx) {
     l.count = 0;
     l.overflow = 0;
     if (rs->nalways) collect(&l, rs->always, rs->nalways, 0);
+    /* The prefilter's candidates and the rules it could not take; while it
+     * is compiling, or when it cannot say, all the rules it is for. */
+    uint32_t cand[MAX_CANDIDATES];
+    if (rs->nfree) {
+        const lx_multire_t *mr = __atomic_load_n(&rs->multi, __ATOMIC_ACQUIRE);
+        int nc = mr && ctx->scratch
+                     ? lx_multire_scan(mr, ctx->scratch, ctx->path, ctx->len, cand, MAX_CANDIDATES)
+                     : -1;
+        if (nc < 0) {
+            collect(&l, rs->free_re, rs->nfree, 0);
+        } else {
+            uint32_t nleft;
+            const uint32_t *left = lx_multire_left(mr, &nleft);
+            if (nc > 0) collect(&l, cand, (uint32_t)nc, 0);
+            if (nleft) collect(&l, left, nleft, 0);
+        }
+    }
     lx_trie_walk(rs->by_prefix, ctx->path, ctx->len, 0, collect, &l);
     lx_trie_walk(rs->by_suffix, ctx->path, ctx->len, 1, collect, &l);
     if (l.overflow) {

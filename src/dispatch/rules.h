@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "cidr.h"
+#include "multire.h"
 #include "trie.h"
 
 enum { LX_RULE_ALLOW, LX_RULE_DENY, LX_RULE_REWRITE, LX_RULE_REDIRECT };
@@ -42,7 +43,18 @@ typedef struct {
     uint32_t *always;     /**< rules with no literal to index: always tested */
     uint32_t nalways;     /**< entries in always */
     int linear;           /**< no index: few enough rules to test each in turn */
+    /* Regex rules with no literal to index that the prefilter may hold
+     * (lx_multire_eligible), ascending: tested each until multi is there. */
+    uint32_t *free_re;
+    uint32_t nfree;      /**< entries in free_re */
+    lx_multire_t *multi; /**< free_re as one prefilter, published (atomic, release) by
+                              lx_ruleset_prefilter_build; NULL: not (yet) */
 } lx_ruleset_t;
+
+/* A set needs this many prefilter-eligible regex rules with no literal for
+ * them to go to a prefilter (below it they are tested each, as cheap); the
+ * unit tests and the fuzzer lower it. */
+extern uint32_t lx_rules_prefilter_min;
 
 /* Up to this many rules a set is tested rule by rule: its index would cost
  * more to walk than the rules to test, and ten nodes of memory per literal
@@ -61,10 +73,21 @@ typedef struct {
      * asks the kernel once, and only for a rule that has `from`). */
     lx_addr_t (*addr_of)(void *ud);
     void *ud; /**< for addr_of */
+    /* The loop's scratch for rule sets' prefilters (grown by the scan when
+     * it meets a database it does not fit); NULL: no prefilter is used. */
+    lx_multire_scratch_t *scratch;
 } lx_match_ctx_t;
 
-/* Builds the index after rules[] is filled. Returns 0 or -ENOMEM. */
+/* Builds the index after rules[] is filled. Returns 0 or -ENOMEM. The
+ * prefilter of free_re is not compiled here (see below). */
 int lx_ruleset_index(lx_ruleset_t *rs);
+
+/* Compiles rs's prefilter for nloops loops and publishes it (an atomic
+ * release store of rs->multi); until then, and when this fails, the plain
+ * path tests every rule of free_re. Called by the generation's compile
+ * thread (config/prefilter.c) while loops match on rs, or by tests. Returns
+ * 0, or -ENOMEM. */
+int lx_ruleset_prefilter_build(lx_ruleset_t *rs, uint32_t nloops);
 void lx_ruleset_free(lx_ruleset_t *rs);
 
 /* The first rule that matches, or -1. After a match of a rule with a regex,

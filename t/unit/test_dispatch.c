@@ -149,7 +149,7 @@ int main(void) {
     ok(!rs.linear, "one rule past the limit: indexed");
     is_int(rs.nalways, 1, "one rule must always be tested");
     pcre2_match_data *md = pcre2_match_data_create(10, NULL);
-    lx_match_ctx_t m = {"/pub/a.txt", 10, 1, addr("127.0.0.1"), md, 0, NULL, NULL};
+    lx_match_ctx_t m = {"/pub/a.txt", 10, 1, addr("127.0.0.1"), md, 0, NULL, NULL, NULL};
     is_int(lx_ruleset_first(&rs, &m), 1, "/pub/a.txt: the allow written first wins");
     m.path = "/pub/a.bak";
     m.len = 10;
