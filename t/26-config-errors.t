@@ -264,4 +264,40 @@ LUA
          'the first bad name in case-blind order');
 };
 
+# The line of a DSL call made under 246 frames of code from no user file:
+# the search for the config's own frame goes 250 levels up, the last one
+# included (it stopped one short when it moved to C, and said line 0).
+bad('a vhost call 246 frames below its config line', <<"LUA", 9, qr/"bad name" is not a valid host name/);
+$SERVER
+local G = require("_G")
+local rec = G.loadstring([[
+  local function rec(n, f, ...)
+    if n == 0 then local r = f(...); return r end
+    local r = rec(n - 1, f, ...); return r
+  end
+  return rec]], "=nonuser")()
+local f = rec(246, vhost, "bad name")
+f { root = "/tmp" }
+LUA
+
+# A config that reaches into luxd's own modules (require "luxd.schema") and
+# adds to the locations list a vhost check returned: that list is its own,
+# not one every vhost without a location shares (for a while it was, and
+# the location showed up under every such vhost).
+subtest 'a location planted through luxd.schema stays out of other vhosts' => sub {
+    my ($rc0, $out0, $file) = Luxd::check_config(<<"LUA");
+$SERVER
+local V, S = require("luxd.validate"), require("luxd.schema")
+local _, locs = S.vhost(V.named_ctx({ upstream_refs = {} }, "x.lua", 3, "vhost", "x"), {})
+locs[1] = { prefix = "/planted/", root = "/etc", dir_listing = true, _file = "x.lua", _line = 5 }
+vhost "a.example" { root = "/tmp" }
+vhost "b.example" { root = "/tmp" }
+LUA
+    is($rc0, 0, '-t passes') or diag($out0);
+    my ($rc, $out) = Luxd::run_luxd('-T', '-c', $file);
+    is($rc, 0, '-T exits 0') or diag($out);
+    like($out, qr/b\.example/, 'names vhost b.example');
+    unlike($out, qr{/planted/}, 'no vhost has the planted location');
+};
+
 done_testing;

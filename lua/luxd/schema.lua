@@ -182,9 +182,6 @@ S.KEYS = {
   server_tls = server.SERVER_TLS_SCHEMA.keys, upstream_tls = upstream.UPSTREAM_TLS_SCHEMA.keys,
 }
 
--- Shared by the vhosts without a location: the description is only read.
-local NO_LOCATIONS = {}
-
 function S.vhost(ctx, t)
   local got = V.check_block(ctx, t, VHOST_SCHEMA)
   check_proxy_fallback(ctx, got)
@@ -193,7 +190,7 @@ function S.vhost(ctx, t)
                            "name): the PROXY protocol is the listener's, trusted by server " ..
                            "{ real_ip }")
   end
-  local locs = got[LOC] or NO_LOCATIONS
+  local locs = got[LOC] or {}
   got[LOC] = nil
   -- Where these are written, for what only the running server can check
   -- (a root it cannot read, a log it cannot open).

@@ -182,7 +182,7 @@ static int l_where(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     int level = (int)luaL_checkinteger(L, 2);
     lua_Debug ar;
-    for (int l = level; l < 250 && lua_getstack(L, l, &ar); l++) {
+    for (int l = level; l <= 250 && lua_getstack(L, l, &ar); l++) {
         if (!lua_getinfo(L, "Sl", &ar) || ar.source == NULL || ar.source[0] != '@') continue;
         lua_pushstring(L, ar.source + 1);
         lua_pushvalue(L, -1);

@@ -63,6 +63,14 @@ typedef struct {
 static inline void ld_getfield(loader_t *ld, int idx, const char *key) {
     lua_State *L = ld->L;
     if (idx < 0 && idx > LUA_REGISTRYINDEX) idx = lua_gettop(L) + idx + 1;
+    /* Not a table where one belongs: only a config that reached into
+     * luxd's modules (require "luxd.schema") can do that. Nothing is
+     * there, rather than a raw get on a string (a crash) or an index of
+     * nil (a Lua error outside any pcall). */
+    if (!lua_istable(L, idx)) {
+        lua_pushnil(L);
+        return;
+    }
     size_t h = (size_t)(((uintptr_t)key * 0x9E3779B97F4A7C15u) >> 56) & (LD_KEYS - 1);
     ld_key_t *k;
     for (;; h = (h + 1) & (LD_KEYS - 1)) {

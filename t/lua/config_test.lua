@@ -79,7 +79,7 @@ end
 -- host.where, as src/config/load.c's: the file and line of the innermost
 -- frame from `level` up that runs a known user file.
 local function where(known, level)
-  for l = level + 1, 250 do -- + 1: this function's own frame
+  for l = level + 1, 251 do -- + 1: this function's own frame
     local info = debug.getinfo(l, "Sl")
     if not info then return end
     local src = info.source
