@@ -40,10 +40,15 @@ static size_t escape(const char *s, double *atoms) {
         *atoms = (double)(e ? e - (s + 2) : (long)n - 2);
         return n;
     }
-    if (s[2] == '{') {
+    /* Only these escapes take a braced argument (\x{41}, \p{L}, \g{1}):
+     * in \d{3000} the braces are the atom's counted repeat, which must be
+     * weighed (a break review: \w{3000} weighed 1 and took seconds to
+     * compile). */
+    if (s[2] == '{' && strchr("xopPgkN", s[1])) {
         const char *e = strchr(s + 2, '}');
         return e ? (size_t)(e - s) + 1 : 2;
     }
+    if (s[1] == 'c' && s[2]) return 3; /* \cX: one control character */
     return 2;
 }
 
