@@ -47,7 +47,7 @@ typedef struct {
     size_t errlen;
     const char *file; /* where the table being read was declared */
     int line;
-    uint32_t site_ids; /* site ids handed out so far */
+    uint32_t site_ids;       /* site ids handed out so far */
     lx_site_t site_defaults; /* a vhost's site before its own keys */
     uint32_t nkeys;
     ld_key_t keys[LD_KEYS]; /* open addressing by the C string's address */

@@ -76,12 +76,15 @@ int main(void) {
      * review: \w{3000} weighed 1, and \c{ skipped to the next brace). */
     ok(!lx_multire_eligible("[ab]\\w{3000}[0]"), "\\w{3000} is as heavy as [a-z]{3000} (%.0f)",
        lx_multire_weight("[ab]\\w{3000}[0]"));
-    ok(!lx_multire_eligible("\\d{3000}q1"), "\\d{3000} too (%.0f)", lx_multire_weight("\\d{3000}q1"));
+    ok(!lx_multire_eligible("\\d{3000}q1"), "\\d{3000} too (%.0f)",
+       lx_multire_weight("\\d{3000}q1"));
     ok(!lx_multire_eligible("[ab](?:\\w{200}){100}[0]"), "nested over an escape (%.0f)",
        lx_multire_weight("[ab](?:\\w{200}){100}[0]"));
-    ok(!lx_multire_eligible("[ab]\\c{[a-z]{3000}}"), "\\c takes one character, not a brace group (%.0f)",
+    ok(!lx_multire_eligible("[ab]\\c{[a-z]{3000}}"),
+       "\\c takes one character, not a brace group (%.0f)",
        lx_multire_weight("[ab]\\c{[a-z]{3000}}"));
-    ok(lx_multire_eligible("[ab]\\x{41}[0]"), "\\x{41} is one atom (%.0f)", lx_multire_weight("[ab]\\x{41}[0]"));
+    ok(lx_multire_eligible("[ab]\\x{41}[0]"), "\\x{41} is one atom (%.0f)",
+       lx_multire_weight("[ab]\\x{41}[0]"));
     ok(!lx_multire_eligible("(?x)a\x85"), "a raw byte over 0x7f stays off the engine");
     ok(!lx_multire_eligible("(*CR)a$"), "a (*VERB) stays off the engine");
 
