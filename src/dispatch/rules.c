@@ -130,12 +130,17 @@ size_t lx_regex_literal(const char *src, int suffix, char *out, size_t cap) {
     return n;
 }
 
-static int add_always(lx_ruleset_t *rs, uint32_t id) {
-    uint32_t *a = realloc(rs->always, (rs->nalways + 1) * sizeof(*a));
+/* Appends id to the list *ids of *n entries. */
+static int push_id(uint32_t **ids, uint32_t *n, uint32_t id) {
+    uint32_t *a = realloc(*ids, (*n + 1) * sizeof(*a));
     if (a == NULL) return -ENOMEM;
-    rs->always = a;
-    rs->always[rs->nalways++] = id;
+    *ids = a;
+    a[(*n)++] = id;
     return 0;
+}
+
+static int add_always(lx_ruleset_t *rs, uint32_t id) {
+    return push_id(&rs->always, &rs->nalways, id);
 }
 
 static int add_suffix(lx_ruleset_t *rs, const char *s, size_t len, uint32_t id) {
@@ -152,14 +157,6 @@ uint32_t lx_rules_prefilter_min = 16;
 static int cmp_id(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
-}
-
-static int add_free(lx_ruleset_t *rs, uint32_t id) {
-    uint32_t *a = realloc(rs->free_re, (rs->nfree + 1) * sizeof(*a));
-    if (a == NULL) return -ENOMEM;
-    rs->free_re = a;
-    rs->free_re[rs->nfree++] = id;
-    return 0;
 }
 
 /* Too few literal-free regexes for a prefilter to pay: they join the
@@ -221,7 +218,7 @@ int lx_ruleset_index(lx_ruleset_t *rs) {
         } else if (r->re && !r->re_utf && lx_multire_available() && lx_multire_eligible(r->regex)) {
             /* (A UTF pattern stays out: the engine's UTF mode may not be
              * given a path that is not UTF-8, and a client chooses it.) */
-            rc = add_free(rs, id);
+            rc = push_id(&rs->free_re, &rs->nfree, id);
         } else {
             rc = add_always(rs, id);
         }
