@@ -264,10 +264,12 @@ LUA
          'the first bad name in case-blind order');
 };
 
-# The line of a DSL call made under 246 frames of code from no user file:
+# The line of a DSL call made under N frames of code from no user file:
 # the search for the config's own frame goes 250 levels up, the last one
 # included (it stopped one short when it moved to C, and said line 0).
-bad('a vhost call 246 frames below its config line', <<"LUA", 9, qr/"bad name" is not a valid host name/);
+sub deep_vhost_call {
+    my ($n) = @_;
+    return <<"LUA";
 $SERVER
 local G = require("_G")
 local rec = G.loadstring([[
@@ -276,9 +278,15 @@ local rec = G.loadstring([[
     local r = rec(n - 1, f, ...); return r
   end
   return rec]], "=nonuser")()
-local f = rec(246, vhost, "bad name")
+local f = rec($n, vhost, "bad name")
 f { root = "/tmp" }
 LUA
+}
+bad('a vhost call 246 frames below its config line', deep_vhost_call(246), 9,
+    qr/"bad name" is not a valid host name/);
+# One frame past: the search ends at level 250 and names no line (0).
+bad('a vhost call 247 frames below its config line', deep_vhost_call(247), 0,
+    qr/"bad name" is not a valid host name/);
 
 # A config that reaches into luxd's own modules (require "luxd.schema") and
 # adds to the locations list a vhost check returned: that list is its own,
