@@ -332,7 +332,8 @@ local function need_name(st, kind, name, file, line, example)
   end
 end
 
--- Claims host name `name` for vhost `vh`; `key` is "aliases" for an alias.
+-- Claims host name `name` for the vhost of ctx; `key` is "aliases" for an
+-- alias, nil for its name.
 -- (Two tables of contexts, not a table per name: those were a tenth of
 -- what a 10,000-vhost load allocated.)
 function St:claim(ctx, name, key)
