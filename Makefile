@@ -238,6 +238,11 @@ $(BUILD)/unit/test_multire: t/unit/test_multire.c t/fuzz/common/multire_diff.h $
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -It/fuzz/common -o $@ t/unit/test_multire.c $(wildcard src/dispatch/*.c) $(LL_OBJS) $(PKG_LIBS)
 
+# The compile in a child process: the engine and its wire only.
+$(BUILD)/unit/test_multire_wire: t/unit/test_multire_wire.c src/dispatch/multire.c src/dispatch/multire_wire.c src/dispatch/multire.h $(BUILD)/gen/hs-flags t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_multire_wire.c src/dispatch/multire.c src/dispatch/multire_wire.c $(PKG_LIBS)
+
 $(BUILD)/unit/test_dispatch: t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(BUILD)/gen/hs-flags $(LL_OBJS) t/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(CPPFLAGS_ALL) -o $@ t/unit/test_dispatch.c $(wildcard src/dispatch/*.c) $(LL_OBJS) $(PKG_LIBS)

@@ -236,6 +236,37 @@ nomem:
     return -ENOMEM;
 }
 
+int lx_multire_serialize(const lx_multire_t *m, char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    if (m == NULL) return 0;
+    /* The engine allocates it with its allocator: malloc by default. */
+    return hs_serialize_database(m->db, buf, len) == HS_SUCCESS ? 0 : -ENOMEM;
+}
+
+int lx_multire_load(const char *db, size_t len, uint32_t n, const uint32_t *left, uint32_t nleft,
+                    uint32_t nloops, lx_multire_t **out) {
+    *out = NULL;
+    if (n == 0) return 0;
+    lx_multire_t *m = calloc(1, sizeof(*m));
+    if (m == NULL || (m->left = malloc((nleft ? nleft : 1) * sizeof(*m->left))) == NULL ||
+        (m->fitted = calloc(nloops ? nloops : 1, sizeof(*m->fitted))) == NULL) {
+        lx_multire_free(m);
+        return -ENOMEM;
+    }
+    if (hs_deserialize_database(db, len, &m->db) != HS_SUCCESS) {
+        m->db = NULL;
+        lx_multire_free(m);
+        return -EINVAL; /* not a database of this engine, or not whole */
+    }
+    memcpy(m->left, left, nleft * sizeof(*left));
+    m->nleft = nleft;
+    m->n = n;
+    m->nloops = nloops;
+    *out = m;
+    return 0;
+}
+
 void lx_multire_free(lx_multire_t *m) {
     if (m == NULL) return;
     hs_free_database(m->db);
@@ -403,6 +434,18 @@ int lx_multire_build(const char *const *pats, const uint32_t *ids, uint32_t n, u
     return 0;
 }
 
+int lx_multire_serialize(const lx_multire_t *m, char **buf, size_t *len) {
+    (void)m;
+    *buf = NULL;
+    *len = 0;
+    return -ENOTSUP;
+}
+int lx_multire_load(const char *db, size_t len, uint32_t n, const uint32_t *left, uint32_t nleft,
+                    uint32_t nloops, lx_multire_t **out) {
+    (void)db, (void)len, (void)n, (void)left, (void)nleft, (void)nloops;
+    *out = NULL;
+    return -ENOTSUP;
+}
 void lx_multire_free(lx_multire_t *m) {
     (void)m;
 }

@@ -57,6 +57,28 @@ int lx_multire_build(const char *const *pats, const uint32_t *ids, uint32_t n, u
                      lx_multire_t **out);
 void lx_multire_free(lx_multire_t *m);
 
+/* m's database as bytes (free() them): what a compile in another process
+ * hands back (multire_wire.c). *buf NULL and 0 for a NULL m. Returns 0,
+ * -ENOMEM, or -ENOTSUP without the engine. */
+int lx_multire_serialize(const lx_multire_t *m, char **buf, size_t *len);
+/* The prefilter of db[0..len) (lx_multire_serialize's bytes), holding n
+ * patterns, with the ids left[0..nleft) (ascending) it does not hold, for
+ * nloops loops. *out NULL when n is 0. Returns 0, -ENOMEM, -EINVAL (not a
+ * database this engine reads) or -ENOTSUP without the engine. */
+int lx_multire_load(const char *db, size_t len, uint32_t n, const uint32_t *left, uint32_t nleft,
+                    uint32_t nloops, lx_multire_t **out);
+
+/* The compile in another process (multire_wire.c). The child serves
+ * requests on fd until it ends: 0 then, else -errno. The parent sends one
+ * (ids ascending, as lx_multire_build wants them) and reads its answer,
+ * checked against ids[0..n): 0 with *out (NULL when the engine held none),
+ * or -errno (-EPROTO: an answer that does not fit the request), and then
+ * the stream is in doubt: end that child. */
+int lx_multire_serve(int fd);
+int lx_multire_send_request(int fd, const char *const *pats, const uint32_t *ids, uint32_t n);
+int lx_multire_read_answer(int fd, const uint32_t *ids, uint32_t n, uint32_t nloops,
+                           lx_multire_t **out);
+
 /* The ids of m that it does not hold, ascending. */
 const uint32_t *lx_multire_left(const lx_multire_t *m, uint32_t *n);
 /* How many patterns m holds. */
