@@ -12,18 +12,20 @@ LLHTTP_SRC ?= /usr/share/llhttp
 LLHTTP_INC ?= /usr/share/include/llhttp
 PKGS       := libuv luajit libpcre2-8 liburing openssl libnghttp2
 # Hyperscan: the one-pass prefilter of rule sets' literal-free regexes
-# (dispatch/multire.c). Not built unless asked for with `make HS=1` (and
-# Debian's libhyperscan-dev installed by hand): a break review found that
-# a stop waits for a compile in progress and that reloads in a row start a
-# compile each (doc/design.md). Without it each such regex is run per
-# request, as before. HS=1 suits a build dir of its own (BUILD=...).
-HS         ?= 0
-HS_PKG     := $(if $(filter 1 yes,$(HS)),libhs)
-ifneq ($(HS_PKG),)
-ifneq ($(shell pkg-config --exists libhs 2>/dev/null && echo y),y)
-$(error HS=1: pkg-config finds no libhs; install libhyperscan-dev (not libvectorscan-dev, see doc/design.md))
+# (dispatch/multire.c), compiled in a child process (config/prefilter.c).
+# HS=auto (the default) builds it in where pkg-config finds Debian's
+# libhyperscan-dev (deps install it on amd64); HS=0 leaves it out; HS=1
+# insists. Vectorscan (libvectorscan-dev, also "libhs", 5.4.3 and later)
+# missed matches on this machine (doc/design.md): never built with. Without
+# it each such regex is tested on its own per request, as before.
+HS         ?= auto
+HS_HYPERSCAN := $(if $(filter-out 0 no,$(HS)),$(shell pkg-config --exists --max-version=5.4.2 libhs 2>/dev/null && echo y))
+ifneq ($(filter 1 yes,$(HS)),)
+ifneq ($(HS_HYPERSCAN),y)
+$(error HS=1: pkg-config finds no Hyperscan (libhs 5.4.2 or older); install libhyperscan-dev (not libvectorscan-dev, see doc/design.md))
 endif
 endif
+HS_PKG     := $(if $(HS_HYPERSCAN),libhs)
 PKGS       += $(HS_PKG)
 HS_DEFS    := $(if $(HS_PKG),-DLX_HAVE_HS)
 BUILD      ?= build

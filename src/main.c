@@ -210,6 +210,10 @@ int main(int argc, char **argv) {
     static const char **headers = NULL;
     static size_t nheaders = 0;
     lx_config_test_handlers = lx_handlers_have_test();
+    /* Not an option for users: the regex prefilter's compiler, a child of a
+     * running server (config/prefilter.c). */
+    if (argc == 4 && strcmp(argv[1], "--prefilter-compiler") == 0)
+        return lx_prefilter_child_main(argv[2]);
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'v'},
         {"explain", required_argument, NULL, 'E'}, {"from", required_argument, NULL, 'F'},

@@ -384,13 +384,16 @@ void lx_config_check_roots(lx_gen_t *g, const char *user);
 void lx_gen_ref(lx_gen_t *g);
 void lx_gen_unref(lx_gen_t *g);
 
-/* Starts compiling g's rule sets' regex prefilters (prefilter.c) on a
- * thread of their own, for nloops loops; loops use each as it is published.
- * Nothing to do without the engine or such sets. */
+/* Starts compiling g's rule sets' regex prefilters (prefilter.c) in a
+ * child process, for nloops loops; loops use each as it is published. Any
+ * compile for an older generation is dropped. Nothing to compile without
+ * the engine or such sets. */
 void lx_gen_prefilter_start(lx_gen_t *g, int nloops);
-/* Stops starting new sets' compiles and waits for the threads (one set's
- * compile at most each). */
+/* Kills the compile in progress, if any, and ends the thread. */
 void lx_gen_prefilter_stop(void);
+/* `luxd --prefilter-compiler PARENT_PID GENERATION`: the child, serving
+ * compiles on fds 0 and 1 until they end. Its exit status. */
+int lx_prefilter_child_main(const char *parent);
 
 /* The vhost named by a Host value (port already stripped, any case): exact
  * names first, then wildcards, longest suffix first; NULL when none. */

@@ -1,80 +1,201 @@
-/* The rule sets' prefilters (dispatch/multire.c) are compiled off the loops:
- * one thread per generation started to serve, holding a reference on it,
- * compiles its sets in turn and publishes each (lx_ruleset_prefilter_build).
- * Until a set's is there, loops test its regex rules each (correct, just
+/* The rule sets' prefilters (dispatch/multire.c) are compiled off the loops,
+ * and out of the process: the engine's compile of a large set takes seconds
+ * (10,000 patterns: 9 s here) and cannot be interrupted from inside, so a
+ * child process does it (dispatch/multire_wire.c) and this process can end
+ * it at once. One thread serves every generation in turn, the newest only:
+ * a reload drops a compile of an older one (its child killed), so reloads in
+ * a row cost one compile, not one each; a stop kills the child and never
+ * waits for a compile. Each set's prefilter is published as its answer
+ * comes; until then, loops test its regex rules each (correct, just
  * slower): a start or a reload never waits for the engine. -t, -T and
  * --explain never start one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "../log.h"
 #include "config.h"
 
+extern char **environ;
+
+/* Compiles that may fail in one generation before the rest of its sets are
+ * given up: a compiler that crashes on every set is not started for each of
+ * 10,000 vhosts. */
+#define LX_PREFILTER_MAX_FAILED 3
+
+/* All under mu. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
-static int running, stopping;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static pthread_t thread;
+static int thread_up, stopping;
+static uint64_t latest;   /* the newest generation started: only it is compiled for */
+static lx_gen_t *pending; /* waiting for the thread, a reference held; or NULL */
+static uint32_t pending_nloops;
+static pid_t child; /* the compiling child, or 0; reaped only after it is cleared */
 
-typedef struct {
-    lx_gen_t *g;
-    uint32_t nloops;
-} job_t;
-
-/* Tests only: the thread waits for a byte on this FIFO before it compiles,
- * so that a test can serve requests while the prefilter is not there yet
- * without racing it. Only luxd-test (the binary with the test handler)
- * heeds it: in luxd, a stray variable would stop every compile, and a
- * stop would wait on the FIFO. */
-static void test_hold(void) {
-    if (!lx_config_test_handlers) return;
-    const char *fifo = getenv("LUXD_TEST_PREFILTER_HOLD");
-    if (fifo == NULL || *fifo == '\0') return;
+/* Tests only: LUXD_TEST_PREFILTER_HOLD=FIFO makes the thread wait for a
+ * byte on the FIFO before it compiles a generation, so that a test can
+ * serve requests while the prefilter is not there yet without racing it;
+ * LUXD_TEST_PREFILTER_CHILD_HOLD=FIFO makes each child wait so, before it
+ * reads a request: a compile that never ends, for the tests of reload and
+ * stop (and the byte 'k' makes it exit 1: a compiler that fails). Only
+ * luxd-test (the binary with the test handler) heeds them: in luxd, a stray
+ * variable would stop every compile. Returns the byte read, or 0. */
+static char test_hold(const char *var) {
+    char c = 0;
+    if (!lx_config_test_handlers) return c;
+    const char *fifo = getenv(var);
+    if (fifo == NULL || *fifo == '\0') return c;
     int fd = open(fifo, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    char c;
+    if (fd < 0) return c;
     while (read(fd, &c, 1) < 0 && errno == EINTR) {
     }
     close(fd);
+    return c;
 }
 
-static int stop_asked(const lx_gen_t *g) {
-    /* The thread's own reference the only one left: nothing serves g. */
+/* Whether g's compile is no longer wanted: stopping, a newer generation
+ * started, or nothing serves g (the thread's reference the only one). */
+static int give_up(const lx_gen_t *g) {
     if (__atomic_load_n(&g->refs, __ATOMIC_ACQUIRE) == 1) return 1;
     pthread_mutex_lock(&mu);
-    int s = stopping;
+    int s = stopping || latest != g->id;
     pthread_mutex_unlock(&mu);
     return s;
 }
 
-static void *compile_main(void *arg) {
-    job_t *j = arg;
-    lx_gen_t *g = j->g;
-    /* Below the loops: a compile of seconds must not take CPU from the
-     * requests it is meant to speed up (Linux: nice is per thread). */
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
-    test_hold();
+/* A child of this binary serving compiles on *fd (multire_wire.c), unless
+ * g is given up: then -ECANCELED. Spawned under mu, so that a stop or a
+ * reload either sees it in child or comes before it and is seen here. */
+static int spawn_child(const lx_gen_t *g, int *fd) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -errno;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none;
+    char ppid[32], gen[32];
+    snprintf(ppid, sizeof(ppid), "%ld", (long)getpid());
+    snprintf(gen, sizeof(gen), "%llu", (unsigned long long)g->id); /* for ps: whose compile */
+    char *argv[] = {"luxd", "--prefilter-compiler", ppid, gen, NULL};
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+    posix_spawnattr_init(&attr);
+    sigemptyset(&none); /* this thread blocks all; the child must not */
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    pid_t pid = 0;
+    int rc = -ECANCELED;
+    pthread_mutex_lock(&mu);
+    if (!stopping && latest == g->id) {
+        /* The running image, wherever its file went since. */
+        rc = -posix_spawn(&pid, "/proc/self/exe", &fa, &attr, argv, environ);
+        if (rc == 0) child = pid;
+    }
+    pthread_mutex_unlock(&mu);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(sv[1]);
+    if (rc < 0) {
+        close(sv[0]);
+        return rc;
+    }
+    *fd = sv[0];
+    return 0;
+}
+
+/* Ends the child: at the end of its stream it exits (or it was killed).
+ * Its wait status, or -1 when there was none. */
+static int end_child(int fd) {
+    int st = -1;
+    if (fd < 0) return st;
+    close(fd);
+    pthread_mutex_lock(&mu);
+    pid_t pid = child;
+    child = 0;
+    pthread_mutex_unlock(&mu);
+    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return st;
+}
+
+/* "exit 1", "killed by signal 9": how a child that failed ended. */
+static const char *describe(int st, char *buf, size_t cap) {
+    if (st == -1)
+        snprintf(buf, cap, "not waited for");
+    else if (WIFSIGNALED(st))
+        snprintf(buf, cap, "killed by signal %d", WTERMSIG(st));
+    else
+        snprintf(buf, cap, "exit %d", WEXITSTATUS(st));
+    return buf;
+}
+
+/* One set: its prefilter from the child on fd, published. */
+static int compile_set(int fd, lx_ruleset_t *rs, uint32_t nloops) {
+    const char **pats = malloc(rs->nfree * sizeof(*pats));
+    if (pats == NULL) return -ENOMEM;
+    for (uint32_t i = 0; i < rs->nfree; i++)
+        pats[i] = rs->rules[rs->free_re[i]].regex;
+    lx_multire_t *m = NULL;
+    int rc = lx_multire_send_request(fd, pats, rs->free_re, rs->nfree);
+    free(pats);
+    if (rc == 0) rc = lx_multire_read_answer(fd, rs->free_re, rs->nfree, nloops, &m);
+    if (rc == 0) lx_ruleset_prefilter_publish(rs, m);
+    return rc;
+}
+
+static void compile_gen(lx_gen_t *g, uint32_t nloops) {
     static int said;
+    test_hold("LUXD_TEST_PREFILTER_HOLD");
     if (!lx_multire_selftest()) {
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
             lx_log_error("rules: the regex prefilter engine failed its self-test (it missed a "
                          "match); every regex rule is tested on its own");
-        goto out;
+        return;
     }
     uint64_t t0 = uv_hrtime();
     size_t sets = 0, held = 0, left = 0;
-    int stopped = 0;
-    for (size_t i = 0; i < g->nrulesets; i++) {
+    int fd = -1, dropped = 0, failed = 0;
+    for (size_t i = 0; i < g->nrulesets && !dropped; i++) {
         lx_ruleset_t *rs = g->rulesets[i];
         if (rs->nfree == 0) continue;
-        if ((stopped = stop_asked(g)) != 0) break;
-        if (lx_ruleset_prefilter_build(rs, j->nloops) < 0) {
-            lx_log_error("rules: out of memory for a regex prefilter; its rules are tested each");
+        if ((dropped = give_up(g)) != 0) break;
+        int rc = fd < 0 ? spawn_child(g, &fd) : 0;
+        if (rc < 0) {
+            if ((dropped = give_up(g)) != 0) break;
+            lx_log_error("rules: cannot start the regex prefilter's compiler (/proc/self/exe: "
+                         "%s); every regex rule of generation %llu is tested on its own",
+                         strerror(-rc), (unsigned long long)g->id);
+            dropped = 1;
+            break;
+        }
+        if ((rc = compile_set(fd, rs, nloops)) < 0) {
+            if ((dropped = give_up(g)) != 0) break; /* killed on purpose: not a failure */
+            /* The stream is in doubt: the next set gets a new child, and
+             * a compiler that keeps failing is not started for every set. */
+            char how[64];
+            lx_log_error("rules: the regex prefilter's compile of a set of %u regex rules "
+                         "failed (%s; the compiler %s); they are tested each",
+                         rs->nfree, strerror(-rc), describe(end_child(fd), how, sizeof(how)));
+            fd = -1;
+            if (++failed == LX_PREFILTER_MAX_FAILED) {
+                lx_log_error("rules: %d regex prefilter compiles failed; the rest of generation "
+                             "%llu's regex rules are tested each",
+                             failed, (unsigned long long)g->id);
+                dropped = 1;
+            }
             continue;
         }
         const lx_multire_t *m = __atomic_load_n(&rs->multi, __ATOMIC_ACQUIRE);
@@ -84,19 +205,47 @@ static void *compile_main(void *arg) {
         held += rs->nfree - nl;
         left += nl;
     }
-    if (!stopped)
+    end_child(fd);
+    if (!dropped)
         lx_log_info("generation %llu: regex prefilter of %zu rule set%s compiled in %.1f ms "
                     "(%zu regexes held, %zu tested each)",
                     (unsigned long long)g->id, sets, sets == 1 ? "" : "s",
                     (double)(uv_hrtime() - t0) / 1e6, held, left);
-out:
-    lx_gen_unref(g);
-    free(j);
+}
+
+static void *compile_main(void *arg) {
+    (void)arg;
+    /* Below the loops: the parent's share of a compile (reading, loading)
+     * must not take CPU from the requests (Linux: nice is per thread). */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     pthread_mutex_lock(&mu);
-    running--;
-    pthread_cond_broadcast(&idle);
+    while (!stopping) {
+        if (pending == NULL) {
+            pthread_cond_wait(&wake, &mu);
+            continue;
+        }
+        lx_gen_t *g = pending;
+        uint32_t nloops = pending_nloops;
+        pending = NULL;
+        pthread_mutex_unlock(&mu);
+        compile_gen(g, nloops);
+        lx_gen_unref(g);
+        pthread_mutex_lock(&mu);
+    }
     pthread_mutex_unlock(&mu);
     return NULL;
+}
+
+/* Under mu. Signals stay the main loop's. */
+static int start_thread(void) {
+    if (thread_up) return 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int r = pthread_create(&thread, NULL, compile_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r == 0) thread_up = 1;
+    return -r;
 }
 
 void lx_gen_prefilter_start(lx_gen_t *g, int nloops) {
@@ -104,42 +253,56 @@ void lx_gen_prefilter_start(lx_gen_t *g, int nloops) {
     size_t i = 0;
     while (i < g->nrulesets && g->rulesets[i]->nfree == 0)
         i++;
-    if (i == g->nrulesets) return;
-    job_t *j = malloc(sizeof(*j));
-    if (j == NULL) goto fail;
-    j->g = g;
-    j->nloops = nloops > 0 ? (uint32_t)nloops : 1;
-    lx_gen_ref(g);
+    lx_gen_t *old;
+    int rc = 0;
     pthread_mutex_lock(&mu);
-    running++;
+    if (stopping) {
+        pthread_mutex_unlock(&mu);
+        return;
+    }
+    /* Whatever is compiling is for an older generation: dropped, even when
+     * g has nothing to compile. */
+    latest = g->id;
+    if (child > 0) kill(child, SIGKILL);
+    old = pending;
+    pending = NULL;
+    if (i < g->nrulesets && (rc = start_thread()) == 0) {
+        lx_gen_ref(g);
+        pending = g;
+        pending_nloops = nloops > 0 ? (uint32_t)nloops : 1;
+        pthread_cond_signal(&wake);
+    }
     pthread_mutex_unlock(&mu);
-    /* Signals stay the main loop's; and a detached thread: lx_gen_prefilter
-     * _stop waits for them all by the count. */
-    pthread_attr_t attr;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    int r = pthread_create(&t, &attr, compile_main, j);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (r == 0) return;
-    pthread_mutex_lock(&mu);
-    running--;
-    pthread_mutex_unlock(&mu);
-    lx_gen_unref(g);
-    free(j);
-fail:
-    lx_log_error("rules: cannot start the regex prefilter's compile; every regex rule is tested "
-                 "on its own");
+    if (old) lx_gen_unref(old);
+    if (rc < 0)
+        lx_log_error("rules: cannot start the regex prefilter's compile (%s); every regex rule "
+                     "is tested on its own",
+                     strerror(-rc));
 }
 
 void lx_gen_prefilter_stop(void) {
     pthread_mutex_lock(&mu);
     stopping = 1;
-    while (running > 0)
-        pthread_cond_wait(&idle, &mu);
+    if (child > 0) kill(child, SIGKILL);
+    lx_gen_t *old = pending;
+    pending = NULL;
+    int up = thread_up;
+    thread_up = 0;
+    pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&mu);
+    if (up) pthread_join(thread, NULL);
+    if (old) lx_gen_unref(old);
+}
+
+int lx_prefilter_child_main(const char *parent) {
+    /* Dies with the thread that started it: a server that stops or crashes
+     * leaves no compile running. The parent may have gone before that. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != (pid_t)atol(parent)) return 1;
+    /* What the server itself inherited without close-on-exec (a shell's
+     * pipe, say) is not the compiler's to hold for seconds. */
+    close_range(3, ~0U, 0);
+    setpriority(PRIO_PROCESS, 0, 10);
+    if (test_hold("LUXD_TEST_PREFILTER_CHILD_HOLD") == 'k') return 1;
+    return lx_multire_serve(0) == 0 ? 0 : 1;
 }

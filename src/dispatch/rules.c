@@ -181,9 +181,14 @@ int lx_ruleset_prefilter_build(lx_ruleset_t *rs, uint32_t nloops) {
     lx_multire_t *m = NULL;
     int rc = lx_multire_build(pats, rs->free_re, rs->nfree, nloops, &m);
     free(pats);
-    /* Release: a loop that sees the pointer sees the database behind it. */
-    if (rc == 0 && m) __atomic_store_n(&rs->multi, m, __ATOMIC_RELEASE);
+    if (rc == 0) lx_ruleset_prefilter_publish(rs, m);
     return rc;
+}
+
+void lx_ruleset_prefilter_publish(lx_ruleset_t *rs, lx_multire_t *m) {
+    if (m == NULL) return;
+    /* Release: a loop that sees the pointer sees the database behind it. */
+    __atomic_store_n(&rs->multi, m, __ATOMIC_RELEASE);
 }
 
 int lx_ruleset_index(lx_ruleset_t *rs) {

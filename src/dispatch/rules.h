@@ -84,10 +84,12 @@ int lx_ruleset_index(lx_ruleset_t *rs);
 
 /* Compiles rs's prefilter for nloops loops and publishes it (an atomic
  * release store of rs->multi); until then, and when this fails, the plain
- * path tests every rule of free_re. Called by the generation's compile
- * thread (config/prefilter.c) while loops match on rs, or by tests. Returns
- * 0, or -ENOMEM. */
+ * path tests every rule of free_re. In this process: for tests (the server
+ * compiles in a child, config/prefilter.c). Returns 0, or -ENOMEM. */
 int lx_ruleset_prefilter_build(lx_ruleset_t *rs, uint32_t nloops);
+/* Publishes m (built elsewhere from free_re, in a child process say) as
+ * rs's prefilter; rs owns it from here. Once per set: rs->multi was NULL. */
+void lx_ruleset_prefilter_publish(lx_ruleset_t *rs, lx_multire_t *m);
 void lx_ruleset_free(lx_ruleset_t *rs);
 
 /* The first rule that matches, or -1. After a match of a rule with a regex,

@@ -1,0 +1,156 @@
+# issue 18: the regex prefilter compiles in a child process that a reload or
+# a stop ends at once. A compile of a large set takes seconds in the engine
+# and cannot be interrupted from inside: before, a stop waited for it and
+# each reload in a row started a compile of its own that ran to the end
+# (34 at once, 1.3 GB). Here each child is held before it compiles (the
+# FIFO of LUXD_TEST_PREFILTER_CHILD_HOLD: a compile that never ends), and
+# the server must still: answer by the plain path, kill an older
+# generation's compile when it reloads, keep one compile at a time through
+# reloads in a row, compile only the newest generation once let go, stop
+# cleanly, and leave no child behind when it is killed itself.
+use strict;
+use warnings;
+use Test::More;
+use File::Temp qw(tempdir);
+use POSIX qw(mkfifo);
+use lib 't/lib';
+use Luxd;
+
+my $engine = `${\ Luxd::bin()} -V` =~ /^regex prefilter: Hyperscan/m;
+diag($engine ? 'built with Hyperscan: the prefilter is used' : 'built without libhs: plain path only');
+
+sub conf {
+    my ($to) = @_;
+    my $rules = join '', map { sprintf qq(    { [[(a|b)%05d(\\d+)]], "/$to/%d/\$2" },\n), $_, $_ } 1 .. 40;
+    return qq(vhost "localhost" { default = true, root = "\$DIR/www",\n  redirect = {\n$rules  },\n}\n);
+}
+
+my $fifo = tempdir(CLEANUP => 1) . '/hold';
+mkfifo($fifo, 0600) or die "mkfifo: $!";
+local $ENV{LUXD_TEST_PREFILTER_CHILD_HOLD} = $fifo;
+
+# The compile children of pid (of generation gen, if given): (pid, state)
+# pairs, zombies included.
+sub compilers {
+    my ($ppid, $gen) = @_;
+    my @c;
+    for my $d (glob '/proc/[0-9]*') {
+        open(my $fh, '<', "$d/stat") or next;
+        my $st = <$fh> // next;
+        my ($pid, $state, $pp) = $st =~ /^(\d+) \(.*\) (\S) (\d+) / or next;
+        next unless $pp == $ppid;
+        open(my $cf, '<', "$d/cmdline") or next;
+        my $cmd = do { local $/; <$cf> } // '';
+        my @argv = split /\0/, $cmd;
+        next unless @argv == 4 && $argv[1] eq '--prefilter-compiler' && $argv[2] == $ppid;
+        push @c, [$pid, $state] if !defined $gen || $argv[3] == $gen;
+    }
+    return @c;
+}
+sub gone { my ($pid) = @_; !-e "/proc/$pid" || (`cat /proc/$pid/stat 2>/dev/null` =~ /^\d+ \(.*\) Z /) }
+# Lets the child that is held go on.
+sub release { open(my $w, '>', $fifo) or die "open $fifo: $!"; print $w "x"; close $w }
+
+my $s = Luxd->new(config => conf('g1'), files => { 'www/plain.txt' => "plain\n" }, test_handlers => 1);
+sub loc { my $r = $s->get($_[0]); ($r->{status} // 0) . ' ' . ($r->{headers}{location} // '-') }
+sub set_target {
+    my ($to) = @_;
+    my $text = do { local $/; open my $fh, '<', $s->config_file or die; <$fh> };
+    (my $new = conf($to)) =~ s/\$DIR/$s->dir/ge;
+    $text =~ s/vhost "localhost".*\z/$new/s or die;
+    $s->write_config($text);
+}
+
+if (!$engine) {
+    is(loc('/b00012345'), '302 /g1/12/345', 'without the engine: the plain path answers');
+    is(scalar(compilers($s->pid)), 0, 'and no compile child is started');
+    ok($s->stop, 'stopped cleanly');
+    done_testing;
+    exit;
+}
+
+my $c1 = Luxd::wait_for(sub { my @c = compilers($s->pid, 1); @c ? $c[0][0] : undef }, 30);
+ok($c1, 'generation 1: a compile child started') or BAIL_OUT('no child: ' . $s->error_log);
+is(loc('/b00012345'), '302 /g1/12/345', 'while it compiles, the plain path answers');
+
+# A reload kills the older generation's compile and starts the newer one's.
+set_target('g2');
+like($s->reload // '', qr/^ok generation 2 /, 'reload to generation 2');
+ok(Luxd::wait_for(sub { gone($c1) }, 30), "generation 1's compile was killed");
+my $c2 = Luxd::wait_for(sub { my @c = grep { $_->[1] ne 'Z' } compilers($s->pid, 2); @c ? $c[0][0] : undef }, 30);
+ok($c2, 'generation 2 has a compile child of its own');
+is(loc('/b00012345'), '302 /g2/12/345', 'generation 2 answers by the plain path');
+
+# Reloads in a row: never more than one compile at a time.
+my ($max, %seen) = (0);
+for my $g (3 .. 8) {
+    set_target("g$g");
+    like($s->reload // '', qr/^ok generation $g /, "reload to generation $g");
+    my @c = compilers($s->pid);
+    $seen{$_->[0]} = 1 for @c;
+    $max = @c if @c > $max;
+}
+ok($max <= 1, "after each of six reloads in a row, at most one compile child ($max)");
+my $last = Luxd::wait_for(sub { my @c = compilers($s->pid); @c == 1 && $c[0][1] ne 'Z' && compilers($s->pid, 8) ? $c[0][0] : undef }, 30);
+ok($last, 'then exactly one, for generation 8 (its ps line says so)');
+ok(gone($c2), "and generation 2's is gone");
+
+# Let go, the child compiles generation 8, and only that one.
+release();
+ok($s->wait_log(qr/generation 8: regex prefilter of 1 rule set compiled in [\d.]+ ms \(40 regexes held/, 30),
+   'generation 8 compiled') or diag($s->error_log);
+unlike($s->error_log, qr/generation [1-7]: regex prefilter/, 'no older generation was compiled');
+ok(Luxd::wait_for(sub { gone($last) }, 30), 'its child exited once done');
+is(loc('/b00012345'), '302 /g8/12/345', 'generation 8 answers through its prefilter');
+is(loc('/a00040777'), '302 /g8/40/777', '... the last rule too');
+is(loc('/c00040777'), '404 -', '... and a path none matches is not redirected');
+
+# A stop while a compile is held: the server exits, the child with it.
+set_target('g9');
+like($s->reload // '', qr/^ok generation 9 /, 'reload to generation 9');
+my $c9 = Luxd::wait_for(sub { my @c = grep { $_->[1] ne 'Z' } compilers($s->pid, 9); @c ? $c[0][0] : undef }, 30);
+ok($c9, 'generation 9 compiles (held)');
+ok($s->stop, 'a stop does not wait for the compile: clean exit');
+ok(Luxd::wait_for(sub { gone($c9) }, 30), 'and the compile child is gone');
+
+# A server killed outright leaves no compile running either.
+my $k = Luxd->new(config => conf('k'), files => { 'www/plain.txt' => "plain\n" }, test_handlers => 1);
+my $ck = Luxd::wait_for(sub { my @c = compilers($k->pid); @c ? $c[0][0] : undef }, 30);
+ok($ck, 'a second server: its compile child started (held)');
+$k->signal('KILL');
+ok(defined $k->wait_exit(30), 'the server was killed');
+ok(Luxd::wait_for(sub { gone($ck) }, 30), 'its compile child died with it');
+$k->{stopped} = 1;
+
+# A compiler that fails (the byte 'k': the child exits 1 before it reads
+# its request) is logged with how it ended, the next set gets a new child,
+# and after three failures the rest of the generation is given up: not a
+# child started per set of 5 (or of 10,000 vhosts).
+my $five = join '', map {
+    my $v = $_;
+    my $rules = join '', map { sprintf qq(    { [[(a|b)%05d(\\d+)]], "/v$v/%d/\$2" },\n), $_, $_ } 1 .. 20;
+    qq(vhost "v$v.example" { root = "\$DIR/www",\n  redirect = {\n$rules  },\n}\n)
+} 1 .. 5;
+my $f = Luxd->new(config => conf('f') . $five, files => { 'www/plain.txt' => "plain\n" }, test_handlers => 1);
+my %was;
+for my $n (1 .. 3) {
+    # A new child each time, and the last one gone first: a FIFO still
+    # open in a child that has read its byte would take this one's.
+    my $c = Luxd::wait_for(sub { my @c = grep { $_->[1] ne 'Z' && !$was{$_->[0]} } compilers($f->pid); @c ? $c[0][0] : undef }, 30);
+    ok($c, "compiler $n started");
+    open(my $w, '>', $fifo) or die "open $fifo: $!";
+    print $w 'k';
+    close $w;
+    $was{$c} = 1;
+    ok(Luxd::wait_for(sub { gone($c) }, 30), "compiler $n exited");
+}
+ok($f->wait_log(qr/3 regex prefilter compiles failed; the rest of generation 1's regex rules are tested each/, 30),
+   'after three failures the generation is given up') or diag($f->error_log);
+my @failed = $f->error_log =~ /compile of a set of \d+ regex rules failed \([^;]+; the compiler exit 1\)/g;
+is(scalar(@failed), 3, 'each failure logged, with the compiler\'s exit status');
+is(scalar(compilers($f->pid)), 0, 'and no compiler is left or started after');
+is(loc2($f, '/b00012345', 'localhost'), '302 /f/12/345', 'the plain path answers');
+is(loc2($f, '/a00020777', 'v5.example'), '302 /v5/20/777', '... in every vhost');
+ok($f->stop, 'stopped cleanly');
+sub loc2 { my ($srv, $p, $h) = @_; my $r = $srv->http(method => 'GET', path => $p, host => $h); ($r->{status} // 0) . ' ' . ($r->{headers}{location} // '-') }
+done_testing;
