@@ -8,20 +8,22 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install o
 arch=$(dpkg --print-architecture 2>/dev/null || echo unknown)
 # A line is a package, then optionally arch=A (only there: Debian builds
 # it for A alone) and unless=P (not where P, which it conflicts with, is
-# installed: that is the machine owner's choice, not ours to replace).
+# installed: that is the machine owner's choice, not ours to replace). Read
+# in this shell, not a pipeline's: a line it cannot read stops it.
 want=""
 for g in $groups; do
-  want="$want $(grep -v '^#' "$here/packages-$g.txt" | while read -r p rest; do
-    [ -n "$p" ] || continue
+  while read -r p rest; do
+    case $p in '#'* | '') continue ;; esac
+    ok=1
     for c in $rest; do
       case $c in
-        arch=*) [ "${c#arch=}" = "$arch" ] || continue 2 ;;
-        unless=*) ! installed "${c#unless=}" || continue 2 ;;
-        *) echo "deps: $g: unknown condition $c for $p" >&2; exit 1 ;;
+        arch=*) [ "${c#arch=}" = "$arch" ] || ok=0 ;;
+        unless=*) ! installed "${c#unless=}" || ok=0 ;;
+        *) echo "deps: $here/packages-$g.txt: unknown condition \"$c\" for $p" >&2; exit 1 ;;
       esac
     done
-    echo "$p"
-  done | tr '\n' ' ')"
+    [ $ok = 1 ] && want="$want $p"
+  done < "$here/packages-$g.txt"
 done
 missing=""
 for p in $want; do

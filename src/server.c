@@ -879,6 +879,8 @@ void lx_server_reopen(void) {
 
 void lx_server_stop(int how) {
     lx_notify("STOPPING=1");
+    /* No compile for the loops to drain with: the plain path answers. */
+    lx_gen_prefilter_cancel();
     for (int i = 0; i < srv.nworkers; i++)
         lx_worker_stop(&srv.workers[i], how);
 }

@@ -5,9 +5,12 @@
 # (34 at once, 1.3 GB). Here each child is held before it compiles (the
 # FIFO of LUXD_TEST_PREFILTER_CHILD_HOLD: a compile that never ends), and
 # the server must still: answer by the plain path, kill an older
-# generation's compile when it reloads, keep one compile at a time through
-# reloads in a row, compile only the newest generation once let go, stop
-# cleanly, and leave no child behind when it is killed itself.
+# generation's compile when it reloads to other rules, keep one compile at
+# a time through reloads in a row, compile only the newest generation once
+# let go, not compile again a set a reload left as it was (nor kill its
+# compile in progress), stop cleanly, and leave no child behind when it is
+# killed itself. Each generation below has a rule set of its own (41, 42,
+# ... rules) unless it is meant to share one.
 use strict;
 use warnings;
 use Test::More;
@@ -20,8 +23,8 @@ my $engine = `${\ Luxd::bin()} -V` =~ /^regex prefilter: Hyperscan/m;
 diag($engine ? 'built with Hyperscan: the prefilter is used' : 'built without libhs: plain path only');
 
 sub conf {
-    my ($to) = @_;
-    my $rules = join '', map { sprintf qq(    { [[(a|b)%05d(\\d+)]], "/$to/%d/\$2" },\n), $_, $_ } 1 .. 40;
+    my ($to, $n) = @_;
+    my $rules = join '', map { sprintf qq(    { [[(a|b)%05d(\\d+)]], "/$to/%d/\$2" },\n), $_, $_ } 1 .. ($n // 40);
     return qq(vhost "localhost" { default = true, root = "\$DIR/www",\n  redirect = {\n$rules  },\n}\n);
 }
 
@@ -51,12 +54,12 @@ sub gone { my ($pid) = @_; !-e "/proc/$pid" || (`cat /proc/$pid/stat 2>/dev/null
 # Lets the child that is held go on.
 sub release { open(my $w, '>', $fifo) or die "open $fifo: $!"; print $w "x"; close $w }
 
-my $s = Luxd->new(config => conf('g1'), files => { 'www/plain.txt' => "plain\n" }, test_handlers => 1);
+my $s = Luxd->new(config => conf('g1', 41), files => { 'www/plain.txt' => "plain\n" }, test_handlers => 1);
 sub loc { my $r = $s->get($_[0]); ($r->{status} // 0) . ' ' . ($r->{headers}{location} // '-') }
 sub set_target {
-    my ($to) = @_;
+    my ($to, $n) = @_;
     my $text = do { local $/; open my $fh, '<', $s->config_file or die; <$fh> };
-    (my $new = conf($to)) =~ s/\$DIR/$s->dir/ge;
+    (my $new = conf($to, $n)) =~ s/\$DIR/$s->dir/ge;
     $text =~ s/vhost "localhost".*\z/$new/s or die;
     $s->write_config($text);
 }
@@ -74,7 +77,7 @@ ok($c1, 'generation 1: a compile child started') or BAIL_OUT('no child: ' . $s->
 is(loc('/b00012345'), '302 /g1/12/345', 'while it compiles, the plain path answers');
 
 # A reload kills the older generation's compile and starts the newer one's.
-set_target('g2');
+set_target('g2', 42);
 like($s->reload // '', qr/^ok generation 2 /, 'reload to generation 2');
 ok(Luxd::wait_for(sub { gone($c1) }, 30), "generation 1's compile was killed");
 my $c2 = Luxd::wait_for(sub { my @c = grep { $_->[1] ne 'Z' } compilers($s->pid, 2); @c ? $c[0][0] : undef }, 30);
@@ -84,7 +87,7 @@ is(loc('/b00012345'), '302 /g2/12/345', 'generation 2 answers by the plain path'
 # Reloads in a row: never more than one compile at a time.
 my ($max, %seen) = (0);
 for my $g (3 .. 8) {
-    set_target("g$g");
+    set_target("g$g", 40 + $g);
     like($s->reload // '', qr/^ok generation $g /, "reload to generation $g");
     my @c = compilers($s->pid);
     $seen{$_->[0]} = 1 for @c;
@@ -97,21 +100,47 @@ ok(gone($c2), "and generation 2's is gone");
 
 # Let go, the child compiles generation 8, and only that one.
 release();
-ok($s->wait_log(qr/generation 8: regex prefilter of 1 rule set compiled in [\d.]+ ms \(40 regexes held/, 30),
+ok($s->wait_log(qr/generation 8: regex prefilter of 1 rule set compiled in [\d.]+ ms \(48 regexes held, 0 tested each; 0 sets as before\)/, 30),
    'generation 8 compiled') or diag($s->error_log);
 unlike($s->error_log, qr/generation [1-7]: regex prefilter/, 'no older generation was compiled');
 ok(Luxd::wait_for(sub { gone($last) }, 30), 'its child exited once done');
 is(loc('/b00012345'), '302 /g8/12/345', 'generation 8 answers through its prefilter');
-is(loc('/a00040777'), '302 /g8/40/777', '... the last rule too');
-is(loc('/c00040777'), '404 -', '... and a path none matches is not redirected');
+is(loc('/a00048777'), '302 /g8/48/777', '... the last rule too');
+is(loc('/c00048777'), '404 -', '... and a path none matches is not redirected');
+
+# A reload that leaves the set as it was (new targets, the same regexes)
+# takes the answer kept: no compile.
+set_target('g9', 48);
+like($s->reload // '', qr/^ok generation 9 /, 'reload to generation 9: new targets, the same regexes');
+ok($s->wait_log(qr/generation 9: regex prefilter of 1 rule set compiled in [\d.]+ ms \(48 regexes held, 0 tested each; 1 set as before\)/, 30),
+   'generation 9 takes the kept answer') or diag($s->error_log);
+is(loc('/a00048777'), '302 /g9/48/777', 'generation 9 answers with its own targets');
+
+# A reload during a compile of a set the new generation shares does not
+# kill it: the compile of generation 10 (held) answers for generation 11.
+# Were it killed, generation 11's own child would wait on the FIFO forever.
+set_target('g10', 50);
+like($s->reload // '', qr/^ok generation 10 /, 'reload to generation 10: a new set');
+my $c10 = Luxd::wait_for(sub { my @c = grep { $_->[1] ne 'Z' } compilers($s->pid, 10); @c ? $c[0][0] : undef }, 30);
+ok($c10, 'generation 10 compiles (held)');
+set_target('g11', 50);
+like($s->reload // '', qr/^ok generation 11 /, 'reload to generation 11: the same set, new targets');
+release();
+ok($s->wait_log(qr/generation 11: regex prefilter of 1 rule set compiled in [\d.]+ ms \(50 regexes held, 0 tested each; 1 set as before\)/, 30),
+   "generation 11 takes the answer of generation 10's compile") or diag($s->error_log);
+my @compiles = $s->error_log =~ /generation 1[01]: regex prefilter of 1 rule set compiled in [\d.]+ ms \(50 regexes held, 0 tested each; 0 sets as before\)/g;
+is(scalar(@compiles), 1, 'one compile of the shared set in all (the one held)');
+ok(Luxd::wait_for(sub { gone($c10) }, 30), 'and its child is gone');
+is(scalar(grep { $_->[1] ne 'Z' } compilers($s->pid)), 0, 'no other compile was started');
+is(loc('/b00050123'), '302 /g11/50/123', 'generation 11 answers');
 
 # A stop while a compile is held: the server exits, the child with it.
-set_target('g9');
-like($s->reload // '', qr/^ok generation 9 /, 'reload to generation 9');
-my $c9 = Luxd::wait_for(sub { my @c = grep { $_->[1] ne 'Z' } compilers($s->pid, 9); @c ? $c[0][0] : undef }, 30);
-ok($c9, 'generation 9 compiles (held)');
+set_target('g12', 51);
+like($s->reload // '', qr/^ok generation 12 /, 'reload to generation 12');
+my $c12 = Luxd::wait_for(sub { my @c = grep { $_->[1] ne 'Z' } compilers($s->pid, 12); @c ? $c[0][0] : undef }, 30);
+ok($c12, 'generation 12 compiles (held)');
 ok($s->stop, 'a stop does not wait for the compile: clean exit');
-ok(Luxd::wait_for(sub { gone($c9) }, 30), 'and the compile child is gone');
+ok(Luxd::wait_for(sub { gone($c12) }, 30), 'and the compile child is gone');
 
 # A server killed outright leaves no compile running either.
 my $k = Luxd->new(config => conf('k'), files => { 'www/plain.txt' => "plain\n" }, test_handlers => 1);
@@ -146,6 +175,8 @@ for my $n (1 .. 3) {
 }
 ok($f->wait_log(qr/3 regex prefilter compiles failed; the rest of generation 1's regex rules are tested each/, 30),
    'after three failures the generation is given up') or diag($f->error_log);
+like($f->error_log, qr/generation 1: regex prefilter of 0 rule sets compiled in [\d.]+ ms \(0 regexes held, 140 tested each; 0 sets as before\)/,
+     'the summary counts every regex as tested each');
 my @failed = $f->error_log =~ /compile of a set of \d+ regex rules failed \([^;]+; the compiler exit 1\)/g;
 is(scalar(@failed), 3, 'each failure logged, with the compiler\'s exit status');
 is(scalar(compilers($f->pid)), 0, 'and no compiler is left or started after');

@@ -385,11 +385,15 @@ void lx_gen_ref(lx_gen_t *g);
 void lx_gen_unref(lx_gen_t *g);
 
 /* Starts compiling g's rule sets' regex prefilters (prefilter.c) in a
- * child process, for nloops loops; loops use each as it is published. Any
- * compile for an older generation is dropped. Nothing to compile without
+ * child process, for nloops loops; loops use each as it is published. A
+ * compile for an older generation is dropped, unless g has its set too;
+ * sets compiled before are not compiled again. Nothing to compile without
  * the engine or such sets. */
 void lx_gen_prefilter_start(lx_gen_t *g, int nloops);
-/* Kills the compile in progress, if any, and ends the thread. */
+/* A stop begins: kills the compile in progress, if any, and starts no
+ * other; never waits. */
+void lx_gen_prefilter_cancel(void);
+/* The same, then waits for the thread to end (at the end of a stop). */
 void lx_gen_prefilter_stop(void);
 /* `luxd --prefilter-compiler PARENT_PID GENERATION`: the child, serving
  * compiles on fds 0 and 1 until they end. Its exit status. */

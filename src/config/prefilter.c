@@ -1,10 +1,12 @@
 /* The rule sets' prefilters (dispatch/multire.c) are compiled off the loops,
  * and out of the process: the engine's compile of a large set takes seconds
- * (10,000 patterns: 9 s here) and cannot be interrupted from inside, so a
+ * (10,000 patterns: 7-9 s here) and cannot be interrupted from inside, so a
  * child process does it (dispatch/multire_wire.c) and this process can end
- * it at once. One thread serves every generation in turn, the newest only:
- * a reload drops a compile of an older one (its child killed), so reloads in
- * a row cost one compile, not one each; a stop kills the child and never
+ * it at once. One thread serves every generation in turn, the newest only.
+ * Answers are kept by their set's exact bytes, so a reload compiles only
+ * the sets it changed; a reload kills a compile only when the set it is
+ * compiling is not in the new generation, so reloads in a row, however
+ * often, still finish the sets they share. A stop kills the child and never
  * waits for a compile. Each set's prefilter is published as its answer
  * comes; until then, loops test its regex rules each (correct, just
  * slower): a start or a reload never waits for the engine. -t, -T and
@@ -43,7 +45,20 @@ static int thread_up, stopping;
 static uint64_t latest;   /* the newest generation started: only it is compiled for */
 static lx_gen_t *pending; /* waiting for the thread, a reference held; or NULL */
 static uint32_t pending_nloops;
-static pid_t child; /* the compiling child, or 0; reaped only after it is cleared */
+static pid_t child;       /* the compiling child, or 0; reaped only after it is cleared */
+static uint64_t inflight; /* set_hash of the set the child is compiling, or 0 */
+
+/* An answer kept for later generations, by its request's bytes (the set's
+ * patterns and ids, in order: they name it exactly). The thread's alone;
+ * after each generation it holds what that one used (and, when it was
+ * dropped half-way, what it had not come to yet). */
+typedef struct {
+    uint64_t hash;
+    char *req, *ans;
+    size_t reqlen, anslen;
+} kept_t;
+static kept_t *kept;
+static size_t nkept;
 
 /* Tests only: LUXD_TEST_PREFILTER_HOLD=FIFO makes the thread wait for a
  * byte on the FIFO before it compiles a generation, so that a test can
@@ -95,7 +110,10 @@ static int spawn_child(const lx_gen_t *g, int *fd) {
     posix_spawnattr_init(&attr);
     sigemptyset(&none); /* this thread blocks all; the child must not */
     posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    /* A group of its own: a terminal's ^C or a kill of the server's group
+     * is the server's to act on (it kills the child), not the child's. */
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
     pid_t pid = 0;
     int rc = -ECANCELED;
     pthread_mutex_lock(&mu);
@@ -116,17 +134,27 @@ static int spawn_child(const lx_gen_t *g, int *fd) {
     return 0;
 }
 
-/* Ends the child: at the end of its stream it exits (or it was killed).
- * Its wait status, or -1 when there was none. */
-static int end_child(int fd) {
+/* Ends the child (kill_it: at once; else at the end of its stream it
+ * exits, or was killed). Its wait status, or -1 when there was none. */
+static int end_child(int fd, int kill_it) {
     int st = -1;
     if (fd < 0) return st;
     close(fd);
     pthread_mutex_lock(&mu);
     pid_t pid = child;
+    if (kill_it && pid > 0) kill(pid, SIGKILL);
+    pthread_mutex_unlock(&mu);
+    if (pid <= 0) return st;
+    /* Waited for, not reaped, while it is still in child: a stop or a
+     * reload can kill it meanwhile (one stopped by an outsider would
+     * otherwise hold the stop for good), and its pid is not reused. */
+    siginfo_t si;
+    while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&mu);
     child = 0;
     pthread_mutex_unlock(&mu);
-    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     return st;
 }
@@ -142,17 +170,70 @@ static const char *describe(int st, char *buf, size_t cap) {
     return buf;
 }
 
-/* One set: its prefilter from the child on fd, published. */
-static int compile_set(int fd, lx_ruleset_t *rs, uint32_t nloops) {
+/* FNV-1a over a set's free regexes and their ids: which set the child is
+ * compiling, for a reload to tell whether its generation has it too. A
+ * match here only spares a compile from a kill; reuse compares the bytes. */
+static uint64_t set_hash(const lx_ruleset_t *rs) {
+    uint64_t h = 14695981039346656037ULL;
+    for (uint32_t i = 0; i < rs->nfree; i++) {
+        uint32_t id = rs->free_re[i];
+        const unsigned char *p = (const unsigned char *)&id;
+        for (size_t k = 0; k < sizeof(id); k++)
+            h = (h ^ p[k]) * 1099511628211ULL;
+        for (p = (const unsigned char *)rs->rules[id].regex; *p; p++)
+            h = (h ^ *p) * 1099511628211ULL;
+        h = (h ^ 0xff) * 1099511628211ULL; /* ends the pattern: no byte of one is 0xff */
+    }
+    return h | 1; /* never 0: none */
+}
+
+static kept_t *find_kept(uint64_t hash, const char *req, size_t len) {
+    for (size_t i = 0; i < nkept; i++)
+        if (kept[i].hash == hash && kept[i].reqlen == len && memcmp(kept[i].req, req, len) == 0)
+            return &kept[i];
+    return NULL;
+}
+
+static void free_kept(kept_t *k) {
+    free(k->req);
+    free(k->ans);
+}
+
+/* One set's answer: kept from an earlier generation, or from the child on
+ * *fd (spawned when there is none; *spawn_err is posix_spawn's if that
+ * failed). 0, -ECANCELED when g is given up first, or another -errno (the
+ * child, if any, is then in doubt). */
+static int answer_for(const lx_gen_t *g, const lx_ruleset_t *rs, int *fd, kept_t *k,
+                      int *spawn_err) {
     const char **pats = malloc(rs->nfree * sizeof(*pats));
     if (pats == NULL) return -ENOMEM;
     for (uint32_t i = 0; i < rs->nfree; i++)
         pats[i] = rs->rules[rs->free_re[i]].regex;
-    lx_multire_t *m = NULL;
-    int rc = lx_multire_send_request(fd, pats, rs->free_re, rs->nfree);
+    *k = (kept_t){.hash = set_hash(rs)};
+    int rc = lx_multire_request(pats, rs->free_re, rs->nfree, &k->req, &k->reqlen);
     free(pats);
-    if (rc == 0) rc = lx_multire_read_answer(fd, rs->free_re, rs->nfree, nloops, &m);
-    if (rc == 0) lx_ruleset_prefilter_publish(rs, m);
+    if (rc < 0) return rc;
+    kept_t *old = find_kept(k->hash, k->req, k->reqlen);
+    if (old) { /* taken out of kept: the caller keeps it again */
+        free(k->req);
+        *k = *old;
+        *old = kept[--nkept];
+        return 0;
+    }
+    if (*fd < 0 && (rc = spawn_child(g, fd)) < 0) {
+        *spawn_err = rc;
+        return rc;
+    }
+    pthread_mutex_lock(&mu);
+    if (!stopping && latest == g->id)
+        inflight = k->hash; /* else: a reload killed it, or will not */
+    rc = inflight == k->hash ? 0 : -ECANCELED;
+    pthread_mutex_unlock(&mu);
+    if (rc == 0 && (rc = lx_multire_write(*fd, k->req, k->reqlen)) == 0)
+        rc = lx_multire_read_answer(*fd, &k->ans, &k->anslen);
+    pthread_mutex_lock(&mu);
+    inflight = 0;
+    pthread_mutex_unlock(&mu);
     return rc;
 }
 
@@ -166,51 +247,83 @@ static void compile_gen(lx_gen_t *g, uint32_t nloops) {
         return;
     }
     uint64_t t0 = uv_hrtime();
-    size_t sets = 0, held = 0, left = 0;
+    size_t sets = 0, held = 0, all = 0, reused = 0, nnext = 0;
+    for (size_t i = 0; i < g->nrulesets; i++)
+        all += g->rulesets[i]->nfree;
+    kept_t *next = calloc(g->nrulesets ? g->nrulesets : 1, sizeof(*next));
     int fd = -1, dropped = 0, failed = 0;
-    for (size_t i = 0; i < g->nrulesets && !dropped; i++) {
+    for (size_t i = 0; next && i < g->nrulesets && !dropped; i++) {
         lx_ruleset_t *rs = g->rulesets[i];
         if (rs->nfree == 0) continue;
         if ((dropped = give_up(g)) != 0) break;
-        int rc = fd < 0 ? spawn_child(g, &fd) : 0;
-        if (rc < 0) {
-            if ((dropped = give_up(g)) != 0) break;
+        kept_t k = {0};
+        size_t before = nkept;
+        int spawn_err = 0;
+        int rc = answer_for(g, rs, &fd, &k, &spawn_err);
+        int from_kept = rc == 0 && nkept < before;
+        lx_multire_t *m = NULL;
+        if (rc == 0 && (rc = lx_multire_parse_answer(k.ans, k.anslen, rs->free_re, rs->nfree,
+                                                     nloops, &m)) == 0) {
+            lx_ruleset_prefilter_publish(rs, m);
+            next[nnext++] = k;
+            uint32_t nl = rs->nfree;
+            if (m) lx_multire_left(m, &nl);
+            sets++;
+            reused += from_kept;
+            held += rs->nfree - nl;
+            continue;
+        }
+        free_kept(&k);
+        if ((dropped = give_up(g)) != 0) break; /* killed on purpose: not a failure */
+        if (spawn_err) {
             lx_log_error("rules: cannot start the regex prefilter's compiler (/proc/self/exe: "
                          "%s); every regex rule of generation %llu is tested on its own",
                          strerror(-rc), (unsigned long long)g->id);
             dropped = 1;
             break;
         }
-        if ((rc = compile_set(fd, rs, nloops)) < 0) {
-            if ((dropped = give_up(g)) != 0) break; /* killed on purpose: not a failure */
-            /* The stream is in doubt: the next set gets a new child, and
-             * a compiler that keeps failing is not started for every set. */
-            char how[64];
-            lx_log_error("rules: the regex prefilter's compile of a set of %u regex rules "
-                         "failed (%s; the compiler %s); they are tested each",
-                         rs->nfree, strerror(-rc), describe(end_child(fd), how, sizeof(how)));
+        /* The stream is in doubt: the next set gets a new child, and a
+         * compiler that keeps failing is not started for every set. */
+        char how[64] = "";
+        if (fd >= 0) {
+            memcpy(how, "; the compiler ", 16);
+            describe(end_child(fd, 0), how + 15, sizeof(how) - 15);
             fd = -1;
-            if (++failed == LX_PREFILTER_MAX_FAILED) {
-                lx_log_error("rules: %d regex prefilter compiles failed; the rest of generation "
-                             "%llu's regex rules are tested each",
-                             failed, (unsigned long long)g->id);
-                dropped = 1;
-            }
-            continue;
         }
-        const lx_multire_t *m = __atomic_load_n(&rs->multi, __ATOMIC_ACQUIRE);
-        uint32_t nl = rs->nfree;
-        if (m) lx_multire_left(m, &nl);
-        sets++;
-        held += rs->nfree - nl;
-        left += nl;
+        lx_log_error("rules: the regex prefilter's compile of a set of %u regex rules "
+                     "failed (%s%s); they are tested each",
+                     rs->nfree, strerror(-rc), how);
+        if (++failed == LX_PREFILTER_MAX_FAILED) {
+            lx_log_error("rules: %d regex prefilter compiles failed; the rest of generation "
+                         "%llu's regex rules are tested each",
+                         failed, (unsigned long long)g->id);
+            dropped = 1;
+        }
     }
-    end_child(fd);
-    if (!dropped)
+    end_child(fd, 1);
+    /* Kept from here on: what g used, and, when it was dropped half-way,
+     * what it had not come to (the next generation may want it). */
+    for (size_t i = 0; i < nkept; i++) {
+        if (dropped && next && nnext < g->nrulesets) {
+            next[nnext++] = kept[i];
+        } else {
+            free_kept(&kept[i]);
+        }
+    }
+    free(kept);
+    kept = next;
+    nkept = nnext;
+    if (next == NULL) {
+        lx_log_error("rules: out of memory for the regex prefilters; every regex rule of "
+                     "generation %llu is tested on its own",
+                     (unsigned long long)g->id);
+    } else if (!dropped || failed == LX_PREFILTER_MAX_FAILED) {
         lx_log_info("generation %llu: regex prefilter of %zu rule set%s compiled in %.1f ms "
-                    "(%zu regexes held, %zu tested each)",
+                    "(%zu regexes held, %zu tested each; %zu set%s as before)",
                     (unsigned long long)g->id, sets, sets == 1 ? "" : "s",
-                    (double)(uv_hrtime() - t0) / 1e6, held, left);
+                    (double)(uv_hrtime() - t0) / 1e6, held, all - held, reused,
+                    reused == 1 ? "" : "s");
+    }
 }
 
 static void *compile_main(void *arg) {
@@ -233,6 +346,11 @@ static void *compile_main(void *arg) {
         pthread_mutex_lock(&mu);
     }
     pthread_mutex_unlock(&mu);
+    for (size_t i = 0; i < nkept; i++)
+        free_kept(&kept[i]);
+    free(kept);
+    kept = NULL;
+    nkept = 0;
     return NULL;
 }
 
@@ -250,29 +368,38 @@ static int start_thread(void) {
 
 void lx_gen_prefilter_start(lx_gen_t *g, int nloops) {
     if (!lx_multire_available()) return;
-    size_t i = 0;
-    while (i < g->nrulesets && g->rulesets[i]->nfree == 0)
-        i++;
+    /* The sets g compiles, by hash: a compile in progress of one of them
+     * goes on (g takes its answer), of any other is killed. */
+    size_t nh = 0;
+    uint64_t *hs = malloc((g->nrulesets ? g->nrulesets : 1) * sizeof(*hs));
+    for (size_t i = 0; hs && i < g->nrulesets; i++)
+        if (g->rulesets[i]->nfree) hs[nh++] = set_hash(g->rulesets[i]);
+    int any = 0;
+    for (size_t i = 0; !any && i < g->nrulesets; i++)
+        any = g->rulesets[i]->nfree != 0;
     lx_gen_t *old;
     int rc = 0;
     pthread_mutex_lock(&mu);
     if (stopping) {
         pthread_mutex_unlock(&mu);
+        free(hs);
         return;
     }
-    /* Whatever is compiling is for an older generation: dropped, even when
-     * g has nothing to compile. */
     latest = g->id;
-    if (child > 0) kill(child, SIGKILL);
+    int shared = 0;
+    for (size_t i = 0; hs && inflight && !shared && i < nh; i++)
+        shared = hs[i] == inflight;
+    if (child > 0 && inflight && !shared) kill(child, SIGKILL);
     old = pending;
     pending = NULL;
-    if (i < g->nrulesets && (rc = start_thread()) == 0) {
+    if (any && (rc = start_thread()) == 0) {
         lx_gen_ref(g);
         pending = g;
         pending_nloops = nloops > 0 ? (uint32_t)nloops : 1;
         pthread_cond_signal(&wake);
     }
     pthread_mutex_unlock(&mu);
+    free(hs);
     if (old) lx_gen_unref(old);
     if (rc < 0)
         lx_log_error("rules: cannot start the regex prefilter's compile (%s); every regex rule "
@@ -280,10 +407,17 @@ void lx_gen_prefilter_start(lx_gen_t *g, int nloops) {
                      strerror(-rc));
 }
 
-void lx_gen_prefilter_stop(void) {
+void lx_gen_prefilter_cancel(void) {
     pthread_mutex_lock(&mu);
     stopping = 1;
     if (child > 0) kill(child, SIGKILL);
+    pthread_cond_broadcast(&wake);
+    pthread_mutex_unlock(&mu);
+}
+
+void lx_gen_prefilter_stop(void) {
+    lx_gen_prefilter_cancel();
+    pthread_mutex_lock(&mu);
     lx_gen_t *old = pending;
     pending = NULL;
     int up = thread_up;
@@ -299,6 +433,7 @@ int lx_prefilter_child_main(const char *parent) {
      * leaves no compile running. The parent may have gone before that. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != (pid_t)atol(parent)) return 1;
+    prctl(PR_SET_NAME, "luxd-prefilter"); /* for ps -C, top: not "exe" */
     /* What the server itself inherited without close-on-exec (a shell's
      * pipe, say) is not the compiler's to hold for seconds. */
     close_range(3, ~0U, 0);

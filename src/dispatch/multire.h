@@ -69,15 +69,20 @@ int lx_multire_load(const char *db, size_t len, uint32_t n, const uint32_t *left
                     uint32_t nloops, lx_multire_t **out);
 
 /* The compile in another process (multire_wire.c). The child serves
- * requests on fd until it ends: 0 then, else -errno. The parent sends one
- * (ids ascending, as lx_multire_build wants them) and reads its answer,
- * checked against ids[0..n): 0 with *out (NULL when the engine held none),
- * or -errno (-EPROTO: an answer that does not fit the request), and then
- * the stream is in doubt: end that child. */
+ * requests on fd until it ends: 0 then, else -errno. The parent makes a
+ * request's bytes (ids ascending, as lx_multire_build wants them; free()
+ * them), writes them (lx_multire_write: 0 or -errno, never SIGPIPE), reads
+ * one answer's bytes (free() them; -EPIPE: the stream ended), and parses
+ * them against the request's ids[0..n): 0 with *out (NULL when the engine
+ * held none), or -errno (-EPROTO: an answer that does not fit the
+ * request). After an error on a stream it is in doubt: end that child. */
 int lx_multire_serve(int fd);
-int lx_multire_send_request(int fd, const char *const *pats, const uint32_t *ids, uint32_t n);
-int lx_multire_read_answer(int fd, const uint32_t *ids, uint32_t n, uint32_t nloops,
-                           lx_multire_t **out);
+int lx_multire_request(const char *const *pats, const uint32_t *ids, uint32_t n, char **out,
+                       size_t *outlen);
+int lx_multire_write(int fd, const void *buf, size_t len);
+int lx_multire_read_answer(int fd, char **out, size_t *outlen);
+int lx_multire_parse_answer(const char *a, size_t len, const uint32_t *ids, uint32_t n,
+                            uint32_t nloops, lx_multire_t **out);
 
 /* The ids of m that it does not hold, ascending. */
 const uint32_t *lx_multire_left(const lx_multire_t *m, uint32_t *n);

@@ -9,9 +9,11 @@
  *            u32 held, u32 nleft, nleft u32 ids (the ones not held,
  *            ascending), u64 dblen, dblen bytes (lx_multire_serialize's)
  *
- * The parent checks an answer against its request before it loads it: a
- * child that died half-way, or a stream out of step, gives an error, never
- * a prefilter that could miss a rule. */
+ * A request's bytes name its set exactly, so the parent can keep answers
+ * by request and give a later generation's identical set its prefilter
+ * without a compile. The parent checks an answer against its request
+ * before it loads it: a child that died half-way, or a stream out of step,
+ * gives an error, never a prefilter that could miss a rule. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,7 +38,7 @@ static int read_full(int fd, void *buf, size_t len) {
 }
 
 /* send, not write: a peer gone must be -EPIPE here, never a SIGPIPE. */
-static int write_full(int fd, const void *buf, size_t len) {
+int lx_multire_write(int fd, const void *buf, size_t len) {
     const char *p = buf;
     while (len > 0) {
         ssize_t r = send(fd, p, len, MSG_NOSIGNAL);
@@ -50,7 +52,7 @@ static int write_full(int fd, const void *buf, size_t len) {
 }
 
 static int put_u32(int fd, uint32_t v) {
-    return write_full(fd, &v, sizeof(v));
+    return lx_multire_write(fd, &v, sizeof(v));
 }
 
 /* One request read and answered. 0, 1 at a clean end of the stream (before
@@ -92,8 +94,10 @@ static int serve_one(int fd) {
     if (m) left = lx_multire_left(m, &nleft);
     uint64_t len64 = dblen;
     if ((rc = put_u32(fd, 0)) < 0 || (rc = put_u32(fd, lx_multire_count(m))) < 0 ||
-        (rc = put_u32(fd, nleft)) < 0 || (rc = write_full(fd, left, nleft * sizeof(*left))) < 0 ||
-        (rc = write_full(fd, &len64, sizeof(len64))) < 0 || (rc = write_full(fd, db, dblen)) < 0)
+        (rc = put_u32(fd, nleft)) < 0 ||
+        (rc = lx_multire_write(fd, left, nleft * sizeof(*left))) < 0 ||
+        (rc = lx_multire_write(fd, &len64, sizeof(len64))) < 0 ||
+        (rc = lx_multire_write(fd, db, dblen)) < 0)
         goto out;
 out:
     if (pats)
@@ -113,12 +117,13 @@ int lx_multire_serve(int fd) {
     return rc == 1 ? 0 : rc;
 }
 
-int lx_multire_send_request(int fd, const char *const *pats, const uint32_t *ids, uint32_t n) {
-    /* One buffer, one write: the child reads it all before it answers. */
+int lx_multire_request(const char *const *pats, const uint32_t *ids, uint32_t n, char **out,
+                       size_t *outlen) {
     size_t size = sizeof(uint32_t);
     for (uint32_t i = 0; i < n; i++)
         size += 2 * sizeof(uint32_t) + strlen(pats[i]);
     char *buf = malloc(size), *p = buf;
+    *out = NULL;
     if (buf == NULL) return -ENOMEM;
     memcpy(p, &n, sizeof(n));
     p += sizeof(n);
@@ -129,78 +134,89 @@ int lx_multire_send_request(int fd, const char *const *pats, const uint32_t *ids
         memcpy(p + 2 * sizeof(len), pats[i], len);
         p += 2 * sizeof(len) + len;
     }
-    int rc = write_full(fd, buf, size);
-    free(buf);
-    return rc;
-}
-
-/* len bytes into *db (free() it). The buffer grows with what arrives,
- * so that a length out of step with the stream costs what was sent, not
- * what it says. */
-static int read_db(int fd, uint64_t len, char **db) {
-    size_t cap = 0, got = 0;
-    char *b = NULL;
-    *db = NULL;
-    if (len > SIZE_MAX / 2) return -ENOMEM;
-    do {
-        size_t want = len - got < (size_t)1 << 20 ? (size_t)(len - got) : (size_t)1 << 20;
-        if (got + want > cap) {
-            size_t ncap = cap ? cap : want;
-            while (ncap < got + want)
-                ncap *= 2;
-            if (ncap > len) ncap = (size_t)len;
-            char *nb = realloc(b, ncap ? ncap : 1);
-            if (nb == NULL) {
-                free(b);
-                return -ENOMEM;
-            }
-            b = nb;
-            cap = ncap;
-        }
-        int rc = read_full(fd, b + got, want);
-        if (rc < 0) {
-            free(b);
-            return rc;
-        }
-        got += want;
-    } while (got < len);
-    *db = b;
+    *out = buf;
+    *outlen = size;
     return 0;
 }
 
-int lx_multire_read_answer(int fd, const uint32_t *ids, uint32_t n, uint32_t nloops,
-                           lx_multire_t **out) {
-    *out = NULL;
-    uint32_t hdr[3];
-    int rc = read_full(fd, hdr, sizeof(hdr[0]));
-    if (rc < 0) return rc;
-    if (hdr[0] != 0) return hdr[0] < 4096 ? -(int)hdr[0] : -EPROTO;
-    if ((rc = read_full(fd, hdr + 1, 2 * sizeof(hdr[0]))) < 0) return rc;
-    uint32_t held = hdr[1], nleft = hdr[2];
-    if ((uint64_t)held + nleft != n) return -EPROTO; /* every id either held or left */
-    uint32_t *left = malloc((nleft ? nleft : 1) * sizeof(*left));
-    char *db = NULL;
+/* Appends len bytes from fd to *buf (*len long, *cap allocated). The
+ * buffer grows with what arrives, so that a length out of step with the
+ * stream costs what was sent, not what it says. */
+static int read_more(int fd, uint64_t len, char **buf, size_t *got, size_t *cap) {
+    if (len > SIZE_MAX / 4 - *got) return -ENOMEM;
+    size_t end = *got + (size_t)len;
+    while (*got < end) {
+        size_t want = end - *got < (size_t)1 << 20 ? end - *got : (size_t)1 << 20;
+        if (*got + want > *cap) {
+            size_t ncap = *cap ? *cap : 64;
+            while (ncap < *got + want)
+                ncap *= 2;
+            char *nb = realloc(*buf, ncap);
+            if (nb == NULL) return -ENOMEM;
+            *buf = nb;
+            *cap = ncap;
+        }
+        int rc = read_full(fd, *buf + *got, want);
+        if (rc < 0) return rc;
+        *got += want;
+    }
+    return 0;
+}
+
+int lx_multire_read_answer(int fd, char **out, size_t *outlen) {
+    char *b = NULL;
+    size_t got = 0, cap = 0;
+    uint32_t w[3];
     uint64_t dblen;
+    int rc = read_more(fd, sizeof(w[0]), &b, &got, &cap);
+    if (rc < 0) goto fail;
+    memcpy(w, b, sizeof(w[0]));
+    if (w[0] == 0) { /* else the status is all */
+        if ((rc = read_more(fd, 2 * sizeof(w[0]), &b, &got, &cap)) < 0) goto fail;
+        memcpy(w, b, sizeof(w));
+        if ((rc = read_more(fd, (uint64_t)w[2] * sizeof(uint32_t), &b, &got, &cap)) < 0 ||
+            (rc = read_more(fd, sizeof(dblen), &b, &got, &cap)) < 0)
+            goto fail;
+        memcpy(&dblen, b + got - sizeof(dblen), sizeof(dblen));
+        if ((rc = read_more(fd, dblen, &b, &got, &cap)) < 0) goto fail;
+    }
+    *out = b;
+    *outlen = got;
+    return 0;
+fail:
+    free(b);
+    return rc;
+}
+
+int lx_multire_parse_answer(const char *a, size_t len, const uint32_t *ids, uint32_t n,
+                            uint32_t nloops, lx_multire_t **out) {
+    *out = NULL;
+    uint32_t w[3];
+    if (len < sizeof(w[0])) return -EPROTO;
+    memcpy(w, a, sizeof(w[0]));
+    if (w[0] != 0) return len == sizeof(w[0]) && w[0] < 4096 ? -(int)w[0] : -EPROTO;
+    if (len < sizeof(w)) return -EPROTO;
+    memcpy(w, a, sizeof(w));
+    uint32_t held = w[1], nleft = w[2];
+    if ((uint64_t)held + nleft != n) return -EPROTO; /* every id either held or left */
+    size_t at = sizeof(w), lbytes = (size_t)nleft * sizeof(uint32_t);
+    uint64_t dblen;
+    if (len - at < lbytes + sizeof(dblen)) return -EPROTO;
+    memcpy(&dblen, a + at + lbytes, sizeof(dblen));
+    if (dblen != len - at - lbytes - sizeof(dblen) || (held == 0) != (dblen == 0)) return -EPROTO;
+    uint32_t *left = malloc(lbytes ? lbytes : 1);
     if (left == NULL) return -ENOMEM;
-    if ((rc = read_full(fd, left, nleft * sizeof(*left))) < 0) goto out;
+    memcpy(left, a + at, lbytes);
     /* Each left id one of the request's, ascending (ids are): one walk. */
-    for (uint32_t i = 0, j = 0; i < nleft; i++, j++) {
+    int rc = 0;
+    for (uint32_t i = 0, j = 0; rc == 0 && i < nleft; i++, j++) {
         while (j < n && ids[j] < left[i])
             j++;
-        if (j == n || ids[j] != left[i]) {
-            rc = -EPROTO;
-            goto out;
-        }
+        if (j == n || ids[j] != left[i]) rc = -EPROTO;
     }
-    if ((rc = read_full(fd, &dblen, sizeof(dblen))) < 0) goto out;
-    if ((held == 0) != (dblen == 0)) {
-        rc = -EPROTO;
-        goto out;
-    }
-    if ((rc = read_db(fd, dblen, &db)) < 0) goto out;
-    rc = lx_multire_load(db, (size_t)dblen, held, left, nleft, nloops, out);
-out:
+    if (rc == 0)
+        rc = lx_multire_load(a + at + lbytes + sizeof(dblen), (size_t)dblen, held, left, nleft,
+                             nloops, out);
     free(left);
-    free(db);
     return rc;
 }

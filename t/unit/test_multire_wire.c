@@ -39,14 +39,35 @@ static int end_child(int fd) {
     return st;
 }
 
-/* An answer from bytes: written to a pipe (whole, then its end), read back. */
+static int send_request(int fd, const char *const *pats, const uint32_t *ids, uint32_t n) {
+    char *req;
+    size_t len;
+    int rc = lx_multire_request(pats, ids, n, &req, &len);
+    if (rc == 0) rc = lx_multire_write(fd, req, len);
+    free(req);
+    return rc;
+}
+
+static int recv_answer(int fd, const uint32_t *ids, uint32_t n, lx_multire_t **out) {
+    char *a;
+    size_t len;
+    *out = NULL;
+    int rc = lx_multire_read_answer(fd, &a, &len);
+    if (rc < 0) return rc;
+    rc = lx_multire_parse_answer(a, len, ids, n, 2, out);
+    free(a);
+    return rc;
+}
+
+/* An answer from bytes: written to a pipe (whole, then its end), read back
+ * and parsed. */
 static int answer_from(const void *bytes, size_t len, const uint32_t *ids, uint32_t n,
                        lx_multire_t **out) {
     int p[2];
     if (pipe(p) < 0) return -999;
     if (len && write(p[1], bytes, len) != (ssize_t)len) return -998;
     close(p[1]);
-    int rc = lx_multire_read_answer(p[0], ids, n, 2, out);
+    int rc = recv_answer(p[0], ids, n, out);
     close(p[0]);
     return rc;
 }
@@ -56,7 +77,7 @@ static size_t raw_answer(const char *const *pats, const uint32_t *ids, uint32_t 
                          size_t cap) {
     int fd = start_child();
     size_t got = 0;
-    if (lx_multire_send_request(fd, pats, ids, n) == 0) {
+    if (send_request(fd, pats, ids, n) == 0) {
         shutdown(fd, SHUT_WR); /* the child answers, then meets the end */
         ssize_t r;
         while (got < cap && (r = read(fd, buf + got, cap - got)) > 0)
@@ -90,8 +111,8 @@ int main(void) {
     if (!lx_multire_available()) {
         int fd = start_child();
         lx_multire_t *m = (lx_multire_t *)1;
-        ok(lx_multire_send_request(fd, pats, ids, 10) == 0, "a request sent");
-        ok(lx_multire_read_answer(fd, ids, 10, 2, &m) == -ENOTSUP && m == NULL,
+        ok(send_request(fd, pats, ids, 10) == 0, "a request sent");
+        ok(recv_answer(fd, ids, 10, &m) == -ENOTSUP && m == NULL,
            "no engine in this build: the child says ENOTSUP");
         ok(end_child(fd) == 0, "and ends at the end of its stream");
         return done_testing();
@@ -101,8 +122,8 @@ int main(void) {
     lx_multire_t *local = NULL, *remote = NULL;
     ok(lx_multire_build(pats, ids, 1000, 2, &local) == 0 && local, "1000 compiled here");
     int fd = start_child();
-    ok(lx_multire_send_request(fd, pats, ids, 1000) == 0, "the same 1000 sent to a child");
-    ok(lx_multire_read_answer(fd, ids, 1000, 2, &remote) == 0 && remote, "its answer loaded");
+    ok(send_request(fd, pats, ids, 1000) == 0, "the same 1000 sent to a child");
+    ok(recv_answer(fd, ids, 1000, &remote) == 0 && remote, "its answer loaded");
     ok(lx_multire_count(remote) == 1000, "it holds all 1000");
     int differ = 0;
     char path[64];
@@ -118,8 +139,8 @@ int main(void) {
     const char *mixed[] = {"(a|b)1\\d+", "(unbalanced", "x\\d+y", "[z", "q(r|s)t"};
     const uint32_t mids[] = {2, 5, 9, 11, 40};
     lx_multire_t *m2 = NULL;
-    ok(lx_multire_send_request(fd, mixed, mids, 5) == 0 &&
-           lx_multire_read_answer(fd, mids, 5, 2, &m2) == 0 && m2,
+    ok(send_request(fd, mixed, mids, 5) == 0 &&
+           recv_answer(fd, mids, 5, &m2) == 0 && m2,
        "a second request, same child");
     uint32_t nleft = 0;
     const uint32_t *left = lx_multire_left(m2, &nleft);
@@ -127,8 +148,8 @@ int main(void) {
        "3 held, ids 5 and 11 left (held %u, left %u)", lx_multire_count(m2), nleft);
     const char *none[] = {"(", "[", ")"};
     lx_multire_t *m3 = (lx_multire_t *)1;
-    ok(lx_multire_send_request(fd, none, mids, 3) == 0 &&
-           lx_multire_read_answer(fd, mids, 3, 2, &m3) == 0 && m3 == NULL,
+    ok(send_request(fd, none, mids, 3) == 0 &&
+           recv_answer(fd, mids, 3, &m3) == 0 && m3 == NULL,
        "a set the engine holds none of: no prefilter, no error");
     ok(end_child(fd) == 0, "the child ends cleanly at the end of its stream");
 
@@ -149,6 +170,23 @@ int main(void) {
         if (rc == 0) lx_multire_free(m);
     }
     ok(cut_bad == 0, "cut at each of %zu bytes: -EPIPE and nothing loaded (%d not)", len, cut_bad);
+    /* The bytes alone (as kept for a later generation): short or long by
+     * any amount is no answer. */
+    int parse_bad = 0;
+    for (size_t k = 0; k < len + 9; k++) {
+        static char grown[1 << 16];
+        memcpy(grown, buf, len);
+        memset(grown + len, 0, 9);
+        m = (lx_multire_t *)1;
+        int rc = lx_multire_parse_answer(grown, k, sids, 3, 2, &m);
+        if (k == len) {
+            parse_bad += !(rc == 0 && m);
+            lx_multire_free(m);
+        } else {
+            parse_bad += !(rc == -EPROTO && m == NULL);
+        }
+    }
+    ok(parse_bad == 0, "parsed from bytes: only its exact length loads (%d not)", parse_bad);
 
     /* The same answer against other requests, and with words changed. */
     uint32_t w[4];
