@@ -151,6 +151,61 @@ ok(defined $k->wait_exit(30), 'the server was killed');
 ok(Luxd::wait_for(sub { gone($ck) }, 30), 'its compile child died with it');
 $k->{stopped} = 1;
 
+# What is kept outlives generations between: a rollback during a compile
+# of other rules, a generation replaced while it finishes a set the newer
+# one shares, and sets of the same content in one generation (compiled
+# once). Each vhost's set is a family of 20 regexes; a set compiled when it
+# should have been kept would wait on the FIFO for good.
+sub families {    # ([vhost, family]...): a config, vhost names v1.example...
+    join '', map {
+        my ($v, $fam) = @$_;
+        my $rules = join '', map { sprintf qq(    { [[(a|b)%05d(\\d+)]], "/f$fam/%d/\$2" },\n), 100 * $fam + $_, $_ } 1 .. 20;
+        qq(vhost "v$v.example" { root = "\$DIR/www",\n  redirect = {\n$rules  },\n}\n)
+    } @_;
+}
+my $r = Luxd->new(config => families([1, 1], [2, 2], [3, 3], [4, 4]), files => { 'www/plain.txt' => "plain\n" }, test_handlers => 1);
+sub set_families {
+    my $text = do { local $/; open my $fh, '<', $r->config_file or die; <$fh> };
+    (my $new = families(@_)) =~ s/\$DIR/$r->dir/ge;
+    $text =~ s/vhost "v1\.example".*\z/$new/s or die;
+    $r->write_config($text);
+}
+sub release_one {    # lets the next child go on, once it is there
+    my ($srv, $gen) = @_;
+    ok(Luxd::wait_for(sub { grep { $_->[1] ne 'Z' } compilers($srv->pid, $gen) }, 30), "generation $gen: its child is there");
+    release();
+}
+release_one($r, 1);
+ok($r->wait_log(qr/generation 1: regex prefilter of 4 rule sets compiled in [\d.]+ ms \(80 regexes held, 0 tested each; 0 sets as before\)/, 30),
+   'rollback: generation 1 compiles four sets') or diag($r->error_log);
+set_families([1, 5]);
+like($r->reload // '', qr/^ok generation 2 /, 'generation 2: one other set');
+my $c2r = Luxd::wait_for(sub { my @c = grep { $_->[1] ne 'Z' } compilers($r->pid, 2); @c ? $c[0][0] : undef }, 30);
+ok($c2r, 'its compile is held');
+set_families([1, 1], [2, 2], [3, 3], [4, 4]);
+like($r->reload // '', qr/^ok generation 3 /, "generation 3: generation 1's sets again");
+ok($r->wait_log(qr/generation 3: regex prefilter of 4 rule sets compiled in [\d.]+ ms \(80 regexes held, 0 tested each; 4 sets as before\)/, 30),
+   'generation 3 takes all four kept answers, no compile') or diag($r->error_log);
+ok(Luxd::wait_for(sub { gone($c2r) }, 30), "generation 2's compile was killed");
+is(loc2($r, '/b00402345', 'v4.example'), '302 /f4/2/345', 'generation 3 answers');
+
+set_families([1, 6]);
+like($r->reload // '', qr/^ok generation 4 /, 'generation 4: a set of its own');
+ok(Luxd::wait_for(sub { grep { $_->[1] ne 'Z' } compilers($r->pid, 4) }, 30), 'its compile is held');
+set_families([1, 1], [2, 2], [3, 3], [4, 4], [5, 6]);
+like($r->reload // '', qr/^ok generation 5 /, "generation 5: generation 3's sets and generation 4's");
+release();
+ok($r->wait_log(qr/generation 5: regex prefilter of 5 rule sets compiled in [\d.]+ ms \(100 regexes held, 0 tested each; 5 sets as before\)/, 30),
+   "generation 5 takes generation 4's answer and the four before it") or diag($r->error_log);
+
+set_families([1, 7], [2, 7], [3, 7], [4, 7]);
+like($r->reload // '', qr/^ok generation 6 /, 'generation 6: four vhosts, one set of regexes');
+release_one($r, 6);
+ok($r->wait_log(qr/generation 6: regex prefilter of 4 rule sets compiled in [\d.]+ ms \(80 regexes held, 0 tested each; 3 sets as before\)/, 30),
+   'the set is compiled once for all four') or diag($r->error_log);
+is(loc2($r, '/a00702999', 'v3.example'), '302 /f7/2/999', 'generation 6 answers');
+ok($r->stop, 'stopped cleanly');
+
 # A compiler that fails (the byte 'k': the child exits 1 before it reads
 # its request) is logged with how it ended, the next set gets a new child,
 # and after three failures the rest of the generation is given up: not a

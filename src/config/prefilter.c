@@ -50,15 +50,19 @@ static uint64_t inflight; /* set_hash of the set the child is compiling, or 0 */
 
 /* An answer kept for later generations, by its request's bytes (the set's
  * patterns and ids, in order: they name it exactly). The thread's alone;
- * after each generation it holds what that one used (and, when it was
- * dropped half-way, what it had not come to yet). */
+ * pruned at the start of each generation to what that one can use and what
+ * the last generation compiled to its end used (a rollback to it, during a
+ * compile of other rules, compiles nothing). */
 typedef struct {
     uint64_t hash;
     char *req, *ans;
     size_t reqlen, anslen;
+    uint64_t seen; /* the latest generation that used it */
+    uint64_t done; /* the latest generation compiled to its end that used it */
 } kept_t;
 static kept_t *kept;
-static size_t nkept;
+static size_t nkept, capkept;
+static uint64_t last_done; /* the latest generation compiled to its end */
 
 /* Tests only: LUXD_TEST_PREFILTER_HOLD=FIFO makes the thread wait for a
  * byte on the FIFO before it compiles a generation, so that a test can
@@ -187,50 +191,97 @@ static uint64_t set_hash(const lx_ruleset_t *rs) {
     return h | 1; /* never 0: none */
 }
 
-static kept_t *find_kept(uint64_t hash, const char *req, size_t len) {
-    for (size_t i = 0; i < nkept; i++)
-        if (kept[i].hash == hash && kept[i].reqlen == len && memcmp(kept[i].req, req, len) == 0)
-            return &kept[i];
-    return NULL;
-}
-
 static void free_kept(kept_t *k) {
     free(k->req);
     free(k->ans);
 }
 
-/* One set's answer: kept from an earlier generation, or from the child on
- * *fd (spawned when there is none; *spawn_err is posix_spawn's if that
- * failed). 0, -ECANCELED when g is given up first, or another -errno (the
- * child, if any, is then in doubt). */
-static int answer_for(const lx_gen_t *g, const lx_ruleset_t *rs, int *fd, kept_t *k,
-                      int *spawn_err) {
-    const char **pats = malloc(rs->nfree * sizeof(*pats));
-    if (pats == NULL) return -ENOMEM;
-    for (uint32_t i = 0; i < rs->nfree; i++)
-        pats[i] = rs->rules[rs->free_re[i]].regex;
-    *k = (kept_t){.hash = set_hash(rs)};
-    int rc = lx_multire_request(pats, rs->free_re, rs->nfree, &k->req, &k->reqlen);
-    free(pats);
-    if (rc < 0) return rc;
-    kept_t *old = find_kept(k->hash, k->req, k->reqlen);
-    if (old) { /* taken out of kept: the caller keeps it again */
-        free(k->req);
-        *k = *old;
-        *old = kept[--nkept];
-        return 0;
+/* The request of each of g's sets, by set (req NULL where it has no free
+ * regexes), or NULL when out of memory. */
+static kept_t *requests_of(const lx_gen_t *g) {
+    kept_t *w = calloc(g->nrulesets ? g->nrulesets : 1, sizeof(*w));
+    for (size_t i = 0; w && i < g->nrulesets; i++) {
+        const lx_ruleset_t *rs = g->rulesets[i];
+        if (rs->nfree == 0) continue;
+        const char **pats = malloc(rs->nfree * sizeof(*pats));
+        int rc = -ENOMEM;
+        if (pats) {
+            for (uint32_t j = 0; j < rs->nfree; j++)
+                pats[j] = rs->rules[rs->free_re[j]].regex;
+            w[i].hash = set_hash(rs);
+            rc = lx_multire_request(pats, rs->free_re, rs->nfree, &w[i].req, &w[i].reqlen);
+            free(pats);
+        }
+        if (rc < 0) {
+            for (size_t j = 0; j < i; j++)
+                free(w[j].req);
+            free(w);
+            w = NULL;
+        }
     }
+    return w;
+}
+
+static int same_request(const kept_t *a, const kept_t *b) {
+    return a->hash == b->hash && a->reqlen == b->reqlen && memcmp(a->req, b->req, a->reqlen) == 0;
+}
+
+static kept_t *find_kept(const kept_t *want) {
+    for (size_t i = 0; i < nkept; i++)
+        if (same_request(&kept[i], want)) return &kept[i];
+    return NULL;
+}
+
+/* What is kept becomes what g's sets w[0..n) can use (none when w is
+ * NULL) and what the last generation compiled to its end used: never more
+ * than two generations' answers. */
+static void prune_kept(const kept_t *w, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < nkept; i++) {
+        int used = last_done && kept[i].done == last_done;
+        for (size_t j = 0; !used && w && j < n; j++)
+            used = w[j].req && same_request(&w[j], &kept[i]);
+        if (used)
+            kept[k++] = kept[i];
+        else
+            free_kept(&kept[i]);
+    }
+    nkept = k;
+}
+
+/* Keeps want's request (taken from it) with its answer. */
+static kept_t *keep(kept_t *want, char *ans, size_t anslen) {
+    if (nkept == capkept) {
+        size_t ncap = capkept ? 2 * capkept : 8;
+        kept_t *nk = realloc(kept, ncap * sizeof(*nk));
+        if (nk == NULL) return NULL;
+        kept = nk;
+        capkept = ncap;
+    }
+    kept[nkept] = (kept_t){want->hash, want->req, ans, want->reqlen, anslen, 0, 0};
+    want->req = NULL;
+    return &kept[nkept++];
+}
+
+/* One set's answer from the child on *fd (spawned when there is none;
+ * *spawn_err is posix_spawn's if that failed). 0, -ECANCELED when g is
+ * given up first, or another -errno (the child, if any, is then in
+ * doubt). */
+static int compile_one(const lx_gen_t *g, const kept_t *want, int *fd, char **ans, size_t *anslen,
+                       int *spawn_err) {
+    int rc;
+    *ans = NULL;
     if (*fd < 0 && (rc = spawn_child(g, fd)) < 0) {
         *spawn_err = rc;
         return rc;
     }
     pthread_mutex_lock(&mu);
     if (!stopping && latest == g->id)
-        inflight = k->hash; /* else: a reload killed it, or will not */
-    rc = inflight == k->hash ? 0 : -ECANCELED;
+        inflight = want->hash; /* else: a reload killed it, or will not */
+    rc = inflight == want->hash ? 0 : -ECANCELED;
     pthread_mutex_unlock(&mu);
-    if (rc == 0 && (rc = lx_multire_write(*fd, k->req, k->reqlen)) == 0)
-        rc = lx_multire_read_answer(*fd, &k->ans, &k->anslen);
+    if (rc == 0 && (rc = lx_multire_write(*fd, want->req, want->reqlen)) == 0)
+        rc = lx_multire_read_answer(*fd, ans, anslen);
     pthread_mutex_lock(&mu);
     inflight = 0;
     pthread_mutex_unlock(&mu);
@@ -239,6 +290,14 @@ static int answer_for(const lx_gen_t *g, const lx_ruleset_t *rs, int *fd, kept_t
 
 static void compile_gen(lx_gen_t *g, uint32_t nloops) {
     static int said;
+    size_t all = 0;
+    for (size_t i = 0; i < g->nrulesets; i++)
+        all += g->rulesets[i]->nfree;
+    if (all == 0) { /* queued so that what is kept goes: compiled to its end */
+        last_done = g->id;
+        prune_kept(NULL, 0);
+        return;
+    }
     test_hold("LUXD_TEST_PREFILTER_HOLD");
     if (!lx_multire_selftest()) {
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
@@ -247,25 +306,31 @@ static void compile_gen(lx_gen_t *g, uint32_t nloops) {
         return;
     }
     uint64_t t0 = uv_hrtime();
-    size_t sets = 0, held = 0, all = 0, reused = 0, nnext = 0;
-    for (size_t i = 0; i < g->nrulesets; i++)
-        all += g->rulesets[i]->nfree;
-    kept_t *next = calloc(g->nrulesets ? g->nrulesets : 1, sizeof(*next));
+    size_t sets = 0, held = 0, reused = 0;
+    kept_t *w = requests_of(g);
+    prune_kept(w, g->nrulesets);
     int fd = -1, dropped = 0, failed = 0;
-    for (size_t i = 0; next && i < g->nrulesets && !dropped; i++) {
+    for (size_t i = 0; w && i < g->nrulesets && !dropped; i++) {
         lx_ruleset_t *rs = g->rulesets[i];
         if (rs->nfree == 0) continue;
         if ((dropped = give_up(g)) != 0) break;
-        kept_t k = {0};
-        size_t before = nkept;
-        int spawn_err = 0;
-        int rc = answer_for(g, rs, &fd, &k, &spawn_err);
-        int from_kept = rc == 0 && nkept < before;
+        /* Kept from before, or from a set of g with the same content. */
+        kept_t *k = find_kept(&w[i]);
+        int rc = 0, spawn_err = 0, from_kept = k != NULL;
+        if (k == NULL) {
+            char *ans;
+            size_t anslen;
+            if ((rc = compile_one(g, &w[i], &fd, &ans, &anslen, &spawn_err)) == 0 &&
+                (k = keep(&w[i], ans, anslen)) == NULL) {
+                free(ans);
+                rc = -ENOMEM;
+            }
+        }
         lx_multire_t *m = NULL;
-        if (rc == 0 && (rc = lx_multire_parse_answer(k.ans, k.anslen, rs->free_re, rs->nfree,
+        if (rc == 0 && (rc = lx_multire_parse_answer(k->ans, k->anslen, rs->free_re, rs->nfree,
                                                      nloops, &m)) == 0) {
             lx_ruleset_prefilter_publish(rs, m);
-            next[nnext++] = k;
+            k->seen = g->id;
             uint32_t nl = rs->nfree;
             if (m) lx_multire_left(m, &nl);
             sets++;
@@ -273,7 +338,10 @@ static void compile_gen(lx_gen_t *g, uint32_t nloops) {
             held += rs->nfree - nl;
             continue;
         }
-        free_kept(&k);
+        if (k) { /* an answer that does not load is not kept */
+            free_kept(k);
+            *k = kept[--nkept];
+        }
         if ((dropped = give_up(g)) != 0) break; /* killed on purpose: not a failure */
         if (spawn_err) {
             lx_log_error("rules: cannot start the regex prefilter's compiler (/proc/self/exe: "
@@ -301,19 +369,15 @@ static void compile_gen(lx_gen_t *g, uint32_t nloops) {
         }
     }
     end_child(fd, 1);
-    /* Kept from here on: what g used, and, when it was dropped half-way,
-     * what it had not come to (the next generation may want it). */
-    for (size_t i = 0; i < nkept; i++) {
-        if (dropped && next && nnext < g->nrulesets) {
-            next[nnext++] = kept[i];
-        } else {
-            free_kept(&kept[i]);
-        }
+    if (w && !dropped) {
+        last_done = g->id;
+        for (size_t i = 0; i < nkept; i++)
+            if (kept[i].seen == g->id) kept[i].done = g->id;
     }
-    free(kept);
-    kept = next;
-    nkept = nnext;
-    if (next == NULL) {
+    for (size_t i = 0; w && i < g->nrulesets; i++)
+        free(w[i].req); /* those not kept */
+    free(w);
+    if (w == NULL) {
         lx_log_error("rules: out of memory for the regex prefilters; every regex rule of "
                      "generation %llu is tested on its own",
                      (unsigned long long)g->id);
@@ -350,7 +414,7 @@ static void *compile_main(void *arg) {
         free_kept(&kept[i]);
     free(kept);
     kept = NULL;
-    nkept = 0;
+    nkept = capkept = 0;
     return NULL;
 }
 
@@ -392,7 +456,9 @@ void lx_gen_prefilter_start(lx_gen_t *g, int nloops) {
     if (child > 0 && inflight && !shared) kill(child, SIGKILL);
     old = pending;
     pending = NULL;
-    if (any && (rc = start_thread()) == 0) {
+    /* One with nothing to compile is queued too, once there is a thread:
+     * what is kept for older ones goes. */
+    if ((any || thread_up) && (rc = start_thread()) == 0) {
         lx_gen_ref(g);
         pending = g;
         pending_nloops = nloops > 0 ? (uint32_t)nloops : 1;
