@@ -434,13 +434,13 @@ void lx_gen_prefilter_start(lx_gen_t *g, int nloops) {
     if (!lx_multire_available()) return;
     /* The sets g compiles, by hash: a compile in progress of one of them
      * goes on (g takes its answer), of any other is killed. */
-    size_t nh = 0;
+    size_t nh = 0, any = 0;
     uint64_t *hs = malloc((g->nrulesets ? g->nrulesets : 1) * sizeof(*hs));
-    for (size_t i = 0; hs && i < g->nrulesets; i++)
-        if (g->rulesets[i]->nfree) hs[nh++] = set_hash(g->rulesets[i]);
-    int any = 0;
-    for (size_t i = 0; !any && i < g->nrulesets; i++)
-        any = g->rulesets[i]->nfree != 0;
+    for (size_t i = 0; i < g->nrulesets; i++) {
+        if (g->rulesets[i]->nfree == 0) continue;
+        any = 1;
+        if (hs) hs[nh++] = set_hash(g->rulesets[i]); /* none: nothing spared a kill */
+    }
     lx_gen_t *old;
     int rc = 0;
     pthread_mutex_lock(&mu);
