@@ -139,8 +139,7 @@ int main(void) {
     const char *mixed[] = {"(a|b)1\\d+", "(unbalanced", "x\\d+y", "[z", "q(r|s)t"};
     const uint32_t mids[] = {2, 5, 9, 11, 40};
     lx_multire_t *m2 = NULL;
-    ok(send_request(fd, mixed, mids, 5) == 0 &&
-           recv_answer(fd, mids, 5, &m2) == 0 && m2,
+    ok(send_request(fd, mixed, mids, 5) == 0 && recv_answer(fd, mids, 5, &m2) == 0 && m2,
        "a second request, same child");
     uint32_t nleft = 0;
     const uint32_t *left = lx_multire_left(m2, &nleft);
@@ -148,8 +147,7 @@ int main(void) {
        "3 held, ids 5 and 11 left (held %u, left %u)", lx_multire_count(m2), nleft);
     const char *none[] = {"(", "[", ")"};
     lx_multire_t *m3 = (lx_multire_t *)1;
-    ok(send_request(fd, none, mids, 3) == 0 &&
-           recv_answer(fd, mids, 3, &m3) == 0 && m3 == NULL,
+    ok(send_request(fd, none, mids, 3) == 0 && recv_answer(fd, mids, 3, &m3) == 0 && m3 == NULL,
        "a set the engine holds none of: no prefilter, no error");
     ok(end_child(fd) == 0, "the child ends cleanly at the end of its stream");
 
