@@ -26,10 +26,9 @@ sub server_with {
                      server => { access_log => \%al, access_log_buffer => 0, %{ $o{server} || {} } });
 }
 
-# The log's lines once there are at least $n (the loops write each line as
-# its request ends, which may be just after the client read the answer).
-# The first $n whole lines of the access log: a line still being written
-# (a 60 kB one can be seen half written) is not one yet.
+# The log's whole lines once there are at least $n (the loops write each
+# line as its request ends, which may be just after the client read the
+# answer; a line still being written, 60 kB say, is not one yet).
 sub lines_of {
     my ($s, $n) = @_;
     my @l;

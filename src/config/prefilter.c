@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "../log.h"
+#include "../lx.h"
 #include "config.h"
 
 extern char **environ;
@@ -45,8 +46,10 @@ static int thread_up, stopping;
 static uint64_t latest;   /* the newest generation started: only it is compiled for */
 static lx_gen_t *pending; /* waiting for the thread, a reference held; or NULL */
 static uint32_t pending_nloops;
-static pid_t child;       /* the compiling child, or 0; reaped only after it is cleared */
-static uint64_t inflight; /* set_hash of the set the child is compiling, or 0 */
+static pid_t child; /* the compiling child, or 0; reaped only after it is cleared */
+/* The request the child is compiling (the thread's bytes), or NULL. */
+static const char *inflight;
+static size_t inflight_len;
 
 /* An answer kept for later generations, by its request's bytes (the set's
  * patterns and ids, in order: they name it exactly). The thread's alone;
@@ -54,7 +57,7 @@ static uint64_t inflight; /* set_hash of the set the child is compiling, or 0 */
  * the last generation compiled to its end used (a rollback to it, during a
  * compile of other rules, compiles nothing). */
 typedef struct {
-    uint64_t hash;
+    uint64_t hash; /* lx_hash of req: most lookups end there */
     char *req, *ans;
     size_t reqlen, anslen;
     uint64_t seen; /* the latest generation that used it */
@@ -174,23 +177,6 @@ static const char *describe(int st, char *buf, size_t cap) {
     return buf;
 }
 
-/* FNV-1a over a set's free regexes and their ids: which set the child is
- * compiling, for a reload to tell whether its generation has it too. A
- * match here only spares a compile from a kill; reuse compares the bytes. */
-static uint64_t set_hash(const lx_ruleset_t *rs) {
-    uint64_t h = 14695981039346656037ULL;
-    for (uint32_t i = 0; i < rs->nfree; i++) {
-        uint32_t id = rs->free_re[i];
-        const unsigned char *p = (const unsigned char *)&id;
-        for (size_t k = 0; k < sizeof(id); k++)
-            h = (h ^ p[k]) * 1099511628211ULL;
-        for (p = (const unsigned char *)rs->rules[id].regex; *p; p++)
-            h = (h ^ *p) * 1099511628211ULL;
-        h = (h ^ 0xff) * 1099511628211ULL; /* ends the pattern: no byte of one is 0xff */
-    }
-    return h | 1; /* never 0: none */
-}
-
 static void free_kept(kept_t *k) {
     free(k->req);
     free(k->ans);
@@ -203,15 +189,8 @@ static kept_t *requests_of(const lx_gen_t *g) {
     for (size_t i = 0; w && i < g->nrulesets; i++) {
         const lx_ruleset_t *rs = g->rulesets[i];
         if (rs->nfree == 0) continue;
-        const char **pats = malloc(rs->nfree * sizeof(*pats));
-        int rc = -ENOMEM;
-        if (pats) {
-            for (uint32_t j = 0; j < rs->nfree; j++)
-                pats[j] = rs->rules[rs->free_re[j]].regex;
-            w[i].hash = set_hash(rs);
-            rc = lx_multire_request(pats, rs->free_re, rs->nfree, &w[i].req, &w[i].reqlen);
-            free(pats);
-        }
+        int rc = lx_ruleset_prefilter_request(rs, &w[i].req, &w[i].reqlen);
+        if (rc == 0) w[i].hash = lx_hash(w[i].req, w[i].reqlen, 0);
         if (rc < 0) {
             for (size_t j = 0; j < i; j++)
                 free(w[j].req);
@@ -276,14 +255,17 @@ static int compile_one(const lx_gen_t *g, const kept_t *want, int *fd, char **an
         return rc;
     }
     pthread_mutex_lock(&mu);
-    if (!stopping && latest == g->id)
-        inflight = want->hash; /* else: a reload killed it, or will not */
-    rc = inflight == want->hash ? 0 : -ECANCELED;
+    rc = -ECANCELED; /* g given up: a reload killed the child, or will not */
+    if (!stopping && latest == g->id) {
+        inflight = want->req;
+        inflight_len = want->reqlen;
+        rc = 0;
+    }
     pthread_mutex_unlock(&mu);
     if (rc == 0 && (rc = lx_multire_write(*fd, want->req, want->reqlen)) == 0)
         rc = lx_multire_read_answer(*fd, ans, anslen);
     pthread_mutex_lock(&mu);
-    inflight = 0;
+    inflight = NULL;
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -374,10 +356,11 @@ static void compile_gen(lx_gen_t *g, uint32_t nloops) {
         for (size_t i = 0; i < nkept; i++)
             if (kept[i].seen == g->id) kept[i].done = g->id;
     }
+    int nomem = w == NULL;
     for (size_t i = 0; w && i < g->nrulesets; i++)
         free(w[i].req); /* those not kept */
     free(w);
-    if (w == NULL) {
+    if (nomem) {
         lx_log_error("rules: out of memory for the regex prefilters; every regex rule of "
                      "generation %llu is tested on its own",
                      (unsigned long long)g->id);
@@ -430,30 +413,36 @@ static int start_thread(void) {
     return -r;
 }
 
+/* Whether g has the set the child is compiling (under mu). */
+static int has_inflight(const lx_gen_t *g) {
+    for (size_t i = 0; i < g->nrulesets; i++) {
+        char *req;
+        size_t len;
+        if (g->rulesets[i]->nfree == 0 || lx_ruleset_prefilter_request(g->rulesets[i], &req, &len))
+            continue;
+        int same = len == inflight_len && memcmp(req, inflight, len) == 0;
+        free(req);
+        if (same) return 1;
+    }
+    return 0;
+}
+
 void lx_gen_prefilter_start(lx_gen_t *g, int nloops) {
     if (!lx_multire_available()) return;
-    /* The sets g compiles, by hash: a compile in progress of one of them
-     * goes on (g takes its answer), of any other is killed. */
-    size_t nh = 0, any = 0;
-    uint64_t *hs = malloc((g->nrulesets ? g->nrulesets : 1) * sizeof(*hs));
-    for (size_t i = 0; i < g->nrulesets; i++) {
-        if (g->rulesets[i]->nfree == 0) continue;
-        any = 1;
-        if (hs) hs[nh++] = set_hash(g->rulesets[i]); /* none: nothing spared a kill */
-    }
+    int any = 0;
+    for (size_t i = 0; !any && i < g->nrulesets; i++)
+        any = g->rulesets[i]->nfree != 0;
     lx_gen_t *old;
     int rc = 0;
     pthread_mutex_lock(&mu);
     if (stopping) {
         pthread_mutex_unlock(&mu);
-        free(hs);
         return;
     }
     latest = g->id;
-    int shared = 0;
-    for (size_t i = 0; hs && inflight && !shared && i < nh; i++)
-        shared = hs[i] == inflight;
-    if (child > 0 && inflight && !shared) kill(child, SIGKILL);
+    /* A compile of a set g has goes on (g takes its answer); of any other,
+     * it is killed. */
+    if (child > 0 && inflight && !has_inflight(g)) kill(child, SIGKILL);
     old = pending;
     pending = NULL;
     /* One with nothing to compile is queued too, once there is a thread:
@@ -465,7 +454,6 @@ void lx_gen_prefilter_start(lx_gen_t *g, int nloops) {
         pthread_cond_signal(&wake);
     }
     pthread_mutex_unlock(&mu);
-    free(hs);
     if (old) lx_gen_unref(old);
     if (rc < 0)
         lx_log_error("rules: cannot start the regex prefilter's compile (%s); every regex rule "

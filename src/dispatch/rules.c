@@ -172,12 +172,26 @@ static int free_to_always(lx_ruleset_t *rs) {
     return rc;
 }
 
+/* The patterns of free_re, in its order (free() the array), or NULL. */
+static const char **free_patterns(const lx_ruleset_t *rs) {
+    const char **pats = malloc((rs->nfree ? rs->nfree : 1) * sizeof(*pats));
+    for (uint32_t i = 0; pats && i < rs->nfree; i++)
+        pats[i] = rs->rules[rs->free_re[i]].regex;
+    return pats;
+}
+
+int lx_ruleset_prefilter_request(const lx_ruleset_t *rs, char **req, size_t *len) {
+    const char **pats = free_patterns(rs);
+    if (pats == NULL) return -ENOMEM;
+    int rc = lx_multire_request(pats, rs->free_re, rs->nfree, req, len);
+    free(pats);
+    return rc;
+}
+
 int lx_ruleset_prefilter_build(lx_ruleset_t *rs, uint32_t nloops) {
     if (rs->nfree == 0 || __atomic_load_n(&rs->multi, __ATOMIC_ACQUIRE) != NULL) return 0;
-    const char **pats = malloc(rs->nfree * sizeof(*pats));
+    const char **pats = free_patterns(rs);
     if (pats == NULL) return -ENOMEM;
-    for (uint32_t i = 0; i < rs->nfree; i++)
-        pats[i] = rs->rules[rs->free_re[i]].regex;
     lx_multire_t *m = NULL;
     int rc = lx_multire_build(pats, rs->free_re, rs->nfree, nloops, &m);
     free(pats);

@@ -87,6 +87,10 @@ int lx_ruleset_index(lx_ruleset_t *rs);
  * path tests every rule of free_re. In this process: for tests (the server
  * compiles in a child, config/prefilter.c). Returns 0, or -ENOMEM. */
 int lx_ruleset_prefilter_build(lx_ruleset_t *rs, uint32_t nloops);
+/* The request (dispatch/multire_wire.c) that compiles rs's free_re in
+ * another process, as bytes (free() them): they name the set exactly.
+ * Returns 0 or -ENOMEM. */
+int lx_ruleset_prefilter_request(const lx_ruleset_t *rs, char **req, size_t *len);
 /* Publishes m (built elsewhere from free_re, in a child process say) as
  * rs's prefilter; rs owns it from here. Once per set: rs->multi was NULL. */
 void lx_ruleset_prefilter_publish(lx_ruleset_t *rs, lx_multire_t *m);
