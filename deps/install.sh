@@ -2,17 +2,21 @@
 # Installs the Debian packages luxd builds and tests with, only those missing.
 # Usage: deps/install.sh [build|test|bench|pkg]...   (default: build test)
 set -eu
+set -f # package lists are words, never file names to glob
 here=$(dirname "$0")
 groups=${*:-build test}
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 arch=$(dpkg --print-architecture 2>/dev/null || echo unknown)
-# A line is a package, then optionally arch=A (only there: Debian builds
-# it for A alone) and unless=P (not where P, which it conflicts with, is
-# installed: that is the machine owner's choice, not ours to replace); a #
-# starts a comment. Read in this shell, not a pipeline's, so that a line it
-# cannot read stops it; a last line without its newline and CRLF ends count.
+# A line is a package, then optionally arch=A[,B...] (only there: Debian
+# builds it for those alone) and unless=P (not where P, which it conflicts
+# with, is installed: that is the machine owner's choice, not ours to
+# replace); a # starts a comment. A package with a condition is optional:
+# where the archive lacks it, it is left out (luxd builds without it), not
+# the whole install refused. Read in this shell, not a pipeline's, so that
+# a line it cannot read stops it; a last line without its newline and CRLF
+# ends count.
 cr=$(printf '\r')
-want=""
+want="" optional=""
 for g in $groups; do
   while IFS= read -r line || [ -n "$line" ]; do
     line=${line%"$cr"}
@@ -25,12 +29,13 @@ for g in $groups; do
     ok=1
     for c in "$@"; do
       case $c in
-        arch=*) [ "${c#arch=}" = "$arch" ] || ok=0 ;;
+        arch=*) case ",${c#arch=}," in *",$arch,"*) ;; *) ok=0 ;; esac ;;
         unless=*) ! installed "${c#unless=}" || ok=0 ;;
         *) echo "deps: $here/packages-$g.txt: unknown condition \"$c\" for $p" >&2; exit 1 ;;
       esac
     done
     if [ $ok = 1 ]; then want="$want $p"; fi
+    if [ $# -gt 0 ]; then optional="$optional $p"; fi
   done < "$here/packages-$g.txt"
 done
 missing=""
@@ -38,10 +43,22 @@ for p in $want; do
   installed "$p" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
-echo "deps: installing$missing"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 # A fresh machine has no package lists yet; update once, then install.
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+install=""
+for p in $missing; do
+  case " $optional " in
+    *" $p "*)
+      if ! apt-cache show "$p" >/dev/null 2>&1; then
+        echo "deps: $p is not in this machine's archive; building without it" >&2
+        continue
+      fi ;;
+  esac
+  install="$install $p"
+done
+[ -z "$install" ] && exit 0
+echo "deps: installing$install"
+$SUDO apt-get install -y -qq --no-install-recommends $install
